@@ -1,0 +1,156 @@
+//! The context of a long operation: seed, threads, cancellation and progress.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::{Error, Result};
+
+/// Receives progress reports from long work. Implementations must be cheap: builders call
+/// [`Progress::advance`] from worker threads.
+pub trait Progress: Send + Sync {
+    /// A new stage begins, with `total` units of work if known.
+    fn begin(&self, stage: &str, total: Option<u64>);
+    /// `delta` more units of the current stage are done.
+    fn advance(&self, delta: u64);
+    /// The current stage is over.
+    fn end(&self) {}
+}
+
+/// A [`Progress`] that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn begin(&self, _stage: &str, _total: Option<u64>) {}
+    fn advance(&self, _delta: u64) {}
+}
+
+/// A cancellation flag shared between the caller (who cancels) and the work (which polls).
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks the work to stop; it returns [`Error::Cancelled`] at its next check.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Error::Cancelled)` once cancelled.
+    pub fn check(&self) -> Result<()> {
+        if self.is_cancelled() {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Everything a build or search needs besides data and parameters.
+#[derive(Clone)]
+pub struct BuildCtx {
+    seed: u64,
+    threads: Option<usize>,
+    cancel: CancelToken,
+    progress: Arc<dyn Progress>,
+}
+
+impl std::fmt::Debug for BuildCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildCtx")
+            .field("seed", &self.seed)
+            .field("threads", &self.threads)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish()
+    }
+}
+
+impl Default for BuildCtx {
+    fn default() -> Self {
+        BuildCtx::new(0)
+    }
+}
+
+impl BuildCtx {
+    /// A context with `seed`, the global thread pool, no cancellation and no progress output.
+    pub fn new(seed: u64) -> Self {
+        BuildCtx {
+            seed,
+            threads: None,
+            cancel: CancelToken::new(),
+            progress: Arc::new(NoProgress),
+        }
+    }
+
+    /// Runs on a pool of `threads` threads (`None`: rayon's global pool).
+    pub fn with_threads(mut self, threads: Option<usize>) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Uses `cancel` as the cancellation flag.
+    pub fn with_cancel(mut self, cancel: CancelToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Reports progress to `progress`.
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// The seed: the same seed and parameters give the same result on the CPU.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The requested thread count (`None`: rayon's global pool).
+    pub fn threads(&self) -> Option<usize> {
+        self.threads
+    }
+
+    /// The cancellation flag.
+    pub fn cancel_token(&self) -> &CancelToken {
+        &self.cancel
+    }
+
+    /// The progress sink.
+    pub fn progress(&self) -> &dyn Progress {
+        &*self.progress
+    }
+
+    /// `Err(Error::Cancelled)` once cancelled; call between units of work.
+    pub fn check_cancelled(&self) -> Result<()> {
+        self.cancel.check()
+    }
+
+    /// Runs `f` on the thread pool this context asks for.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> Result<R> {
+        match self.threads {
+            None => Ok(f()),
+            Some(0) => Err(Error::invalid_param(
+                "threads",
+                "the thread count must be at least 1",
+            )),
+            Some(n) => {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .build()
+                    .map_err(|e| {
+                        Error::invalid_param("threads", format!("cannot start {n} threads: {e}"))
+                    })?;
+                Ok(pool.install(f))
+            }
+        }
+    }
+}

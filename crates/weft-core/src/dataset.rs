@@ -1,0 +1,397 @@
+//! Row-major vector sets: borrowed ([`DatasetView`]) and owned ([`Dataset`]).
+
+use std::ops::Range;
+
+use ndarray::{ArrayView2, ShapeBuilder};
+
+use crate::buffer::SharedSlice;
+use crate::{Element, Error, Result};
+
+/// A borrowed, row-major set of `rows` vectors of dimension `dim`; row `i` starts at element
+/// `i * stride` (`stride >= dim`).
+pub struct DatasetView<'a, T> {
+    data: &'a [T],
+    rows: usize,
+    dim: usize,
+    stride: usize,
+}
+
+impl<T> Clone for DatasetView<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DatasetView<'_, T> {}
+
+impl<T: Element> std::fmt::Debug for DatasetView<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatasetView")
+            .field("dtype", &T::DTYPE)
+            .field("rows", &self.rows)
+            .field("dim", &self.dim)
+            .field("stride", &self.stride)
+            .finish()
+    }
+}
+
+impl<'a, T: Element> DatasetView<'a, T> {
+    /// A view of `data` as `rows` contiguous rows of `dim` elements.
+    pub fn new(data: &'a [T], rows: usize, dim: usize) -> Result<Self> {
+        Self::with_stride(data, rows, dim, dim)
+    }
+
+    /// A view of `data` as rows of `dim` elements; the row count is `data.len() / dim`.
+    pub fn from_flat(data: &'a [T], dim: usize) -> Result<Self> {
+        if dim == 0 {
+            return Err(Error::InvalidInput(
+                "vector dimension must be at least 1".into(),
+            ));
+        }
+        if data.len() % dim != 0 {
+            return Err(Error::InvalidInput(format!(
+                "{} elements are not a whole number of rows of dimension {dim}",
+                data.len()
+            )));
+        }
+        Self::new(data, data.len() / dim, dim)
+    }
+
+    /// A view whose rows start `stride` elements apart.
+    pub fn with_stride(data: &'a [T], rows: usize, dim: usize, stride: usize) -> Result<Self> {
+        if dim == 0 {
+            return Err(Error::InvalidInput(
+                "vector dimension must be at least 1".into(),
+            ));
+        }
+        if stride < dim {
+            return Err(Error::InvalidInput(format!(
+                "row stride {stride} is below the dimension {dim}"
+            )));
+        }
+        let need = if rows == 0 {
+            0
+        } else {
+            (rows - 1) * stride + dim
+        };
+        if data.len() < need {
+            return Err(Error::InvalidInput(format!(
+                "{rows} rows of dimension {dim} (stride {stride}) need {need} elements, got {}",
+                data.len()
+            )));
+        }
+        Ok(DatasetView {
+            data,
+            rows,
+            dim,
+            stride,
+        })
+    }
+
+    /// Number of vectors.
+    #[inline]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Whether there are no vectors.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Elements per vector.
+    #[inline]
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Elements between the starts of consecutive rows.
+    #[inline]
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// Vector `i` (panics when `i >= rows`, like slice indexing).
+    #[inline]
+    pub fn row(&self, i: usize) -> &'a [T] {
+        let start = i * self.stride;
+        &self.data[start..start + self.dim]
+    }
+
+    /// The rows in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a [T]> + 'a {
+        let this = *self;
+        (0..self.rows).map(move |i| this.row(i))
+    }
+
+    /// The rows in `range` as a view.
+    pub fn slice_rows(&self, range: Range<usize>) -> Result<Self> {
+        if range.start > range.end || range.end > self.rows {
+            return Err(Error::InvalidInput(format!(
+                "row range {range:?} is outside 0..{}",
+                self.rows
+            )));
+        }
+        let start = range.start * self.stride;
+        Ok(DatasetView {
+            data: &self.data[start.min(self.data.len())..],
+            rows: range.len(),
+            dim: self.dim,
+            stride: self.stride,
+        })
+    }
+
+    /// The underlying elements when rows are contiguous (`stride == dim`).
+    pub fn as_contiguous(&self) -> Option<&'a [T]> {
+        (self.stride == self.dim).then(|| &self.data[..self.rows * self.dim])
+    }
+
+    /// Fails with [`Error::NonFinite`] naming the first NaN or infinite value.
+    pub fn check_finite(&self) -> Result<()> {
+        for (r, row) in self.iter().enumerate() {
+            if let Some(c) = row.iter().position(|v| !v.is_finite()) {
+                return Err(Error::NonFinite {
+                    row: r,
+                    col: c,
+                    value: row[c].to_f32(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails unless `other` has the same dimension (`what` names the pair in the error).
+    pub fn check_same_dim<U: Element>(&self, other: &DatasetView<'_, U>, what: &str) -> Result<()> {
+        if self.dim != other.dim {
+            return Err(Error::dim_mismatch(what, self.dim, other.dim));
+        }
+        Ok(())
+    }
+
+    /// The view as an `ndarray` array view (rows x dim).
+    pub fn to_array_view(&self) -> ArrayView2<'a, T> {
+        let len = if self.rows == 0 {
+            0
+        } else {
+            (self.rows - 1) * self.stride + self.dim
+        };
+        ArrayView2::from_shape(
+            (self.rows, self.dim).strides((self.stride, 1)),
+            &self.data[..len],
+        )
+        .expect("shape checked at construction")
+    }
+
+    /// An owned copy with contiguous rows.
+    pub fn to_dataset(&self) -> Dataset<T> {
+        let mut v = Vec::with_capacity(self.rows * self.dim);
+        for row in self.iter() {
+            v.extend_from_slice(row);
+        }
+        Dataset::from_vec(v, self.rows, self.dim).expect("shape is consistent")
+    }
+}
+
+impl<'a, T: Element> TryFrom<ArrayView2<'a, T>> for DatasetView<'a, T> {
+    type Error = Error;
+
+    /// Borrows a 2-D array whose rows are contiguous (C order, or any layout with column
+    /// stride 1 and a non-negative row stride). Other layouts must be copied first
+    /// (`array.as_standard_layout()`).
+    fn try_from(a: ArrayView2<'a, T>) -> Result<Self> {
+        let (rows, dim) = a.dim();
+        let strides = a.strides();
+        if rows > 0 && dim > 1 && strides[1] != 1 {
+            return Err(Error::InvalidInput(
+                "the array's rows are not contiguous (column stride != 1); use as_standard_layout()".into(),
+            ));
+        }
+        if strides[0] < 0 {
+            return Err(Error::InvalidInput(
+                "negative row strides are not supported".into(),
+            ));
+        }
+        let stride = if rows <= 1 { dim } else { strides[0] as usize };
+        let len = if rows == 0 {
+            0
+        } else {
+            (rows - 1) * stride + dim
+        };
+        // SAFETY: the array view guarantees that every element reachable through its shape and
+        // strides lies in one allocation starting at `as_ptr()`; with column stride 1 and a
+        // non-negative row stride those elements are exactly `[ptr, ptr + len)` minus gaps,
+        // and the lifetime `'a` is the array view's.
+        let data = unsafe { std::slice::from_raw_parts(a.as_ptr(), len) };
+        DatasetView::with_stride(data, rows, dim, stride.max(dim))
+    }
+}
+
+/// An owned, contiguous, row-major set of vectors. The storage may be a memory-mapped file
+/// (see [`SharedSlice`]).
+#[derive(Clone)]
+pub struct Dataset<T: Element> {
+    data: SharedSlice<T>,
+    rows: usize,
+    dim: usize,
+}
+
+impl<T: Element> std::fmt::Debug for Dataset<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("dtype", &T::DTYPE)
+            .field("rows", &self.rows)
+            .field("dim", &self.dim)
+            .field("mapped", &self.data.is_shared())
+            .finish()
+    }
+}
+
+impl<T: Element> Dataset<T> {
+    /// Takes `rows * dim` elements in row-major order.
+    pub fn from_vec(data: Vec<T>, rows: usize, dim: usize) -> Result<Self> {
+        Self::from_shared(SharedSlice::from_vec(data), rows, dim)
+    }
+
+    /// Wraps shared storage of `rows * dim` elements.
+    pub fn from_shared(data: SharedSlice<T>, rows: usize, dim: usize) -> Result<Self> {
+        if dim == 0 {
+            return Err(Error::InvalidInput(
+                "vector dimension must be at least 1".into(),
+            ));
+        }
+        let need = rows
+            .checked_mul(dim)
+            .ok_or_else(|| Error::InvalidInput("rows x dim overflows".into()))?;
+        if data.len() != need {
+            return Err(Error::InvalidInput(format!(
+                "{rows} rows of dimension {dim} need {need} elements, got {}",
+                data.len()
+            )));
+        }
+        Ok(Dataset { data, rows, dim })
+    }
+
+    /// Builds `rows` vectors with `f(row, col)`.
+    pub fn from_fn(rows: usize, dim: usize, mut f: impl FnMut(usize, usize) -> T) -> Result<Self> {
+        let mut v = Vec::with_capacity(rows * dim);
+        for r in 0..rows {
+            for c in 0..dim {
+                v.push(f(r, c));
+            }
+        }
+        Self::from_vec(v, rows, dim)
+    }
+
+    /// The borrowed view.
+    pub fn view(&self) -> DatasetView<'_, T> {
+        DatasetView {
+            data: &self.data,
+            rows: self.rows,
+            dim: self.dim,
+            stride: self.dim,
+        }
+    }
+
+    /// Number of vectors.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Elements per vector.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Vector `i`.
+    pub fn row(&self, i: usize) -> &[T] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The elements, row-major.
+    pub fn as_slice(&self) -> &[T] {
+        &self.data
+    }
+
+    /// Mutable elements (copies memory-mapped storage first).
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        self.data.to_mut()
+    }
+
+    /// Whether the storage is borrowed from a shared source (e.g. a memory-mapped file).
+    pub fn is_mapped(&self) -> bool {
+        self.data.is_shared()
+    }
+
+    /// The elements as an owned vector.
+    pub fn into_vec(self) -> Vec<T> {
+        self.data.into_vec()
+    }
+
+    /// Scales every row to unit L2 norm (zero rows stay zero); used for cosine as inner product.
+    pub fn normalize_rows(&mut self)
+    where
+        T: Element,
+    {
+        let dim = self.dim;
+        for row in self.as_mut_slice().chunks_exact_mut(dim) {
+            let norm: f32 = row
+                .iter()
+                .map(|v| v.to_f32() * v.to_f32())
+                .sum::<f32>()
+                .sqrt();
+            if norm > 0.0 {
+                for v in row.iter_mut() {
+                    *v = T::from_f32(v.to_f32() / norm);
+                }
+            }
+        }
+    }
+}
+
+impl<'a, T: Element> From<&'a Dataset<T>> for DatasetView<'a, T> {
+    fn from(d: &'a Dataset<T>) -> Self {
+        d.view()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array2;
+
+    #[test]
+    fn ndarray_round_trip() {
+        let a = Array2::from_shape_fn((5, 3), |(r, c)| (r * 10 + c) as f32);
+        let v = DatasetView::try_from(a.view()).unwrap();
+        assert_eq!(v.rows(), 5);
+        assert_eq!(v.row(3), &[30.0, 31.0, 32.0]);
+        assert_eq!(v.to_array_view(), a.view());
+        // A column slice keeps a row stride larger than its width.
+        let s = a.slice(ndarray::s![.., 0..2]);
+        let v = DatasetView::try_from(s).unwrap();
+        assert_eq!(v.stride(), 3);
+        assert_eq!(v.row(4), &[40.0, 41.0]);
+        // Fortran order is refused rather than misread.
+        let f = a.t();
+        assert!(DatasetView::try_from(f).is_err());
+    }
+
+    #[test]
+    fn non_finite_is_reported_with_position() {
+        let d = [0.0f32, 1.0, 2.0, f32::NAN, 4.0, 5.0];
+        let v = DatasetView::new(&d, 3, 2).unwrap();
+        match v.check_finite() {
+            Err(Error::NonFinite { row: 1, col: 1, .. }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let d = [0.0f32; 5];
+        assert!(DatasetView::new(&d, 2, 3).is_err());
+        assert!(DatasetView::new(&d, 1, 0).is_err());
+        assert!(DatasetView::from_flat(&d, 2).is_err());
+        assert!(Dataset::from_vec(vec![0.0f32; 5], 2, 3).is_err());
+    }
+}
