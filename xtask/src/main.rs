@@ -1,1 +1,43 @@
-fn main() {}
+//! `cargo xtask`: weft's developer tasks. Plain `cargo build` and `cargo test` never need it.
+//!
+//! - `cargo xtask test`: the workspace tests (what CI runs), plus the GPU runs where a GPU is present.
+//! - `cargo xtask kernels [--arch 80,90] [--check]`: compile every CUDA kernel with nvcc and NVRTC.
+//! - `cargo xtask device-pack`: gather release binaries and a run script for the GPU machine.
+//! - `cargo xtask bench`: the benchmark harness.
+
+mod bench;
+mod device_pack;
+mod kernels;
+mod test;
+mod util;
+
+use anyhow::{Result, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <task> [options]
+
+tasks:
+  test          run the workspace tests (fmt and clippy with --lint), as CI does
+  kernels       compile every CUDA kernel with nvcc and NVRTC [--arch 80,90] [--check]
+  device-pack   build release test/bench binaries and the CLI into device-pack/ for the GPU machine
+  bench         run the benchmark harness
+  help          print this message";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((task, rest)) = args.split_first() else {
+        println!("{USAGE}");
+        return Ok(());
+    };
+    match task.as_str() {
+        "test" => test::run(rest),
+        "kernels" => kernels::run(rest),
+        "device-pack" => device_pack::run(rest),
+        "bench" => bench::run(rest),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown task `{other}`\n\n{USAGE}"),
+    }
+}

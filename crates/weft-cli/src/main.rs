@@ -1,0 +1,2 @@
+//! the weft binary
+fn main() {}
