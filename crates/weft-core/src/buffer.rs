@@ -63,7 +63,7 @@ impl<T: bytemuck::Pod> SharedSlice<T> {
             )));
         }
         let ptr = bytes[offset..].as_ptr();
-        if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+        if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return Err(Error::InvalidInput(format!(
                 "shared slice at byte {offset} is not aligned to {} bytes",
                 std::mem::align_of::<T>()

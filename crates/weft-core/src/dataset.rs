@@ -47,7 +47,7 @@ impl<'a, T: Element> DatasetView<'a, T> {
                 "vector dimension must be at least 1".into(),
             ));
         }
-        if data.len() % dim != 0 {
+        if !data.len().is_multiple_of(dim) {
             return Err(Error::InvalidInput(format!(
                 "{} elements are not a whole number of rows of dimension {dim}",
                 data.len()

@@ -43,6 +43,9 @@ impl Isa {
     }
 }
 
+/// A kernel returning `(a.b, |a|^2, |b|^2)`.
+pub type DotNormsFn<T> = fn(&[T], &[T]) -> (f32, f32, f32);
+
 /// The raw kernels for one element type.
 pub struct KernelSet<T> {
     /// Squared Euclidean distance.
@@ -50,7 +53,11 @@ pub struct KernelSet<T> {
     /// Dot product.
     pub dot: fn(&[T], &[T]) -> f32,
     /// `(a.b, |a|^2, |b|^2)` in one pass.
-    pub dot_norms: fn(&[T], &[T]) -> (f32, f32, f32),
+    pub dot_norms: DotNormsFn<T>,
+    /// Squared Euclidean distances from one query to four rows, the query loaded once per chunk.
+    pub l2_x4: fn(&[T], [&[T]; 4]) -> [f32; 4],
+    /// Dot products of one query with four rows.
+    pub dot_x4: fn(&[T], [&[T]; 4]) -> [f32; 4],
     /// The instruction set these were compiled for.
     pub isa: Isa,
 }
@@ -122,6 +129,71 @@ impl<T: Element> DistanceFn<T> {
             }
         }
     }
+}
+
+impl<T: Element> DistanceFn<T> {
+    /// Distances from `query` to the rows `ids` of `data`, written to `out[..ids.len()]`.
+    /// Faster than calling [`DistanceFn::eval`] per id: rows go four at a time through kernels
+    /// that load each query chunk once.
+    pub fn eval_many(
+        &self,
+        query: &[T],
+        data: crate::DatasetView<'_, T>,
+        ids: &[crate::NodeId],
+        out: &mut [f32],
+    ) {
+        let out = &mut out[..ids.len()];
+        let mut quads = ids.chunks_exact(4);
+        let mut outs = out.chunks_exact_mut(4);
+        for (q4, o4) in (&mut quads).zip(&mut outs) {
+            let rows = [
+                data.row(q4[0] as usize),
+                data.row(q4[1] as usize),
+                data.row(q4[2] as usize),
+                data.row(q4[3] as usize),
+            ];
+            o4.copy_from_slice(&self.eval_x4(query, rows));
+        }
+        for (&id, o) in quads.remainder().iter().zip(outs.into_remainder()) {
+            *o = self.eval(query, data.row(id as usize));
+        }
+    }
+
+    /// Distances from `query` to every row of `rows`, written to `out[..rows.rows()]`.
+    pub fn eval_rows(&self, query: &[T], rows: crate::DatasetView<'_, T>, out: &mut [f32]) {
+        let n = rows.rows();
+        let out = &mut out[..n];
+        let mut i = 0;
+        while i + 4 <= n {
+            let r = [
+                rows.row(i),
+                rows.row(i + 1),
+                rows.row(i + 2),
+                rows.row(i + 3),
+            ];
+            out[i..i + 4].copy_from_slice(&self.eval_x4(query, r));
+            i += 4;
+        }
+        while i < n {
+            out[i] = self.eval(query, rows.row(i));
+            i += 1;
+        }
+    }
+
+    /// Distances from `query` to four rows.
+    #[inline]
+    pub fn eval_x4(&self, query: &[T], rows: [&[T]; 4]) -> [f32; 4] {
+        match self.metric {
+            Metric::L2Squared => (self.kernels.l2_x4)(query, rows),
+            Metric::InnerProduct => (self.kernels.dot_x4)(query, rows).map(|d| -d),
+            Metric::Cosine => rows.map(|r| self.eval(query, r)),
+        }
+    }
+}
+
+/// Four pair calls: the x4 kernel of element types without a dedicated one.
+fn x4_by_pairs<T>(f: fn(&[T], &[T]) -> f32, q: &[T], rows: [&[T]; 4]) -> [f32; 4] {
+    rows.map(|r| f(q, r))
 }
 
 /// Cosine distance from a dot product and two squared norms.
@@ -273,7 +345,7 @@ fn f16_bits_to_f32(h: u16) -> f32 {
 #[inline(always)]
 fn f16_chunk<const F16C: bool, const W: usize>(src: &[f16], dst: &mut [f32; W]) {
     #[cfg(target_arch = "x86_64")]
-    if F16C && src.len() == W && W % 8 == 0 {
+    if F16C && src.len() == W && W.is_multiple_of(8) {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm256_cvtph_ps, _mm256_storeu_ps};
         for c in 0..W / 8 {
             // SAFETY: F16C is only true inside functions compiled with `f16c` enabled, which are
@@ -320,14 +392,14 @@ fn f16_drive<const F16C: bool, A>(
 #[inline(always)]
 fn l2_f16_body<const FMA: bool, const F16C: bool>(a: &[f16], b: &[f16]) -> f32 {
     let mut acc = [0f32; TAIL];
-    f16_drive::<F16C, _>(a, b, &mut acc, |acc, x, y| l2_step::<FMA, TAIL>(acc, x, y));
+    f16_drive::<F16C, _>(a, b, &mut acc, l2_step::<FMA, TAIL>);
     fold(acc)
 }
 
 #[inline(always)]
 fn dot_f16_body<const FMA: bool, const F16C: bool>(a: &[f16], b: &[f16]) -> f32 {
     let mut acc = [0f32; TAIL];
-    f16_drive::<F16C, _>(a, b, &mut acc, |acc, x, y| dot_step::<FMA, TAIL>(acc, x, y));
+    f16_drive::<F16C, _>(a, b, &mut acc, dot_step::<FMA, TAIL>);
     fold(acc)
 }
 
@@ -423,6 +495,9 @@ macro_rules! tf_entry {
 /// generic functions above, compiled with `$features` enabled.
 macro_rules! isa_module {
     ($module:ident, $features:literal, $fma:literal, $f16c:literal) => {
+        // The generic f32 bodies of the x86 sets are superseded by `f32_x86` but stay compiled,
+        // so tests can compare the two.
+        #[allow(dead_code)]
         mod $module {
             use half::f16;
             tf_entry!($features, l2_f32, l2_f32_tf, (a: &[f32], b: &[f32]) -> f32, super::l2_f32_body::<$fma>(a, b));
@@ -444,6 +519,199 @@ macro_rules! isa_module {
 #[inline(always)]
 fn triple(r: [i64; 3]) -> (f32, f32, f32) {
     (r[0] as f32, r[1] as f32, r[2] as f32)
+}
+
+/// Hand-written f32 kernels: masked or scalar tails instead of a second loop, and the
+/// one-query-four-rows kernels, which the compiler does not derive from the generic bodies.
+#[cfg(target_arch = "x86_64")]
+mod f32_x86 {
+    use std::arch::x86_64::*;
+
+    #[inline(always)]
+    fn tail_mask(left: usize) -> __mmask16 {
+        ((1u32 << left.min(16)) - 1) as __mmask16
+    }
+
+    macro_rules! avx512_pair {
+        ($name:ident, $inner:ident, $combine:expr) => {
+            #[target_feature(enable = "avx512f")]
+            fn $inner(a: &[f32], b: &[f32]) -> f32 {
+                let n = a.len().min(b.len());
+                let (pa, pb) = (a.as_ptr(), b.as_ptr());
+                let mut acc = [_mm512_setzero_ps(); 4];
+                let mut i = 0;
+                // SAFETY: every load reads lanes [i, i + 16) with i + 16 <= n, or a masked tail
+                // whose mask covers only lanes below n; both slices hold at least n floats.
+                unsafe {
+                    while i + 64 <= n {
+                        for (j, acc) in acc.iter_mut().enumerate() {
+                            let x = _mm512_loadu_ps(pa.add(i + 16 * j));
+                            let y = _mm512_loadu_ps(pb.add(i + 16 * j));
+                            *acc = $combine(x, y, *acc);
+                        }
+                        i += 64;
+                    }
+                    while i + 16 <= n {
+                        let x = _mm512_loadu_ps(pa.add(i));
+                        let y = _mm512_loadu_ps(pb.add(i));
+                        acc[0] = $combine(x, y, acc[0]);
+                        i += 16;
+                    }
+                    if i < n {
+                        let m = tail_mask(n - i);
+                        let x = _mm512_maskz_loadu_ps(m, pa.add(i));
+                        let y = _mm512_maskz_loadu_ps(m, pb.add(i));
+                        acc[1] = $combine(x, y, acc[1]);
+                    }
+                }
+                let s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+                _mm512_reduce_add_ps(s)
+            }
+            pub(super) fn $name(a: &[f32], b: &[f32]) -> f32 {
+                // SAFETY: handed out only after AVX-512F was detected.
+                unsafe { $inner(a, b) }
+            }
+        };
+    }
+
+    macro_rules! avx512_x4 {
+        ($name:ident, $inner:ident, $combine:expr) => {
+            #[target_feature(enable = "avx512f,avx2")]
+            fn $inner(q: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+                let n = rows.iter().fold(q.len(), |n, r| n.min(r.len()));
+                let pq = q.as_ptr();
+                let pr = rows.map(|r| r.as_ptr());
+                let mut acc = [_mm512_setzero_ps(); 4];
+                let mut i = 0;
+                // SAFETY: as in the pair kernels: full loads stay below n, the tail is masked.
+                unsafe {
+                    while i + 16 <= n {
+                        let x = _mm512_loadu_ps(pq.add(i));
+                        for r in 0..4 {
+                            acc[r] = $combine(x, _mm512_loadu_ps(pr[r].add(i)), acc[r]);
+                        }
+                        i += 16;
+                    }
+                    if i < n {
+                        let m = tail_mask(n - i);
+                        let x = _mm512_maskz_loadu_ps(m, pq.add(i));
+                        for r in 0..4 {
+                            acc[r] = $combine(x, _mm512_maskz_loadu_ps(m, pr[r].add(i)), acc[r]);
+                        }
+                    }
+                }
+                reduce4(acc)
+            }
+            pub(super) fn $name(q: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+                // SAFETY: handed out only after AVX-512F was detected.
+                unsafe { $inner(q, rows) }
+            }
+        };
+    }
+
+    /// Horizontal sums of four registers at once (a transposing add tree: about half the
+    /// shuffles of four separate reductions).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2")]
+    fn reduce4(a: [__m512; 4]) -> [f32; 4] {
+        let half = |v: __m512| {
+            let lo = _mm512_castps512_ps256(v);
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+            _mm256_add_ps(lo, hi)
+        };
+        let h = [half(a[0]), half(a[1]), half(a[2]), half(a[3])];
+        let ab = _mm256_hadd_ps(h[0], h[1]);
+        let cd = _mm256_hadd_ps(h[2], h[3]);
+        let abcd = _mm256_hadd_ps(ab, cd);
+        let r = _mm_add_ps(
+            _mm256_castps256_ps128(abcd),
+            _mm256_extractf128_ps::<1>(abcd),
+        );
+        let mut out = [0f32; 4];
+        // SAFETY: `out` holds 4 floats.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), r) };
+        out
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn l2_512(x: __m512, y: __m512, acc: __m512) -> __m512 {
+        let d = _mm512_sub_ps(x, y);
+        _mm512_fmadd_ps(d, d, acc)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn dot_512(x: __m512, y: __m512, acc: __m512) -> __m512 {
+        _mm512_fmadd_ps(x, y, acc)
+    }
+
+    avx512_pair!(l2_avx512, l2_avx512_tf, l2_512);
+    avx512_pair!(dot_avx512, dot_avx512_tf, dot_512);
+    avx512_x4!(l2_x4_avx512, l2_x4_avx512_tf, l2_512);
+    avx512_x4!(dot_x4_avx512, dot_x4_avx512_tf, dot_512);
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn hsum256(v: __m256) -> f32 {
+        let mut out = [0f32; 8];
+        // SAFETY: `out` holds 8 floats.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
+        ((out[0] + out[4]) + (out[1] + out[5])) + ((out[2] + out[6]) + (out[3] + out[7]))
+    }
+
+    macro_rules! avx2_x4 {
+        ($name:ident, $inner:ident, $scalar:expr, $combine:expr) => {
+            #[target_feature(enable = "avx2,fma")]
+            fn $inner(q: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+                let n = rows.iter().fold(q.len(), |n, r| n.min(r.len()));
+                let pq = q.as_ptr();
+                let pr = rows.map(|r| r.as_ptr());
+                let mut acc = [_mm256_setzero_ps(); 4];
+                let mut i = 0;
+                // SAFETY: every load reads lanes [i, i + 8) with i + 8 <= n.
+                unsafe {
+                    while i + 8 <= n {
+                        let x = _mm256_loadu_ps(pq.add(i));
+                        for r in 0..4 {
+                            acc[r] = $combine(x, _mm256_loadu_ps(pr[r].add(i)), acc[r]);
+                        }
+                        i += 8;
+                    }
+                }
+                let mut out = acc.map(|a| hsum256(a));
+                for r in 0..4 {
+                    for j in i..n {
+                        out[r] += $scalar(q[j], rows[r][j]);
+                    }
+                }
+                out
+            }
+            pub(super) fn $name(q: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+                // SAFETY: handed out only after AVX2 and FMA were detected.
+                unsafe { $inner(q, rows) }
+            }
+        };
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn l2_256(x: __m256, y: __m256, acc: __m256) -> __m256 {
+        let d = _mm256_sub_ps(x, y);
+        _mm256_fmadd_ps(d, d, acc)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn dot_256(x: __m256, y: __m256, acc: __m256) -> __m256 {
+        _mm256_fmadd_ps(x, y, acc)
+    }
+
+    avx2_x4!(
+        l2_x4_avx2,
+        l2_x4_avx2_tf,
+        |a: f32, b: f32| (a - b) * (a - b),
+        l2_256
+    );
+    avx2_x4!(dot_x4_avx2, dot_x4_avx2_tf, |a: f32, b: f32| a * b, dot_256);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -532,40 +800,29 @@ macro_rules! kernel_set_fn {
     ($fn_name:ident, $ty:ty, $l2:ident, $dot:ident, $dn:ident, $doc:literal) => {
         #[doc = $doc]
         pub fn $fn_name() -> KernelSet<$ty> {
+            macro_rules! set {
+                ($m:ident, $isa:expr) => {
+                    KernelSet {
+                        l2: $m::$l2,
+                        dot: $m::$dot,
+                        dot_norms: $m::$dn,
+                        l2_x4: |q, r| x4_by_pairs($m::$l2, q, r),
+                        dot_x4: |q, r| x4_by_pairs($m::$dot, q, r),
+                        isa: $isa,
+                    }
+                };
+            }
             match detect_isa() {
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => KernelSet {
-                    l2: avx512::$l2,
-                    dot: avx512::$dot,
-                    dot_norms: avx512::$dn,
-                    isa: Isa::Avx512,
-                },
+                Isa::Avx512 => set!(avx512, Isa::Avx512),
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => KernelSet {
-                    l2: avx2::$l2,
-                    dot: avx2::$dot,
-                    dot_norms: avx2::$dn,
-                    isa: Isa::Avx2,
-                },
-                _ => KernelSet {
-                    l2: baseline::$l2,
-                    dot: baseline::$dot,
-                    dot_norms: baseline::$dn,
-                    isa: Isa::Baseline,
-                },
+                Isa::Avx2 => set!(avx2, Isa::Avx2),
+                _ => set!(baseline, Isa::Baseline),
             }
         }
     };
 }
 
-kernel_set_fn!(
-    f32_kernels,
-    f32,
-    l2_f32,
-    dot_f32,
-    dot_norms_f32,
-    "The f32 kernels for this CPU."
-);
 kernel_set_fn!(
     f16_kernels,
     f16,
@@ -590,6 +847,39 @@ kernel_set_fn!(
     dot_norms_i8,
     "The i8 kernels for this CPU."
 );
+
+/// The f32 kernels for this CPU: hand-written AVX-512 / AVX2 kernels where they beat the
+/// compiler's, the generic bodies elsewhere.
+pub fn f32_kernels() -> KernelSet<f32> {
+    match detect_isa() {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => KernelSet {
+            l2: f32_x86::l2_avx512,
+            dot: f32_x86::dot_avx512,
+            dot_norms: avx512::dot_norms_f32,
+            l2_x4: f32_x86::l2_x4_avx512,
+            dot_x4: f32_x86::dot_x4_avx512,
+            isa: Isa::Avx512,
+        },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => KernelSet {
+            l2: avx2::l2_f32,
+            dot: avx2::dot_f32,
+            dot_norms: avx2::dot_norms_f32,
+            l2_x4: f32_x86::l2_x4_avx2,
+            dot_x4: f32_x86::dot_x4_avx2,
+            isa: Isa::Avx2,
+        },
+        _ => KernelSet {
+            l2: baseline::l2_f32,
+            dot: baseline::dot_f32,
+            dot_norms: baseline::dot_norms_f32,
+            l2_x4: |q, r| x4_by_pairs(baseline::l2_f32, q, r),
+            dot_x4: |q, r| x4_by_pairs(baseline::dot_f32, q, r),
+            isa: Isa::Baseline,
+        },
+    }
+}
 
 /// Reference distance in f64, element by element: the oracle the kernels are tested against.
 pub fn reference_distance<T: Element>(metric: Metric, a: &[T], b: &[T]) -> f64 {
@@ -636,11 +926,30 @@ mod tests {
         );
     }
 
-    fn baseline_matches<T: Element>(a: &[T], b: &[T], set: KernelSet<T>, base: KernelSet<T>) {
-        let (x, y) = ((set.l2)(a, b), (base.l2)(a, b));
+    type Pair<T> = fn(&[T], &[T]) -> f32;
+
+    fn baseline_matches<T: Element>(a: &[T], b: &[T], set: KernelSet<T>, base: (Pair<T>, Pair<T>)) {
+        let (x, y) = ((set.l2)(a, b), (base.0)(a, b));
         assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "l2 {x} vs {y}");
-        let (x, y) = ((set.dot)(a, b), (base.dot)(a, b));
+        let (x, y) = ((set.dot)(a, b), (base.1)(a, b));
         assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "dot {x} vs {y}");
+        // The four-row kernels agree with the pair kernels.
+        let rows = [b, a, b, a];
+        let l2 = (set.l2_x4)(a, rows);
+        let dot = (set.dot_x4)(a, rows);
+        for r in 0..4 {
+            let (p, q) = ((set.l2)(a, rows[r]), (set.dot)(a, rows[r]));
+            assert!(
+                (l2[r] - p).abs() <= 1e-4 * (1.0 + p.abs()),
+                "l2_x4 {} vs {p}",
+                l2[r]
+            );
+            assert!(
+                (dot[r] - q).abs() <= 1e-4 * (1.0 + q.abs()),
+                "dot_x4 {} vs {q}",
+                dot[r]
+            );
+        }
     }
 
     proptest! {
@@ -650,7 +959,20 @@ mod tests {
             let a: Vec<f32> = (0..dim).map(|_| r.next_f32() * 4.0 - 2.0).collect();
             let b: Vec<f32> = (0..dim).map(|_| r.next_f32() * 4.0 - 2.0).collect();
             for m in Metric::ALL { check(m, &a, &b); }
-            baseline_matches(&a, &b, f32_kernels(), KernelSet { l2: baseline::l2_f32, dot: baseline::dot_f32, dot_norms: baseline::dot_norms_f32, isa: Isa::Baseline });
+            baseline_matches(&a, &b, f32_kernels(), (baseline::l2_f32, baseline::dot_f32));
+        }
+
+        #[test]
+        fn handwritten_f32_match_generic(dim in 0usize..300, seed in any::<u64>()) {
+            let mut r = crate::rng::SplitMix64::new(seed);
+            let a: Vec<f32> = (0..dim).map(|_| r.next_f32() * 4.0 - 2.0).collect();
+            let b: Vec<f32> = (0..dim).map(|_| r.next_f32() * 4.0 - 2.0).collect();
+            #[cfg(target_arch = "x86_64")]
+            match detect_isa() {
+                Isa::Avx512 => baseline_matches(&a, &b, f32_kernels(), (avx512::l2_f32, avx512::dot_f32)),
+                Isa::Avx2 => baseline_matches(&a, &b, f32_kernels(), (avx2::l2_f32, avx2::dot_f32)),
+                Isa::Baseline => {}
+            }
         }
 
         #[test]
@@ -659,7 +981,7 @@ mod tests {
             let a: Vec<f16> = (0..dim).map(|_| f16::from_f32(r.next_f32() * 4.0 - 2.0)).collect();
             let b: Vec<f16> = (0..dim).map(|_| f16::from_f32(r.next_f32() * 4.0 - 2.0)).collect();
             for m in Metric::ALL { check(m, &a, &b); }
-            baseline_matches(&a, &b, f16_kernels(), KernelSet { l2: baseline::l2_f16, dot: baseline::dot_f16, dot_norms: baseline::dot_norms_f16, isa: Isa::Baseline });
+            baseline_matches(&a, &b, f16_kernels(), (baseline::l2_f16, baseline::dot_f16));
         }
 
         #[test]
@@ -679,6 +1001,35 @@ mod tests {
             let want = f16::from_bits(bits).to_f32();
             let got = f16_bits_to_f32(bits);
             prop_assert!(want.to_bits() == got.to_bits() || (want.is_nan() && got.is_nan()));
+        }
+    }
+
+    #[test]
+    fn eval_many_matches_eval() {
+        let mut r = crate::rng::SplitMix64::new(3);
+        for dim in [1usize, 7, 16, 100, 128, 131] {
+            let data: Vec<f32> = (0..20 * dim).map(|_| r.next_f32() - 0.5).collect();
+            let view = crate::DatasetView::new(&data, 20, dim).unwrap();
+            let q: Vec<f32> = (0..dim).map(|_| r.next_f32() - 0.5).collect();
+            let ids: Vec<u32> = vec![3, 19, 0, 7, 7, 12, 5];
+            for m in Metric::ALL {
+                let f = DistanceFn::<f32>::new(m);
+                let mut out = vec![0f32; ids.len()];
+                f.eval_many(&q, view, &ids, &mut out);
+                for (o, &id) in out.iter().zip(&ids) {
+                    let want = f.eval(&q, view.row(id as usize));
+                    assert!(
+                        (o - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                        "{m:?} d{dim}: {o} vs {want}"
+                    );
+                }
+                let mut all = vec![0f32; 20];
+                f.eval_rows(&q, view, &mut all);
+                for (i, o) in all.iter().enumerate() {
+                    let want = f.eval(&q, view.row(i));
+                    assert!((o - want).abs() <= 1e-4 * (1.0 + want.abs()));
+                }
+            }
         }
     }
 

@@ -72,7 +72,7 @@ impl<'a> NeighborsMut<'a> {
         if k == 0 {
             return Err(Error::invalid_param("k", "k must be at least 1"));
         }
-        if ids.len() != dists.len() || ids.len() % k != 0 {
+        if ids.len() != dists.len() || !ids.len().is_multiple_of(k) {
             return Err(Error::InvalidInput(format!(
                 "output buffers of {} ids and {} distances do not hold whole rows of k = {k}",
                 ids.len(),

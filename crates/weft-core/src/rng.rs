@@ -27,7 +27,7 @@ pub const fn hash3(seed: u64, a: u64, b: u64) -> u64 {
 /// A uniform value in `[0, n)` from 64 random bits (multiply-shift; bias below 2^-32 for n < 2^32).
 #[inline]
 pub const fn below(bits: u64, n: u64) -> u64 {
-    (((bits >> 32) * n) >> 32) as u64
+    ((bits >> 32) * n) >> 32
 }
 
 /// The generator for stream `stream` of `seed`.
