@@ -1,1 +1,49 @@
-//! weft-io
+//! # weft-io
+//!
+//! Vector and id files for weft: reading, writing, inspecting, and synthetic datasets.
+//!
+//! - Formats ([`Format`]): TEXMEX `fvecs`/`ivecs`/`bvecs`, big-ann-benchmarks
+//!   `fbin`/`ibin`/`u8bin`/`i8bin`, and NumPy `.npy` (v1/v2/v3, 2-D, C or Fortran order,
+//!   `f32`/`f16`/`u8`/`i8`, either byte order). The format comes from the extension or is named
+//!   explicitly; an unknown extension is an [`Error::Format`](weft_core::Error::Format).
+//! - Reading ([`read`], [`read_any`], [`read_rows`], [`VectorFile`]): headers are checked
+//!   against the file length before anything is allocated; `fbin`/`u8bin`/`i8bin` and
+//!   little-endian C-order `npy` are memory-mapped without a copy (the [`weft_core::Dataset`]
+//!   borrows the map), so files larger than RAM work; Fortran-order `npy` is transposed in
+//!   cache-sized tiles; `*vecs` rows are copied with every row header checked. Row ranges
+//!   `[a, b)` read only those rows. NaN and infinities are rejected with their row number
+//!   unless [`ReadOptions::allow_non_finite`] is set.
+//! - [`info`]: format, element type, rows, dim, sizes and npy order, from the header alone.
+//! - [`AnyDataset`]: a dataset of whichever element type the file holds, with an explicit
+//!   conversion to `f32`.
+//! - Writing ([`write`], [`VectorWriter`]): always to a temporary file beside the target,
+//!   renamed over it at the end; the streaming writer patches the row count into the header.
+//! - Ids ([`IdMatrix`], [`read_ids`], [`write_ids`]): ground truth in `ivecs`, `ibin` or `npy`.
+//! - [`synthetic`]: seeded benchmark-shaped datasets ([`Preset`], [`SyntheticSpec`]).
+//!
+//! Every failure is a typed [`weft_core::Error`] naming the file; no input makes a reader panic
+//! (a fuzz target in `fuzz/` checks this). Data is assumed little-endian on disk except where
+//! an npy header says otherwise; the host must be little-endian.
+
+#[cfg(target_endian = "big")]
+compile_error!(
+    "weft-io reads and writes little-endian data in place and needs a little-endian host"
+);
+
+mod any;
+mod file;
+mod format;
+mod ids;
+mod npy;
+pub mod synthetic;
+mod write;
+
+pub use any::AnyDataset;
+pub use file::{
+    FileInfo, ReadOptions, VectorFile, info, info_with_format, read, read_any, read_rows,
+    read_rows_any,
+};
+pub use format::{Format, Order, StoredElement};
+pub use ids::{IdMatrix, read_ids, write_ids};
+pub use synthetic::{Generator, Preset, Shaping, Split, SyntheticSpec};
+pub use write::{VectorWriter, write, write_any};
