@@ -1,8 +1,16 @@
 //! # weft-graph
 //!
-//! Operations on the graphs of `weft-core`: statistics and connectivity ([`stats`]), graph recall
-//! against an exact k-NN graph ([`recall`]), exact k-NN on the CPU ([`exact`]), hierarchical graphs
-//! ([`hier`]) and the on-disk format ([`storage`]).
+//! Operations on the graphs of `weft-core` ([`KnnGraph`], [`FixedDegreeGraph`], any
+//! [`GraphView`]), re-exported here:
+//!
+//! - [`stats`]: degree distributions, reachability from the entry points, strongly connected
+//!   components ([`graph_stats`]), and the unreachable set builders repair ([`reachable_from`]).
+//! - [`recall`]: graph recall against an exact k-NN graph (full or sampled) and search recall
+//!   against ground truth.
+//! - [`exact`]: exact k-NN on the CPU (ground truth and the `exact` builder).
+//! - [`hier`]: hierarchical (GGNN-style) graphs, [`HierGraph`].
+//! - [`storage`]: the checksummed, memory-mappable on-disk format ([`storage::save_knn`],
+//!   [`storage::load`], [`storage::read_header`]).
 
 pub mod exact;
 pub mod hier;
@@ -10,4 +18,8 @@ pub mod recall;
 pub mod stats;
 pub mod storage;
 
+pub use hier::{HierGraph, HierLayer};
+pub use recall::Recall;
+pub use stats::{GraphStats, Reachability, graph_stats, reachable_from};
+pub use storage::{GraphHeader, GraphKind, GraphMeta, LoadOptions, StoredGraph};
 pub use weft_core::{FixedDegreeGraph, GraphView, INVALID, KnnGraph, NodeId};
