@@ -1,106 +1,58 @@
 //! Exact k-nearest-neighbour search and exact k-NN graphs on the CPU (brute force).
 //!
 //! Results are ascending by `(distance, id)`: ties are broken by the smaller id, so the output is
-//! deterministic and independent of the thread count.
+//! deterministic and independent of the thread count. The returned distances are those of the
+//! metric's [`DistanceFn`], bit for bit.
+//!
+//! # Algorithm
+//!
+//! Distances are filtered in blocks, GEMM style: for a panel of queries and a panel of base
+//! vectors (both converted to `f32` and packed), a register-blocked matrix product (AVX-512,
+//! AVX2 + FMA or portable, chosen at run time) gives approximate distances
+//! `|q|^2 + |x|^2 - 2 q.x` (L2, on vectors centred on the base mean), `-q.x` (inner product) or
+//! `1 - q.x` (cosine, on normalised vectors). Each is compared against its query's threshold: the
+//! current k-th exact distance plus a bound on the rounding error of both computations. Only the
+//! few candidates that pass are evaluated with the exact [`DistanceFn`] and offered to the
+//! query's bounded max-heap, so the approximate products never decide the result: the output
+//! equals a naive scan's.
+//!
+//! The base is packed in superblocks of about 64 MiB shared by all threads, and walked in blocks
+//! sized for the L2 cache; the parallel work items are blocks of queries (and, when there are too
+//! few queries to occupy every thread, ranges of base blocks whose top-k lists are merged).
+//! Cancellation is checked between blocks.
+
+mod kernel;
+mod topk;
+
+#[cfg(test)]
+mod tests;
 
 use rayon::prelude::*;
+use weft_core::distance::DistanceFn;
 use weft_core::error::{check_graph_k, check_k};
 use weft_core::{
     BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, KnnGraphBuilder, Metric, Neighbors,
     NoParams, NodeId, Result,
 };
 
-/// Queries per parallel work item.
-const QUERY_BLOCK: usize = 64;
+use kernel::Kernel;
+use topk::{TopK, sort_pairs};
 
-/// Whether `(da, ia)` comes before `(db, ib)`.
-#[inline]
-fn before(da: f32, ia: NodeId, db: f32, ib: NodeId) -> bool {
-    da < db || (da == db && ia < ib)
-}
+/// Bytes of packed base vectors per cache block (walked by every query panel of a task).
+const BLOCK_BYTES: usize = 384 << 10;
+/// Bytes of packed base vectors per superblock (packed once, shared by all threads).
+const SUPERBLOCK_BYTES: usize = 64 << 20;
+/// Query panels per task.
+const TASK_PANELS: usize = 16;
+/// Unit round-off of `f32`.
+const U: f32 = f32::EPSILON / 2.0;
 
-fn check_rows(n: usize) -> Result<()> {
-    if n > weft_core::MAX_NODES {
-        return Err(Error::InvalidInput(format!(
-            "{n} vectors exceed the largest indexable count {}",
-            weft_core::MAX_NODES
-        )));
-    }
-    Ok(())
-}
-
-/// The `k` nearest rows of `base` to `query`, skipping row `exclude`, written ascending.
-fn scan_one<T: Element>(
-    base: DatasetView<'_, T>,
-    dist: &weft_core::distance::DistanceFn<T>,
-    query: &[T],
-    exclude: NodeId,
-    ids: &mut [NodeId],
-    dists: &mut [f32],
-) {
-    let k = ids.len();
-    let mut best: Vec<(f32, NodeId)> = Vec::with_capacity(k + 1);
-    for (i, row) in base.iter().enumerate() {
-        let id = i as NodeId;
-        if id == exclude {
-            continue;
-        }
-        let d = dist.eval(query, row) + 0.0;
-        if best.len() == k {
-            let (ld, li) = best[k - 1];
-            if !before(d, id, ld, li) {
-                continue;
-            }
-            best.pop();
-        }
-        let pos = best.partition_point(|&(bd, bi)| before(bd, bi, d, id));
-        best.insert(pos, (d, id));
-    }
-    for (j, (d, id)) in best.into_iter().enumerate() {
-        ids[j] = id;
-        dists[j] = d;
-    }
-}
-
-/// The core: for each query `q` (a row of `queries`), the `k` nearest rows of `base`, skipping
-/// `exclude(q)`.
-fn run<'a, T: Element>(
-    base: DatasetView<'_, T>,
-    queries: &(dyn Fn(usize) -> &'a [T] + Sync),
-    nq: usize,
-    exclude: &(dyn Fn(usize) -> NodeId + Sync),
-    metric: Metric,
-    k: usize,
-    ctx: &BuildCtx,
-) -> Result<Neighbors> {
-    let mut out = Neighbors::new(nq, k);
-    let dist = metric.distance_fn::<T>();
-    ctx.progress().begin("exact k-NN", Some(nq as u64));
-    let res = ctx.install(|| {
-        out.ids
-            .par_chunks_mut(QUERY_BLOCK * k)
-            .zip(out.dists.par_chunks_mut(QUERY_BLOCK * k))
-            .enumerate()
-            .try_for_each(|(b, (ids, dists))| -> Result<()> {
-                ctx.check_cancelled()?;
-                let q0 = b * QUERY_BLOCK;
-                let len = ids.len() / k;
-                for (j, (ids, dists)) in ids.chunks_mut(k).zip(dists.chunks_mut(k)).enumerate() {
-                    scan_one(base, &dist, queries(q0 + j), exclude(q0 + j), ids, dists);
-                }
-                ctx.progress().advance(len as u64);
-                Ok(())
-            })
-    })?;
-    ctx.progress().end();
-    res?;
-    Ok(out)
-}
-
-/// The `k` nearest rows of `base` for every row of `queries`, ascending by `(distance, id)`.
+/// The k nearest rows of `base` for every row of `queries`, ascending by `(distance, id)`.
 ///
-/// Fails on empty sets, `k == 0`, `k > base.rows()`, and when the dimensions differ
-/// ([`Error::DimensionMismatch`]); returns [`Error::Cancelled`] when `ctx` is cancelled.
+/// Fails with [`Error::InvalidInput`] on empty sets, [`Error::InvalidParams`] when `k == 0` or
+/// `k > base.rows()`, [`Error::DimensionMismatch`] when the dimensions differ,
+/// [`Error::NonFinite`] on NaN or infinite values, and [`Error::Cancelled`] when `ctx` is
+/// cancelled.
 pub fn exact_search<T: Element>(
     base: DatasetView<'_, T>,
     queries: DatasetView<'_, T>,
@@ -117,21 +69,11 @@ pub fn exact_search<T: Element>(
     base.check_same_dim(&queries, "base vs queries")?;
     check_rows(base.rows())?;
     check_k(k, base.rows())?;
-    base.check_finite()?;
-    queries.check_finite()?;
-    run(
-        base,
-        &|q| queries.row(q),
-        queries.rows(),
-        &|_| INVALID,
-        metric,
-        k,
-        ctx,
-    )
+    run(base, Queries::Rows(queries), queries.rows(), metric, k, ctx)
 }
 
 /// The exact k-NN graph of `data`: row `v` holds the `k` nearest other points of `v`, ascending
-/// by `(distance, id)`. Requires `1 <= k < data.rows()`.
+/// by `(distance, id)`. Requires `1 <= k < data.rows()`; errors as [`exact_search`].
 pub fn exact_knn_graph<T: Element>(
     data: DatasetView<'_, T>,
     metric: Metric,
@@ -140,22 +82,13 @@ pub fn exact_knn_graph<T: Element>(
 ) -> Result<KnnGraph> {
     check_rows(data.rows())?;
     check_graph_k(k, data.rows())?;
-    data.check_finite()?;
-    let nb = run(
-        data,
-        &|q| data.row(q),
-        data.rows(),
-        &|q| q as NodeId,
-        metric,
-        k,
-        ctx,
-    )?;
+    let nb = run(data, Queries::AllOf, data.rows(), metric, k, ctx)?;
     KnnGraph::from_parts(data.rows(), k, nb.ids, nb.dists)
 }
 
 /// The `k` nearest other points of each listed row of `data` (`rows.len() x k`, each row
-/// excluding its own point), ascending by `(distance, id)`. Requires `1 <= k < data.rows()` and
-/// every row in range.
+/// excluding its own point), ascending by `(distance, id)`. Requires `1 <= k < data.rows()`, a
+/// non-empty `rows` and every row in range; errors as [`exact_search`].
 pub fn exact_neighbors_of<T: Element>(
     data: DatasetView<'_, T>,
     metric: Metric,
@@ -174,16 +107,7 @@ pub fn exact_neighbors_of<T: Element>(
             data.rows()
         )));
     }
-    data.check_finite()?;
-    run(
-        data,
-        &|q| data.row(rows[q] as usize),
-        rows.len(),
-        &|q| rows[q],
-        metric,
-        k,
-        ctx,
-    )
+    run(data, Queries::RowsOf(rows), rows.len(), metric, k, ctx)
 }
 
 /// Exact brute-force k-NN graph construction, as a [`KnnGraphBuilder`] named `exact`.
@@ -209,21 +133,499 @@ impl KnnGraphBuilder for ExactKnn {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tiny_line() {
-        let d = [0.0f32, 1.0, 3.0, 7.0];
-        let v = DatasetView::new(&d, 4, 1).unwrap();
-        let g = exact_knn_graph(v, Metric::L2Squared, 2, &BuildCtx::default()).unwrap();
-        assert_eq!(g.row_ids(0), &[1, 2]);
-        assert_eq!(g.row_ids(3), &[2, 1]);
-        assert_eq!(g.row_dists(3), &[16.0, 36.0]);
-        let q = [2.0f32];
-        let qv = DatasetView::new(&q, 1, 1).unwrap();
-        let r = exact_search(v, qv, Metric::L2Squared, 3, &BuildCtx::default()).unwrap();
-        assert_eq!(r.row_ids(0), &[1, 2, 0]);
+fn check_rows(n: usize) -> Result<()> {
+    if n > weft_core::MAX_NODES {
+        return Err(Error::InvalidInput(format!(
+            "{n} vectors exceed the largest indexable count {}",
+            weft_core::MAX_NODES
+        )));
     }
+    Ok(())
+}
+
+/// Where the queries come from.
+#[derive(Clone, Copy)]
+enum Queries<'a, T> {
+    /// A separate query set; nothing is excluded.
+    Rows(DatasetView<'a, T>),
+    /// Every base row, each excluding itself.
+    AllOf,
+    /// The listed base rows, each excluding itself.
+    RowsOf(&'a [NodeId]),
+}
+
+/// Query `q`'s vector and the base id it must skip.
+#[inline]
+fn query<'a, T: Element>(
+    base: DatasetView<'a, T>,
+    queries: Queries<'a, T>,
+    q: usize,
+) -> (&'a [T], NodeId) {
+    match queries {
+        Queries::Rows(v) => (v.row(q), INVALID),
+        Queries::AllOf => (base.row(q), q as NodeId),
+        Queries::RowsOf(rows) => (base.row(rows[q] as usize), rows[q]),
+    }
+}
+
+/// The first non-finite value of `view`, found in parallel.
+fn check_finite_par<T: Element>(view: DatasetView<'_, T>) -> Result<()> {
+    let bad = (0..view.rows())
+        .into_par_iter()
+        .with_min_len(256)
+        .find_first(|&r| view.row(r).iter().any(|v| !v.is_finite()));
+    match bad {
+        None => Ok(()),
+        Some(r) => {
+            let row = view.row(r);
+            let c = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
+            Err(Error::NonFinite {
+                row: r,
+                col: c,
+                value: row[c].to_f32(),
+            })
+        }
+    }
+}
+
+/// How vectors are turned into packed `f32` operands.
+struct Prep {
+    metric: Metric,
+    dim: usize,
+    /// The base mean (L2 only; empty otherwise): L2 is translation invariant, and centring
+    /// keeps the norms, hence the rounding error of the expanded form, small.
+    mean: Vec<f32>,
+}
+
+/// Squared norms outside this range make the cosine kernels under- or overflow; such vectors
+/// are always evaluated exactly.
+const COS_NORM_RANGE: (f32, f32) = (1e-18, 1e18);
+/// Squared norms above this make L2 / inner products overflow; always evaluated exactly.
+const NORM_MAX: f32 = 1e30;
+
+impl Prep {
+    /// Converts `v` to `f32` in `out` (centred, or normalised, as the metric wants), scaled by
+    /// `scale`; returns the squared norm (after centring, before normalisation) and whether the
+    /// vector must bypass the filter.
+    #[inline]
+    fn convert<T: Element>(&self, v: &[T], out: &mut [f32], scale: f32) -> (f32, bool) {
+        for (o, x) in out.iter_mut().zip(v) {
+            *o = x.to_f32();
+        }
+        if !self.mean.is_empty() {
+            for (o, m) in out.iter_mut().zip(&self.mean) {
+                *o -= m;
+            }
+        }
+        let norm: f32 = out.iter().map(|x| x * x).sum();
+        let (mul, forced) = match self.metric {
+            Metric::Cosine => {
+                let forced = !(COS_NORM_RANGE.0..=COS_NORM_RANGE.1).contains(&norm);
+                let inv = if norm > 0.0 { 1.0 / norm.sqrt() } else { 0.0 };
+                (scale * inv, forced)
+            }
+            _ => (scale, norm.is_nan() || norm > NORM_MAX),
+        };
+        for o in out.iter_mut() {
+            *o *= mul;
+        }
+        (norm, forced)
+    }
+
+    /// Packs up to `width` vectors (`rows`) as a `dim x width` panel in `out`, zero-padding the
+    /// missing columns; writes each vector's squared norm and bypass flag to `info`.
+    fn pack<'v, T: Element>(
+        &self,
+        rows: impl Iterator<Item = &'v [T]>,
+        width: usize,
+        scale: f32,
+        out: &mut [f32],
+        info: &mut [(f32, bool)],
+        tmp: &mut [f32],
+    ) {
+        out.fill(0.0);
+        info.fill((0.0, false));
+        for (j, row) in rows.enumerate().take(width) {
+            info[j] = self.convert(row, tmp, scale);
+            for (k, &x) in tmp.iter().enumerate() {
+                out[k * width + j] = x;
+            }
+        }
+    }
+
+    /// The factor queries are scaled by: the product then carries the `-2 q.x` or `-q.x` term.
+    fn query_scale(&self) -> f32 {
+        match self.metric {
+            Metric::L2Squared => -2.0,
+            _ => -1.0,
+        }
+    }
+
+    /// The additive term of query row with squared norm `qn`.
+    fn row_add(&self, qn: f32) -> f32 {
+        match self.metric {
+            Metric::L2Squared => qn,
+            Metric::InnerProduct => 0.0,
+            Metric::Cosine => 1.0,
+        }
+    }
+
+    /// The additive term of a base column with squared norm `xn`.
+    fn col_add(&self, xn: f32, forced: bool) -> f32 {
+        if forced {
+            return f32::NEG_INFINITY;
+        }
+        match self.metric {
+            Metric::L2Squared => xn,
+            _ => 0.0,
+        }
+    }
+
+    /// A bound on `|approximate - exact|` for a query of squared norm `qn` against base vectors
+    /// of squared norm at most `max_xn` (twice the first-order worst case of both computations).
+    fn error_bound(&self, qn: f32, max_xn: f32) -> f32 {
+        let d = self.dim as f32;
+        let abs = 8.0 * (d + 1.0) * f32::MIN_POSITIVE;
+        abs + match self.metric {
+            Metric::L2Squared => 8.0 * (d + 4.0) * U * (qn + max_xn),
+            Metric::InnerProduct => 8.0 * (d + 2.0) * U * (qn * max_xn).sqrt(),
+            Metric::Cosine => 8.0 * (2.0 * d + 8.0) * U,
+        }
+    }
+}
+
+/// The parallel work item: a block of queries against one range of every superblock's blocks.
+struct Task {
+    /// First query.
+    q0: usize,
+    /// One past the last query.
+    q1: usize,
+    /// Which range of blocks (of `splits`).
+    split: usize,
+    /// One top-k per query.
+    heaps: Vec<TopK>,
+}
+
+/// The packed base vectors of one superblock.
+struct Superblock {
+    /// First base row.
+    row0: usize,
+    /// `panels x dim x nr` packed vectors.
+    data: Vec<f32>,
+    /// `panels x nr` column terms (`+inf` for padding).
+    col_add: Vec<f32>,
+    /// The largest squared norm among vectors that do not bypass the filter.
+    max_norm: f32,
+}
+
+/// The core: the `k` nearest base rows of each of `nq` queries.
+fn run<'a, T: Element>(
+    base: DatasetView<'a, T>,
+    queries: Queries<'a, T>,
+    nq: usize,
+    metric: Metric,
+    k: usize,
+    ctx: &BuildCtx,
+) -> Result<Neighbors> {
+    ctx.install(|| run_in_pool(base, queries, nq, metric, k, ctx))?
+}
+
+fn run_in_pool<'a, T: Element>(
+    base: DatasetView<'a, T>,
+    queries: Queries<'a, T>,
+    nq: usize,
+    metric: Metric,
+    k: usize,
+    ctx: &BuildCtx,
+) -> Result<Neighbors> {
+    run_with_kernel(base, queries, nq, metric, k, ctx, Kernel::detect())
+}
+
+fn run_with_kernel<'a, T: Element>(
+    base: DatasetView<'a, T>,
+    queries: Queries<'a, T>,
+    nq: usize,
+    metric: Metric,
+    k: usize,
+    ctx: &BuildCtx,
+    kern: Kernel,
+) -> Result<Neighbors> {
+    ctx.check_cancelled()?;
+    check_finite_par(base)?;
+    if let Queries::Rows(v) = queries {
+        check_finite_par(v)?;
+    }
+    let n = base.rows();
+    let dim = base.dim();
+    let (mr, nr) = (kern.mr, kern.nr);
+    let dist = DistanceFn::<T>::new(metric);
+
+    let prep = Prep {
+        metric,
+        dim,
+        mean: if metric == Metric::L2Squared {
+            mean_of(base)
+        } else {
+            Vec::new()
+        },
+    };
+
+    // Geometry.
+    let panel_floats = dim * nr;
+    let block_panels = (BLOCK_BYTES / (panel_floats * 4)).max(1);
+    let total_panels = n.div_ceil(nr);
+    let sb_panels = ((SUPERBLOCK_BYTES / (panel_floats * 4)) / block_panels).max(1) * block_panels;
+    let num_sb = total_panels.div_ceil(sb_panels);
+    let task_queries = mr * TASK_PANELS;
+    let query_tasks = nq.div_ceil(task_queries);
+    let threads = rayon::current_num_threads().max(1);
+    let blocks_first_sb = sb_panels.min(total_panels).div_ceil(block_panels);
+    let splits = if query_tasks >= 2 * threads {
+        1
+    } else {
+        (4 * threads)
+            .div_ceil(query_tasks)
+            .clamp(1, blocks_first_sb)
+    };
+
+    let mut tasks: Vec<Task> = (0..splits)
+        .flat_map(|split| {
+            (0..query_tasks).map(move |t| {
+                let q0 = t * task_queries;
+                let q1 = (q0 + task_queries).min(nq);
+                Task {
+                    q0,
+                    q1,
+                    split,
+                    heaps: vec![TopK::new(k); q1 - q0],
+                }
+            })
+        })
+        .collect();
+
+    ctx.progress()
+        .begin("exact k-NN", Some((num_sb * tasks.len()) as u64));
+    for sb in 0..num_sb {
+        ctx.check_cancelled()?;
+        let p0 = sb * sb_panels;
+        let panels = sb_panels.min(total_panels - p0);
+        let sblock = pack_superblock(base, &prep, p0 * nr, panels, nr);
+        let blocks = panels.div_ceil(block_panels);
+        tasks.par_iter_mut().try_for_each(|task| -> Result<()> {
+            let lo = task.split * blocks / splits;
+            let hi = (task.split + 1) * blocks / splits;
+            let blocks = (lo * block_panels)..(hi * block_panels).min(panels);
+            process(
+                task,
+                base,
+                queries,
+                &prep,
+                &sblock,
+                blocks,
+                block_panels,
+                &dist,
+                kern,
+                ctx,
+            )?;
+            ctx.progress().advance(1);
+            Ok(())
+        })?;
+    }
+    ctx.progress().end();
+
+    // Merge the splits of every query and write the results.
+    let mut out = Neighbors::new(nq, k);
+    let tasks = &tasks;
+    out.ids
+        .par_chunks_mut(k)
+        .zip(out.dists.par_chunks_mut(k))
+        .enumerate()
+        .for_each_init(Vec::new, |pairs, (q, (ids, dists))| {
+            pairs.clear();
+            let t = q / task_queries;
+            for s in 0..splits {
+                let task = &tasks[s * query_tasks + t];
+                pairs.extend_from_slice(task.heaps[q - task.q0].items());
+            }
+            sort_pairs(pairs);
+            for (j, &(d, id)) in pairs.iter().take(k).enumerate() {
+                ids[j] = id;
+                dists[j] = d;
+            }
+        });
+    Ok(out)
+}
+
+/// The mean of the rows of `base`, summed in `f64` over fixed chunks (deterministic).
+fn mean_of<T: Element>(base: DatasetView<'_, T>) -> Vec<f32> {
+    const CHUNK: usize = 4096;
+    let dim = base.dim();
+    let n = base.rows();
+    let partial: Vec<Vec<f64>> = (0..n.div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let mut s = vec![0f64; dim];
+            for r in c * CHUNK..((c + 1) * CHUNK).min(n) {
+                for (a, x) in s.iter_mut().zip(base.row(r)) {
+                    *a += x.to_f32() as f64;
+                }
+            }
+            s
+        })
+        .collect();
+    let mut sum = vec![0f64; dim];
+    for p in &partial {
+        for (a, b) in sum.iter_mut().zip(p) {
+            *a += b;
+        }
+    }
+    sum.iter().map(|s| (s / n as f64) as f32).collect()
+}
+
+/// Packs `panels` panels of base rows starting at `row0`, in parallel.
+fn pack_superblock<T: Element>(
+    base: DatasetView<'_, T>,
+    prep: &Prep,
+    row0: usize,
+    panels: usize,
+    nr: usize,
+) -> Superblock {
+    let dim = prep.dim;
+    let n = base.rows();
+    let mut data = vec![0f32; panels * dim * nr];
+    let mut col_add = vec![0f32; panels * nr];
+    let max_norm = data
+        .par_chunks_mut(dim * nr)
+        .zip(col_add.par_chunks_mut(nr))
+        .enumerate()
+        .map_init(
+            || (vec![0f32; dim], vec![(0f32, false); nr]),
+            |(tmp, info), (p, (panel, ca))| {
+                let r0 = row0 + p * nr;
+                let r1 = (r0 + nr).min(n);
+                prep.pack((r0..r1).map(|r| base.row(r)), nr, 1.0, panel, info, tmp);
+                let mut max_norm = 0f32;
+                for (j, c) in ca.iter_mut().enumerate() {
+                    if r0 + j < r1 {
+                        let (xn, forced) = info[j];
+                        *c = prep.col_add(xn, forced);
+                        if !forced {
+                            max_norm = max_norm.max(xn);
+                        }
+                    } else {
+                        *c = f32::INFINITY;
+                    }
+                }
+                max_norm
+            },
+        )
+        .reduce(|| 0f32, f32::max);
+    Superblock {
+        row0,
+        data,
+        col_add,
+        max_norm,
+    }
+}
+
+/// Runs one task over the panels `panels` (a range of whole blocks) of a superblock.
+#[allow(clippy::too_many_arguments)]
+fn process<'a, T: Element>(
+    task: &mut Task,
+    base: DatasetView<'a, T>,
+    queries: Queries<'a, T>,
+    prep: &Prep,
+    sb: &Superblock,
+    panels: std::ops::Range<usize>,
+    block_panels: usize,
+    dist: &DistanceFn<T>,
+    kern: Kernel,
+    ctx: &BuildCtx,
+) -> Result<()> {
+    if panels.is_empty() {
+        return Ok(());
+    }
+    let (mr, nr, dim) = (kern.mr, kern.nr, prep.dim);
+    let n = base.rows();
+    let nq = task.q1 - task.q0;
+    let qpanels = nq.div_ceil(mr);
+
+    // Pack the task's queries; per row: the bound's parts.
+    let mut apack = vec![0f32; qpanels * dim * mr];
+    let mut rows_info = vec![(0f32, false); qpanels * mr];
+    let mut tmp = vec![0f32; dim];
+    for (qp, (panel, info)) in apack
+        .chunks_mut(dim * mr)
+        .zip(rows_info.chunks_mut(mr))
+        .enumerate()
+    {
+        let r0 = task.q0 + qp * mr;
+        let r1 = (r0 + mr).min(task.q1);
+        prep.pack(
+            (r0..r1).map(|q| query(base, queries, q).0),
+            mr,
+            prep.query_scale(),
+            panel,
+            info,
+            &mut tmp,
+        );
+    }
+    // Per row: (error bound - row term), or None for rows that bypass the filter.
+    let slack: Vec<Option<f32>> = rows_info
+        .iter()
+        .map(|&(qn, forced)| {
+            (!forced).then(|| prep.error_bound(qn, sb.max_norm) - prep.row_add(qn))
+        })
+        .collect();
+    let q0 = task.q0;
+    let heaps = &mut task.heaps;
+    let bound_of = |heap: &TopK, slack: Option<f32>| match slack {
+        Some(s) => heap.threshold() + s,
+        None => f32::INFINITY,
+    };
+
+    let mut bounds = vec![0f32; mr];
+    let mut start = panels.start;
+    while start < panels.end {
+        ctx.check_cancelled()?;
+        let end = (start + block_panels).min(panels.end);
+        let bdata = &sb.data[start * dim * nr..end * dim * nr];
+        let bcol = &sb.col_add[start * nr..end * nr];
+        let row_base = sb.row0 + start * nr;
+        for qp in 0..qpanels {
+            let r0 = qp * mr;
+            for (i, b) in bounds.iter_mut().enumerate() {
+                *b = if r0 + i < nq {
+                    bound_of(&heaps[r0 + i], slack[r0 + i])
+                } else {
+                    f32::NEG_INFINITY
+                };
+            }
+            let apanel = &apack[qp * dim * mr..(qp + 1) * dim * mr];
+            let mut hit = |i: usize, p: usize, mut mask: u32| -> f32 {
+                let r = r0 + i;
+                if r >= nq {
+                    return f32::NEG_INFINITY;
+                }
+                let (qv, skip) = query(base, queries, q0 + r);
+                let heap = &mut heaps[r];
+                let id0 = row_base + p * nr;
+                while mask != 0 {
+                    let j = mask.trailing_zeros() as usize;
+                    mask &= mask - 1;
+                    let id = id0 + j;
+                    if id >= n || id as NodeId == skip {
+                        continue;
+                    }
+                    // `+ 0.0` turns -0 into +0, so that ordering by value and by bits agree.
+                    let d = dist.eval(qv, base.row(id)) + 0.0;
+                    heap.push(d, id as NodeId);
+                }
+                bound_of(heap, slack[r])
+            };
+            kern.run(apanel, dim, bdata, bcol, end - start, &mut bounds, &mut hit);
+        }
+        start = end;
+    }
+    Ok(())
 }
