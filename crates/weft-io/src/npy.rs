@@ -50,11 +50,14 @@ pub(crate) fn parse_preamble(
     prefix: &[u8],
     file_len: u64,
 ) -> Result<((u8, u8), usize, usize)> {
-    if prefix.len() < 10 || &prefix[..6] != MAGIC {
+    if !prefix.starts_with(MAGIC) && !MAGIC.starts_with(prefix) {
         return Err(Error::format(
             path,
             "not an .npy file (missing the \\x93NUMPY magic)",
         ));
+    }
+    if prefix.len() < 10 {
+        return Err(Error::format(path, "truncated .npy preamble"));
     }
     let version = (prefix[6], prefix[7]);
     let (start, len) = match version.0 {
