@@ -1,0 +1,117 @@
+//! `weft build`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use weft::graph::stats::graph_stats;
+use weft::graph::storage;
+use weft::{Backend, Index, Metric};
+
+use super::{Report, collect_params, parse_metric, read_vectors, secs};
+use crate::progress::Session;
+
+/// Where to build.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendArg {
+    /// The GPU when there is one and the algorithm has a GPU back end, else the CPU.
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// The GPU (an error where there is none).
+    Gpu,
+}
+
+impl BackendArg {
+    /// The registry's backend choice.
+    pub fn backend(self) -> Option<Backend> {
+        match self {
+            BackendArg::Auto => None,
+            BackendArg::Cpu => Some(Backend::Cpu),
+            BackendArg::Gpu => Some(Backend::Gpu),
+        }
+    }
+}
+
+/// Arguments of `weft build`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Algorithm (see `weft algos`): exact, nndescent, rnndescent, ...
+    #[arg(long)]
+    pub algo: String,
+    /// Where to run it.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
+    /// Vectors to index.
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Metric: l2, ip or cosine.
+    #[arg(long, default_value = "l2", value_parser = parse_metric)]
+    pub metric: Metric,
+    /// Neighbours per vertex, for k-NN graph builders (exact, nndescent).
+    #[arg(long, short)]
+    pub k: Option<usize>,
+    /// Algorithm parameters as one JSON object.
+    #[arg(long)]
+    pub params: Option<String>,
+    /// One algorithm parameter, `key=value` (repeatable; overrides --params).
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub param: Vec<String>,
+    /// Seed: the same seed and parameters give the same graph on the CPU.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Output graph file (written atomically, with a checksum).
+    #[arg(long, short)]
+    pub out: PathBuf,
+}
+
+/// Builds and saves a graph.
+pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    let data = read_vectors(&args.data, false)?;
+    let params = collect_params(args.params.as_deref(), &args.param)?;
+    let ctx = s.ctx(args.seed);
+    let registry = weft::Registry::available();
+    let start = Instant::now();
+    let index = Index::build_with(
+        &registry,
+        data,
+        args.metric,
+        &args.algo,
+        args.backend.backend(),
+        &params,
+        args.k,
+        &ctx,
+    )
+    .with_context(|| format!("building `{}` on {}", args.algo, args.data.display()))?;
+    let build_seconds = start.elapsed().as_secs_f64();
+    s.done();
+    s.stage("graph statistics");
+    let stats = graph_stats(index.graph().as_view(), None)?;
+    s.done();
+    storage::save(&args.out, index.graph(), index.meta())?;
+    let meta = index.meta();
+    let text = format!(
+        "built {} on {} ({} x {} {}, {}) in {}\n  graph: {} vertices, degree {} (mean out-degree {:.1}), {:.4} reachable from the entry points, {} SCCs\n  wrote {}\n",
+        args.algo,
+        args.data.display(),
+        index.data().rows(),
+        index.data().dim(),
+        index.data().dtype(),
+        args.metric,
+        secs(build_seconds),
+        stats.num_nodes,
+        stats.max_degree,
+        stats.out_degree.mean,
+        stats.reachable_fraction,
+        stats.scc_count,
+        args.out.display()
+    );
+    Ok(Report {
+        json: serde_json::json!({
+            "algorithm": args.algo, "data": args.data, "rows": index.data().rows(), "dim": index.data().dim(),
+            "dtype": index.data().dtype(), "metric": args.metric, "seconds": build_seconds,
+            "params": meta.params_json()?, "stats": stats, "out": args.out,
+        }),
+        text,
+    })
+}

@@ -1,0 +1,163 @@
+//! `weft demo`: the embedded default job.
+
+use std::time::Instant;
+
+use anyhow::{Result, anyhow};
+use serde_json::json;
+use weft::graph::stats::graph_stats;
+use weft::io::{IdMatrix, Preset};
+use weft::{AnyDataset, Index, Produces, Registry, SearchParams};
+
+use super::eval::{Point, sweep, table};
+use super::{Report, secs};
+use crate::progress::Session;
+
+/// Arguments of `weft demo`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Dataset preset: sift, deep, gist or glove.
+    #[arg(long, default_value = "sift")]
+    pub preset: String,
+    /// Base vectors.
+    #[arg(long, short, default_value_t = 20_000)]
+    pub n: usize,
+    /// Queries.
+    #[arg(long, default_value_t = 1_000)]
+    pub queries: usize,
+    /// The k of recall@k.
+    #[arg(long, short, default_value_t = 10)]
+    pub k: usize,
+    /// Neighbours per vertex for k-NN graph builders.
+    #[arg(long, default_value_t = 32)]
+    pub graph_k: usize,
+    /// Algorithms to run (comma-separated; default: every algorithm of this build).
+    #[arg(long, value_delimiter = ',')]
+    pub algos: Vec<String>,
+    /// Seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// Generates a dataset, builds every available graph, searches and reports.
+pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    let preset = Preset::from_name(&args.preset)
+        .ok_or_else(|| anyhow!("unknown preset `{}`", args.preset))?;
+    let metric = preset.metric();
+    s.stage("generating data");
+    let generator = preset.generator(args.seed)?;
+    let base = generator.base(args.n)?;
+    let queries = AnyDataset::from(generator.queries(args.queries)?);
+    s.done();
+    let base = AnyDataset::from(base);
+
+    let ctx = s.ctx(args.seed);
+    let registry = Registry::available();
+    let algos: Vec<_> = registry
+        .list()
+        .into_iter()
+        .filter(|a| {
+            args.algos.is_empty() || args.algos.iter().any(|n| n.eq_ignore_ascii_case(a.name))
+        })
+        .collect();
+    if algos.is_empty() {
+        return Err(anyhow!(
+            "none of {:?} is an algorithm of this build (see `weft algos`)",
+            args.algos
+        ));
+    }
+
+    let mut results = vec![];
+    let mut text = format!(
+        "weft demo: {} x {} {}-like vectors, {} queries, metric {}, k = {}, {} threads\n",
+        args.n,
+        base.dim(),
+        preset.name(),
+        args.queries,
+        metric,
+        args.k,
+        s.threads()
+    );
+    let mut gt: Option<IdMatrix> = None;
+    for algo in algos {
+        let k = matches!(algo.produces, Produces::KnnGraph).then_some(args.graph_k);
+        s.stage(&format!("building {} ({})", algo.name, algo.backend.name()));
+        let start = Instant::now();
+        let index = Index::build_with(
+            &registry,
+            base.clone(),
+            metric,
+            algo.name,
+            Some(algo.backend),
+            &serde_json::Value::Null,
+            k,
+            &ctx,
+        )?;
+        let build_seconds = start.elapsed().as_secs_f64();
+        s.done();
+        let stats = graph_stats(index.graph().as_view(), None)?;
+        let truth = match &gt {
+            Some(t) => t.clone(),
+            None => {
+                s.stage("exact ground truth");
+                let exact =
+                    ctx.install(|| index.search_any(&queries, args.k, &SearchParams::exact()))??;
+                s.done();
+                let t = IdMatrix::new(exact.neighbors.ids, args.queries, args.k)?;
+                gt = Some(t.clone());
+                t
+            }
+        };
+        let points: Vec<Point> = if algo.name == "exact" {
+            // The exact builder's graph is searched exhaustively: the reference point.
+            let out =
+                ctx.install(|| index.search_any(&queries, args.k, &SearchParams::exact()))??;
+            let recall = weft::graph::recall::search_recall(
+                &out.neighbors,
+                truth.as_slice(),
+                truth.cols(),
+                args.k,
+            )?;
+            vec![Point {
+                beam: 0,
+                recall: recall.mean,
+                qps: args.queries as f64 / out.elapsed.as_secs_f64().max(1e-9),
+                distances_per_query: out.stats.distance_computations as f64
+                    / args.queries.max(1) as f64,
+            }]
+        } else {
+            let beams: Vec<usize> = [1, 2, 4, 8, 16].iter().map(|m| m * args.k).collect();
+            s.stage(&format!("searching {}", algo.name));
+            let p = sweep(&index, &queries, &truth, args.k, &beams, 1, s)?;
+            s.done();
+            p
+        };
+        text += &format!(
+            "\n{} ({}): built in {}, degree {} (mean {:.1}), {:.4} reachable\n",
+            algo.name,
+            algo.backend.name(),
+            secs(build_seconds),
+            stats.max_degree,
+            stats.out_degree.mean,
+            stats.reachable_fraction
+        );
+        if algo.name == "exact" {
+            text += &format!(
+                "  exact search: recall@{} {:.4}, {:.0} queries/s\n",
+                args.k, points[0].recall, points[0].qps
+            );
+        } else {
+            text += &table(&points, args.k);
+        }
+        results.push(json!({
+            "algorithm": algo.name, "backend": algo.backend, "build_seconds": build_seconds,
+            "params": index.meta().params_json()?, "stats": stats, "search": points,
+        }));
+    }
+    Ok(Report {
+        json: json!({
+            "preset": preset.name(), "n": args.n, "queries": args.queries, "dim": base.dim(), "metric": metric,
+            "k": args.k, "threads": s.threads(), "seed": args.seed, "gpu": false, "results": results,
+        }),
+        text,
+    })
+}

@@ -1,0 +1,109 @@
+//! `weft info`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use weft::graph::storage;
+
+use super::Report;
+use crate::progress::Session;
+
+/// Arguments of `weft info`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Files to describe (vector, id or graph files). Without any, describes this machine.
+    pub files: Vec<PathBuf>,
+}
+
+/// Describes files from their headers, or the machine.
+pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    if args.files.is_empty() {
+        return Ok(machine(s));
+    }
+    let mut docs = vec![];
+    let mut text = String::new();
+    for path in &args.files {
+        let (doc, t) = describe(path)?;
+        docs.push(doc);
+        text += &t;
+    }
+    Ok(Report {
+        json: Value::Array(docs),
+        text,
+    })
+}
+
+fn is_graph_file(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .map(|_| magic == storage::MAGIC)
+        .unwrap_or(false)
+}
+
+fn describe(path: &Path) -> Result<(Value, String)> {
+    if is_graph_file(path) {
+        let h = storage::read_header(path)?;
+        let algo = h.meta.algorithm().unwrap_or_else(|| "unknown".into());
+        let text = format!(
+            "{}: weft graph v{}, {} ({} vertices, degree {}), metric {}, built by {}, {} bytes, crc32 {:08x}\n  params: {}\n",
+            path.display(),
+            h.version,
+            h.kind,
+            h.n,
+            h.degree,
+            h.meta.metric,
+            algo,
+            h.file_len,
+            h.checksum,
+            h.meta.params
+        );
+        let doc = json!({
+            "path": path, "type": "graph", "version": h.version, "kind": h.kind.to_string(), "n": h.n,
+            "degree": h.degree, "metric": h.meta.metric, "dtype": h.meta.dtype, "dim": h.meta.dim,
+            "algorithm": algo, "params": h.meta.params_json().unwrap_or(Value::Null),
+            "entry_points": h.num_entry_points, "bytes": h.file_len, "checksum": h.checksum,
+        });
+        return Ok((doc, text));
+    }
+    let i = weft::io::info(path)?;
+    let kind = if i.dtype().is_some() {
+        "vectors"
+    } else {
+        "ids"
+    };
+    let order = i.order.map(|o| format!(", {o} order")).unwrap_or_default();
+    let text = format!(
+        "{}: {} file, {} x {} {} ({kind}{order}), {} bytes\n",
+        path.display(),
+        i.format,
+        i.rows,
+        i.dim,
+        i.element,
+        i.file_bytes
+    );
+    let doc = json!({
+        "path": path, "type": kind, "format": i.format.name(), "element": i.element.to_string(),
+        "rows": i.rows, "dim": i.dim, "bytes": i.file_bytes, "order": i.order.map(|o| o.to_string()),
+    });
+    Ok((doc, text))
+}
+
+fn machine(s: &Session) -> Report {
+    let isa = weft::core::distance::detect_isa();
+    let threads = s.threads();
+    let gpu = "not available in this build (the GPU back ends arrive with the weft-gpu crate)";
+    let text = format!(
+        "weft {}\nCPU: {threads} threads, distance kernels: {}\nGPU: {gpu}\n",
+        env!("CARGO_PKG_VERSION"),
+        isa.name()
+    );
+    Report {
+        json: json!({
+            "version": env!("CARGO_PKG_VERSION"), "cpu": { "threads": threads, "distance_isa": isa.name() },
+            "gpu": { "available": false, "reason": gpu },
+        }),
+        text,
+    }
+}

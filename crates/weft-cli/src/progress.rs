@@ -1,0 +1,122 @@
+//! Progress bars (indicatif) and Ctrl-C cancellation for the commands.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use weft::{BuildCtx, CancelToken, Progress};
+
+/// What every command gets: a cancellation token wired to Ctrl-C, a progress sink and the thread
+/// count.
+pub struct Session {
+    cancel: CancelToken,
+    progress: Arc<Bars>,
+    threads: Option<usize>,
+}
+
+impl Session {
+    /// Installs the Ctrl-C handler: the first press cancels the work, the second exits at once.
+    pub fn new(quiet: bool, threads: Option<usize>) -> Self {
+        let cancel = CancelToken::new();
+        let pressed = Arc::new(AtomicBool::new(false));
+        let (token, again) = (cancel.clone(), Arc::clone(&pressed));
+        // A failure to install the handler (e.g. one already set) only loses Ctrl-C handling.
+        let _ = ctrlc::set_handler(move || {
+            if again.swap(true, Ordering::SeqCst) {
+                eprintln!("\ninterrupted again: exiting");
+                std::process::exit(130);
+            }
+            eprintln!("\ncancelling (press Ctrl-C again to exit now)...");
+            token.cancel();
+        });
+        Session {
+            cancel,
+            progress: Arc::new(Bars::new(quiet)),
+            threads,
+        }
+    }
+
+    /// A build context with `seed`, this session's threads, cancellation and progress.
+    pub fn ctx(&self, seed: u64) -> BuildCtx {
+        BuildCtx::new(seed)
+            .with_threads(self.threads)
+            .with_cancel(self.cancel.clone())
+            .with_progress(self.progress.clone())
+    }
+
+    /// Reports a stage with no counter (a spinner).
+    pub fn stage(&self, name: &str) {
+        self.progress.begin(name, None);
+    }
+
+    /// Ends the current stage.
+    pub fn done(&self) {
+        self.progress.end();
+    }
+
+    /// The thread count requested on the command line.
+    pub fn threads(&self) -> usize {
+        self.threads.unwrap_or_else(rayon_threads)
+    }
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// One progress bar at a time, replaced at each stage; drawn on stderr when it is a terminal.
+pub struct Bars {
+    quiet: bool,
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl Bars {
+    fn new(quiet: bool) -> Self {
+        Bars {
+            quiet,
+            bar: Mutex::new(None),
+        }
+    }
+}
+
+impl Progress for Bars {
+    fn begin(&self, stage: &str, total: Option<u64>) {
+        let mut slot = self.bar.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = slot.take() {
+            old.finish_and_clear();
+        }
+        if self.quiet {
+            return;
+        }
+        let bar = match total {
+            Some(t) => ProgressBar::new(t).with_style(
+                ProgressStyle::with_template("{spinner} {msg:<28} [{bar:30}] {pos}/{len} ({eta})")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            ),
+            None => ProgressBar::new_spinner().with_style(
+                ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                    .expect("valid template"),
+            ),
+        };
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+        bar.set_message(stage.to_string());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        *slot = Some(bar);
+    }
+
+    fn advance(&self, delta: u64) {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            bar.inc(delta);
+        }
+    }
+
+    fn end(&self) {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            bar.finish_and_clear();
+        }
+    }
+}

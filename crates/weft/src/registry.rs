@@ -1,0 +1,437 @@
+//! The registry of algorithms by name, type-erased for the CLI and the benchmarks.
+//!
+//! Each entry adapts one typed builder ([`KnnGraphBuilder`] or [`GraphBuilder`]) to
+//! [`DynBuilder`]: JSON parameters in (merged over the algorithm's defaults; unknown keys are an
+//! error), any element type, a [`StoredGraph`] out. An algorithm that is not implemented is not
+//! in the registry: asking for it gives a clear [`Error::Unsupported`].
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use weft_core::{BuildCtx, Error, GraphBuilder, KnnGraphBuilder, Metric, Params, Result};
+use weft_graph::storage::StoredGraph;
+use weft_io::AnyDataset;
+
+/// Where an algorithm runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// On the CPU (rayon).
+    Cpu,
+    /// On an NVIDIA GPU.
+    Gpu,
+}
+
+impl Backend {
+    /// `cpu` or `gpu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Gpu => "gpu",
+        }
+    }
+}
+
+/// What an algorithm builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Produces {
+    /// A k-NN graph; the build takes `k`.
+    KnnGraph,
+    /// A search graph; its degree is a parameter.
+    SearchGraph,
+}
+
+/// A description of one registered algorithm.
+#[derive(Clone, Debug, Serialize)]
+pub struct AlgorithmInfo {
+    /// The name used on the command line (`nndescent`, ...).
+    pub name: &'static str,
+    /// Where it runs.
+    pub backend: Backend,
+    /// What it builds.
+    pub produces: Produces,
+    /// One line for `--help` and reports.
+    pub description: &'static str,
+    /// Its parameters with their default values.
+    pub default_params: Value,
+}
+
+/// A builder behind a name: JSON parameters, any element type.
+pub trait DynBuilder: Send + Sync {
+    /// Name, backend, output and defaults.
+    fn info(&self) -> AlgorithmInfo;
+
+    /// Parses `overrides` over the defaults and checks them against a `rows` x `dim` dataset,
+    /// returning the complete parameter object that a build would use.
+    fn resolve_params(&self, overrides: &Value, rows: usize, dim: usize) -> Result<Value>;
+
+    /// Builds the graph of `data`. `k` is required by k-NN graph builders and refused by the others.
+    fn build(
+        &self,
+        data: &AnyDataset,
+        metric: Metric,
+        k: Option<usize>,
+        params: &Value,
+        ctx: &BuildCtx,
+    ) -> Result<StoredGraph>;
+}
+
+/// Runs `$body` with `$view` bound to the typed view of an [`AnyDataset`].
+macro_rules! with_view {
+    ($data:expr, |$view:ident| $body:expr) => {
+        match $data {
+            AnyDataset::F32(d) => {
+                let $view = d.view();
+                $body
+            }
+            AnyDataset::F16(d) => {
+                let $view = d.view();
+                $body
+            }
+            AnyDataset::U8(d) => {
+                let $view = d.view();
+                $body
+            }
+            AnyDataset::I8(d) => {
+                let $view = d.view();
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_view;
+
+/// Merges `overrides` (a JSON object, or null) over the defaults of `P`, refusing unknown keys.
+pub fn parse_params<P: Params + Serialize + DeserializeOwned>(
+    algorithm: &str,
+    overrides: &Value,
+) -> Result<P> {
+    let mut merged = serde_json::to_value(P::default())
+        .map_err(|e| Error::invalid_param("params", e.to_string()))?;
+    match (overrides, &mut merged) {
+        (Value::Null, _) => {}
+        (Value::Object(o), Value::Object(m)) => {
+            for (key, value) in o {
+                if !m.contains_key(key) {
+                    let known: Vec<&String> = m.keys().collect();
+                    return Err(Error::invalid_param(
+                        key.clone(),
+                        format!(
+                            "`{algorithm}` has no parameter `{key}` (its parameters: {known:?})"
+                        ),
+                    ));
+                }
+                m.insert(key.clone(), value.clone());
+            }
+        }
+        (Value::Object(o), _) if o.is_empty() => {}
+        (other, _) => {
+            return Err(Error::invalid_param(
+                "params",
+                format!("parameters must be a JSON object, got {other}"),
+            ));
+        }
+    }
+    serde_json::from_value(merged)
+        .map_err(|e| Error::invalid_param("params", format!("`{algorithm}`: {e}")))
+}
+
+/// A [`KnnGraphBuilder`] in the registry.
+pub struct KnnEntry<B> {
+    builder: B,
+    backend: Backend,
+    description: &'static str,
+}
+
+impl<B: KnnGraphBuilder> KnnEntry<B> {
+    /// Registers `builder`.
+    pub fn new(builder: B, backend: Backend, description: &'static str) -> Self {
+        KnnEntry {
+            builder,
+            backend,
+            description,
+        }
+    }
+}
+
+impl<B> DynBuilder for KnnEntry<B>
+where
+    B: KnnGraphBuilder + Send + Sync,
+{
+    fn info(&self) -> AlgorithmInfo {
+        AlgorithmInfo {
+            name: self.builder.name(),
+            backend: self.backend,
+            produces: Produces::KnnGraph,
+            description: self.description,
+            default_params: serde_json::to_value(B::Params::default()).unwrap_or(Value::Null),
+        }
+    }
+
+    fn resolve_params(&self, overrides: &Value, rows: usize, dim: usize) -> Result<Value> {
+        let p: B::Params = parse_params(self.builder.name(), overrides)?;
+        p.validate(rows, dim)?;
+        serde_json::to_value(p).map_err(|e| Error::invalid_param("params", e.to_string()))
+    }
+
+    fn build(
+        &self,
+        data: &AnyDataset,
+        metric: Metric,
+        k: Option<usize>,
+        params: &Value,
+        ctx: &BuildCtx,
+    ) -> Result<StoredGraph> {
+        let k = k.ok_or_else(|| {
+            Error::invalid_param(
+                "k",
+                format!("`{}` builds a k-NN graph and needs k", self.builder.name()),
+            )
+        })?;
+        let p: B::Params = parse_params(self.builder.name(), params)?;
+        let graph = with_view!(data, |view| self.builder.build(view, metric, k, &p, ctx))?;
+        Ok(StoredGraph::Knn(graph))
+    }
+}
+
+/// A [`GraphBuilder`] in the registry.
+pub struct GraphEntry<B> {
+    builder: B,
+    backend: Backend,
+    description: &'static str,
+}
+
+impl<B: GraphBuilder> GraphEntry<B> {
+    /// Registers `builder`.
+    pub fn new(builder: B, backend: Backend, description: &'static str) -> Self {
+        GraphEntry {
+            builder,
+            backend,
+            description,
+        }
+    }
+}
+
+/// Graph types a [`GraphBuilder`] in the registry may produce.
+pub trait IntoStored {
+    /// Wraps the graph for storage and search.
+    fn into_stored(self) -> StoredGraph;
+}
+
+impl IntoStored for weft_core::FixedDegreeGraph {
+    fn into_stored(self) -> StoredGraph {
+        StoredGraph::Fixed(self)
+    }
+}
+
+impl IntoStored for weft_core::KnnGraph {
+    fn into_stored(self) -> StoredGraph {
+        StoredGraph::Knn(self)
+    }
+}
+
+impl IntoStored for weft_graph::hier::HierGraph {
+    fn into_stored(self) -> StoredGraph {
+        StoredGraph::Hier(self)
+    }
+}
+
+impl<B> DynBuilder for GraphEntry<B>
+where
+    B: GraphBuilder + Send + Sync,
+    B::Output: IntoStored,
+{
+    fn info(&self) -> AlgorithmInfo {
+        AlgorithmInfo {
+            name: self.builder.name(),
+            backend: self.backend,
+            produces: Produces::SearchGraph,
+            description: self.description,
+            default_params: serde_json::to_value(B::Params::default()).unwrap_or(Value::Null),
+        }
+    }
+
+    fn resolve_params(&self, overrides: &Value, rows: usize, dim: usize) -> Result<Value> {
+        let p: B::Params = parse_params(self.builder.name(), overrides)?;
+        p.validate(rows, dim)?;
+        serde_json::to_value(p).map_err(|e| Error::invalid_param("params", e.to_string()))
+    }
+
+    fn build(
+        &self,
+        data: &AnyDataset,
+        metric: Metric,
+        k: Option<usize>,
+        params: &Value,
+        ctx: &BuildCtx,
+    ) -> Result<StoredGraph> {
+        if k.is_some() {
+            return Err(Error::invalid_param(
+                "k",
+                format!(
+                    "`{}` builds a search graph: set its degree through the parameters, not k",
+                    self.builder.name()
+                ),
+            ));
+        }
+        let p: B::Params = parse_params(self.builder.name(), params)?;
+        let graph = with_view!(data, |view| self.builder.build(view, metric, &p, ctx))?;
+        Ok(graph.into_stored())
+    }
+}
+
+/// Algorithms of the weft project that this build does not provide yet, with the reason. They
+/// are named only so the error can say so; they are never in the registry.
+pub const PLANNED: &[(&str, &str)] = &[
+    ("grnnd", "GRNND (GPU RNN-Descent) is not available yet"),
+    ("cagra", "CAGRA graph optimisation is not available yet"),
+    (
+        "ggnn",
+        "GGNN hierarchical construction is not available yet",
+    ),
+];
+
+/// The algorithms available in this build, by name and backend.
+pub struct Registry {
+    entries: Vec<Box<dyn DynBuilder>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::available()
+    }
+}
+
+impl Registry {
+    /// An empty registry (add entries with [`Registry::register`]).
+    pub fn empty() -> Self {
+        Registry {
+            entries: Vec::new(),
+        }
+    }
+
+    /// Every algorithm implemented in this build.
+    pub fn available() -> Self {
+        let mut r = Registry::empty();
+        r.register(KnnEntry::new(
+            weft_graph::exact::ExactKnn,
+            Backend::Cpu,
+            "exact k-NN graph by blocked brute force (ground truth)",
+        ));
+        r.register(KnnEntry::new(
+            weft_nndescent::NnDescentCpu,
+            Backend::Cpu,
+            "NN-Descent (Dong et al. 2011) k-NN graph",
+        ));
+        r.register(GraphEntry::new(
+            weft_rnndescent::RnnDescentCpu,
+            Backend::Cpu,
+            "RNN-Descent (Ono & Matsui 2023) search graph",
+        ));
+        r
+    }
+
+    /// Adds an algorithm (a later entry with the same name and backend replaces the earlier).
+    pub fn register(&mut self, entry: impl DynBuilder + 'static) {
+        let info = entry.info();
+        self.entries.retain(|e| {
+            let i = e.info();
+            (i.name, i.backend) != (info.name, info.backend)
+        });
+        self.entries.push(Box::new(entry));
+    }
+
+    /// Descriptions of every registered algorithm.
+    pub fn list(&self) -> Vec<AlgorithmInfo> {
+        self.entries.iter().map(|e| e.info()).collect()
+    }
+
+    /// The algorithm `name` on `backend` (`None`: the GPU one when `gpu_available` and registered,
+    /// else the CPU one).
+    pub fn get(
+        &self,
+        name: &str,
+        backend: Option<Backend>,
+        gpu_available: bool,
+    ) -> Result<&dyn DynBuilder> {
+        let name = name.to_ascii_lowercase();
+        let find = |b: Backend| {
+            self.entries
+                .iter()
+                .find(|e| {
+                    let i = e.info();
+                    i.name == name && i.backend == b
+                })
+                .map(|e| e.as_ref())
+        };
+        let found = match backend {
+            Some(b) => find(b),
+            None if gpu_available => find(Backend::Gpu).or_else(|| find(Backend::Cpu)),
+            None => find(Backend::Cpu),
+        };
+        if let Some(f) = found {
+            return Ok(f);
+        }
+        if let Some((_, why)) = PLANNED.iter().find(|(n, _)| *n == name) {
+            return Err(Error::Unsupported(format!("algorithm `{name}`: {why}")));
+        }
+        let mut names: Vec<String> = self
+            .list()
+            .iter()
+            .map(|i| format!("{} ({})", i.name, i.backend.name()))
+            .collect();
+        names.dedup();
+        match backend {
+            Some(b) if self.list().iter().any(|i| i.name == name) => {
+                Err(Error::Unsupported(format!(
+                    "algorithm `{name}` has no {} back end in this build (available: {})",
+                    b.name(),
+                    names.join(", ")
+                )))
+            }
+            _ => Err(Error::invalid_param(
+                "algorithm",
+                format!(
+                    "unknown algorithm `{name}` (available: {})",
+                    names.join(", ")
+                ),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_planned_algorithms_are_clear_errors() {
+        let r = Registry::available();
+        assert!(matches!(
+            r.get("cagra", None, false),
+            Err(Error::Unsupported(_))
+        ));
+        assert!(matches!(
+            r.get("nope", None, false),
+            Err(Error::InvalidParams { .. })
+        ));
+        assert!(matches!(
+            r.get("exact", Some(Backend::Gpu), false),
+            Err(Error::Unsupported(_))
+        ));
+        assert_eq!(r.get("exact", None, false).unwrap().info().name, "exact");
+    }
+
+    #[test]
+    fn unknown_parameter_is_refused() {
+        let r = Registry::available();
+        let e = r.get("nndescent", None, false).unwrap();
+        let err = e
+            .resolve_params(&serde_json::json!({"no_such_knob": 1}), 100, 8)
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidParams { .. }), "{err}");
+        let ok = e.resolve_params(&Value::Null, 100, 8).unwrap();
+        assert!(ok.is_object());
+    }
+}
