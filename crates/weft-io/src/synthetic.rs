@@ -29,12 +29,17 @@
 //!
 //! # Presets
 //!
-//! | preset | dim | intrinsic dim | clusters | shaping | metric |
-//! | --- | --- | --- | --- | --- | --- |
-//! | `sift` | 128 | 16 | 64 | integers in `[0, 255]`, ~1/3 zeros | L2 |
-//! | `deep` | 96 | 12 | 64 | unit norm | L2 |
-//! | `gist` | 960 | 16 | 48 | non-negative, mostly below 0.5 | L2 |
-//! | `glove` | 100 | 16 | 128 | unit norm | cosine (angular) |
+//! | preset | dim | intrinsic dim | clusters | spread | noise | shaping | metric |
+//! | --- | --- | --- | --- | --- | --- | --- | --- |
+//! | `sift` | 128 | 16 | 64 | 0.55 | 0.3 | integers in `[0, 255]`, mean ~21, ~37% zeros | L2 |
+//! | `deep` | 96 | 14 | 64 | 1.0 | 0.7 | unit norm | L2 |
+//! | `gist` | 960 | 20 | 48 | 0.9 | 0.8 | non-negative, mostly below 0.5 | L2 |
+//! | `glove` | 100 | 20 | 128 | 1.2 | 1.0 | unit norm | cosine (angular) |
+//!
+//! The noise and spread were tuned so that the ratio of the nearest to the median squared
+//! distance (500 queries over 20,000 base vectors) falls in the order of the real sets:
+//! about 0.13 for `sift` (the easiest), 0.24 for `deep`, 0.34 for `glove` and 0.39 for `gist`
+//! (uniform noise in 128-d gives about 0.64).
 
 use std::ops::Range;
 
@@ -213,8 +218,8 @@ impl Preset {
                 dim: 128,
                 intrinsic_dim: 16,
                 clusters: 64,
-                noise: 0.25,
-                cluster_spread: 0.45,
+                noise: 0.3,
+                cluster_spread: 0.55,
                 scale_variation: 0.35,
                 shaping: Shaping::Quantized {
                     scale: 28.0,
@@ -225,20 +230,20 @@ impl Preset {
             },
             Preset::Deep => SyntheticSpec {
                 dim: 96,
-                intrinsic_dim: 12,
+                intrinsic_dim: 14,
                 clusters: 64,
-                noise: 0.2,
-                cluster_spread: 0.5,
+                noise: 0.7,
+                cluster_spread: 1.0,
                 scale_variation: 0.3,
                 shaping: Shaping::UnitNorm,
                 metric: Metric::L2Squared,
             },
             Preset::Gist => SyntheticSpec {
                 dim: 960,
-                intrinsic_dim: 16,
+                intrinsic_dim: 20,
                 clusters: 48,
-                noise: 0.3,
-                cluster_spread: 0.5,
+                noise: 0.8,
+                cluster_spread: 0.9,
                 scale_variation: 0.3,
                 shaping: Shaping::NonNegative {
                     scale: 0.06,
@@ -248,10 +253,10 @@ impl Preset {
             },
             Preset::Glove => SyntheticSpec {
                 dim: 100,
-                intrinsic_dim: 16,
+                intrinsic_dim: 20,
                 clusters: 128,
-                noise: 0.35,
-                cluster_spread: 0.6,
+                noise: 1.0,
+                cluster_spread: 1.2,
                 scale_variation: 0.4,
                 shaping: Shaping::UnitNorm,
                 metric: Metric::Cosine,
