@@ -77,7 +77,7 @@ fn shaping_matches_the_imitated_data() {
         }
     }
     let gist = Preset::Gist.generator(5).unwrap().base(100).unwrap();
-    assert!(gist.as_slice().iter().all(|&v| v >= 0.0 && v < 2.0));
+    assert!(gist.as_slice().iter().all(|v| (0.0..2.0).contains(v)));
     assert_eq!(Preset::Glove.metric(), Metric::Cosine);
     assert_eq!(Preset::Sift.metric(), Metric::L2Squared);
 }
