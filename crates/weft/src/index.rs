@@ -74,7 +74,7 @@ pub struct Index {
 }
 
 /// File names inside a saved index folder.
-const GRAPH_FILE: &str = "graph.weft";
+const GRAPH_FILE: &str = "graph.wgraph";
 
 fn data_file_name(dtype: DType) -> (&'static str, Format) {
     match dtype {
@@ -295,7 +295,7 @@ impl Index {
         })
     }
 
-    /// Saves the index into folder `dir` (created if needed): `graph.weft` and the vectors in
+    /// Saves the index into folder `dir` (created if needed): `graph.wgraph` and the vectors in
     /// `data.fbin` / `data.npy` / `data.u8bin` / `data.i8bin`. Each file is written atomically.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let dir = dir.as_ref();

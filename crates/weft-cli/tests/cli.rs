@@ -1,0 +1,356 @@
+//! The `weft` binary end to end, as a user runs it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn weft(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .env("RAYON_NUM_THREADS", "2")
+        .output()
+        .expect("the weft binary runs")
+}
+
+fn ok_json(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = weft(&all);
+    assert!(
+        out.status.success(),
+        "weft {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = weft(args);
+    assert!(!out.status.success(), "weft {args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "weft {args:?}: expected `{needle}` in:\n{err}"
+    );
+}
+
+fn p(dir: &Path, name: &str) -> String {
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+#[test]
+fn gen_gt_build_search_eval() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (base, queries, gt, graph, res) = (
+        p(d, "b.fbin"),
+        p(d, "b.queries.fbin"),
+        p(d, "gt.ivecs"),
+        p(d, "g.wgraph"),
+        p(d, "res.ibin"),
+    );
+
+    let g = ok_json(&[
+        "gen",
+        "--preset",
+        "deep",
+        "-n",
+        "1200",
+        "--queries",
+        "30",
+        "--out",
+        &base,
+    ]);
+    assert_eq!(g["files"][0]["rows"], 1200);
+    assert_eq!(g["files"][1]["path"], queries);
+
+    let info = ok_json(&["info", &base, &queries]);
+    assert_eq!(info[0]["rows"], 1200);
+    assert_eq!(info[0]["dim"], 96);
+    assert_eq!(info[0]["format"], "fbin");
+
+    let t = ok_json(&[
+        "gt",
+        "--base",
+        &base,
+        "--queries",
+        &queries,
+        "-k",
+        "20",
+        "--out",
+        &gt,
+    ]);
+    assert_eq!(t["queries"], 30);
+
+    let b = ok_json(&[
+        "build",
+        "--algo",
+        "rnndescent",
+        "--data",
+        &base,
+        "--param",
+        "degree=24",
+        "--out",
+        &graph,
+    ]);
+    assert_eq!(b["stats"]["num_nodes"], 1200);
+    assert_eq!(b["params"]["params"]["params"]["degree"], 24);
+    let gi = ok_json(&["info", &graph]);
+    assert_eq!(gi[0]["type"], "graph");
+    assert_eq!(gi[0]["algorithm"], "rnndescent");
+
+    let s = ok_json(&[
+        "search",
+        "--data",
+        &base,
+        "--graph",
+        &graph,
+        "--queries",
+        &queries,
+        "-k",
+        "10",
+        "--beam",
+        "64",
+        "--out",
+        &res,
+    ]);
+    assert_eq!(s["queries"], 30);
+    let r = ok_json(&["info", &res]);
+    assert_eq!(r[0]["rows"], 30);
+    assert_eq!(r[0]["dim"], 10);
+
+    let e = ok_json(&[
+        "eval",
+        "--data",
+        &base,
+        "--graph",
+        &graph,
+        "--queries",
+        &queries,
+        "--gt",
+        &gt,
+        "-k",
+        "10",
+        "--beam",
+        "10,80",
+        "--runs",
+        "1",
+    ]);
+    let pts = e["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 2);
+    assert!(
+        pts[1]["recall"].as_f64().unwrap() >= 0.9,
+        "recall at beam 80: {}",
+        pts[1]["recall"]
+    );
+
+    // A graph must belong to its data.
+    let other = p(d, "other.fbin");
+    ok_json(&[
+        "gen",
+        "--preset",
+        "deep",
+        "-n",
+        "500",
+        "--queries",
+        "0",
+        "--out",
+        &other,
+    ]);
+    fails_with(
+        &[
+            "search",
+            "--data",
+            &other,
+            "--graph",
+            &graph,
+            "--queries",
+            &queries,
+        ],
+        "graph",
+    );
+}
+
+#[test]
+fn demo_reports_exact_recall_one() {
+    let d = ok_json(&["demo", "-n", "800", "--queries", "20", "--algos", "exact"]);
+    let exact = &d["results"][0];
+    assert_eq!(exact["algorithm"], "exact");
+    assert_eq!(exact["search"][0]["recall"].as_f64().unwrap(), 1.0);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (base, q96) = (p(d, "b.fbin"), p(d, "q.fbin"));
+    ok_json(&[
+        "gen",
+        "--preset",
+        "sift",
+        "-n",
+        "300",
+        "--queries",
+        "0",
+        "--out",
+        &base,
+    ]);
+    ok_json(&[
+        "gen",
+        "--preset",
+        "deep",
+        "-n",
+        "10",
+        "--queries",
+        "0",
+        "--out",
+        &q96,
+    ]);
+    // Dimension mismatch between base and queries.
+    fails_with(
+        &[
+            "gt",
+            "--base",
+            &base,
+            "--queries",
+            &q96,
+            "-k",
+            "5",
+            "--out",
+            &p(d, "gt.ivecs"),
+        ],
+        "dimension",
+    );
+    // k out of range.
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "exact",
+            "--data",
+            &base,
+            "-k",
+            "300",
+            "--out",
+            &p(d, "g.wgraph"),
+        ],
+        "parameter `k`",
+    );
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "exact",
+            "--data",
+            &base,
+            "-k",
+            "0",
+            "--out",
+            &p(d, "g.wgraph"),
+        ],
+        "parameter `k`",
+    );
+    // Unknown extension, missing file, truncated file.
+    let weird = p(d, "data.xyz");
+    std::fs::write(&weird, b"12345678").unwrap();
+    fails_with(&["info", &weird], "data.xyz");
+    fails_with(&["info", &p(d, "missing.fbin")], "missing.fbin");
+    let bytes = std::fs::read(&base).unwrap();
+    let cut = p(d, "cut.fbin");
+    std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "exact",
+            "--data",
+            &cut,
+            "-k",
+            "4",
+            "--out",
+            &p(d, "g.wgraph"),
+        ],
+        "cut.fbin",
+    );
+    // Algorithms from later work say so; unknown ones list what exists; bad params are refused.
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "cagra",
+            "--data",
+            &base,
+            "--out",
+            &p(d, "g.wgraph"),
+        ],
+        "not available yet",
+    );
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "hnsw",
+            "--data",
+            &base,
+            "--out",
+            &p(d, "g.wgraph"),
+        ],
+        "available",
+    );
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "rnndescent",
+            "--data",
+            &base,
+            "--param",
+            "degree=0",
+            "--out",
+            &p(d, "g.wgraph"),
+        ],
+        "degree",
+    );
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "rnndescent",
+            "--data",
+            &base,
+            "--param",
+            "bogus=1",
+            "--out",
+            &p(d, "g.wgraph"),
+        ],
+        "bogus",
+    );
+    // Nothing was written by the failed builds.
+    assert!(!Path::new(&p(d, "g.wgraph")).exists());
+}
+
+#[test]
+fn every_command_has_help() {
+    for cmd in [
+        "gen", "info", "gt", "build", "search", "eval", "demo", "algos",
+    ] {
+        let out = weft(&[cmd, "--help"]);
+        assert!(out.status.success(), "{cmd} --help");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("--json"),
+            "{cmd} --help lists --json"
+        );
+    }
+    let a = ok_json(&["algos"]);
+    let names: Vec<&str> = a["algorithms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"exact") && names.contains(&"nndescent") && names.contains(&"rnndescent")
+    );
+    let m = ok_json(&["info"]);
+    assert!(m["cpu"]["threads"].as_u64().unwrap() >= 1);
+}

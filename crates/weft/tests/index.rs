@@ -1,0 +1,210 @@
+//! The facade end to end: build by name, search, save, load by mmap, and the errors users meet.
+
+use weft::io::Preset;
+use weft::{AnyDataset, BuildCtx, Error, Index, Metric, SearchParams};
+
+fn small(n: usize, q: usize) -> (weft::Dataset<f32>, weft::Dataset<f32>) {
+    let g = Preset::Deep.generator(3).unwrap();
+    (g.base(n).unwrap(), g.queries(q).unwrap())
+}
+
+fn index_data(index: &Index) -> &weft::Dataset<f32> {
+    match index.data() {
+        AnyDataset::F32(d) => d,
+        _ => panic!("f32 data expected"),
+    }
+}
+
+#[test]
+fn exact_index_has_recall_one_and_survives_save_load() {
+    let (base, queries) = small(600, 20);
+    let index = Index::build(
+        AnyDataset::from(base),
+        Metric::L2Squared,
+        "exact",
+        &serde_json::Value::Null,
+        Some(8),
+        &BuildCtx::new(1),
+    )
+    .unwrap();
+    let a = index
+        .search(queries.view(), 5, &SearchParams::exact())
+        .unwrap();
+    let want = weft::graph::exact::exact_search(
+        index_data(&index).view(),
+        queries.view(),
+        Metric::L2Squared,
+        5,
+        &BuildCtx::new(0),
+    )
+    .unwrap();
+    assert_eq!(a.neighbors.ids, want.ids);
+
+    let dir = tempfile::tempdir().unwrap();
+    index.save(dir.path()).unwrap();
+    let loaded = Index::load(dir.path()).unwrap();
+    assert!(matches!(loaded.data(), AnyDataset::F32(d) if d.is_mapped()));
+    let c = loaded
+        .search(queries.view(), 5, &SearchParams::exact())
+        .unwrap();
+    assert_eq!(c.neighbors, a.neighbors);
+    assert_eq!(loaded.meta(), index.meta());
+}
+
+#[test]
+fn graph_builders_by_name_reach_good_recall() {
+    let (base, queries) = small(1500, 30);
+    let exact = weft::graph::exact::exact_search(
+        base.view(),
+        queries.view(),
+        Metric::L2Squared,
+        10,
+        &BuildCtx::new(0),
+    )
+    .unwrap();
+    let index = Index::build_from_view(
+        base.view(),
+        Metric::L2Squared,
+        "rnndescent",
+        &serde_json::json!({}),
+        None,
+        &BuildCtx::new(5),
+    )
+    .unwrap();
+    let found = index
+        .search(queries.view(), 10, &SearchParams::with_beam_width(64))
+        .unwrap();
+    let r = weft::graph::recall::search_recall(&found.neighbors, &exact.ids, 10, 10).unwrap();
+    assert!(r.mean >= 0.9, "rnndescent recall {}", r.mean);
+}
+
+#[test]
+fn ndarray_input_in_any_layout() {
+    let (base, queries) = small(300, 5);
+    let arr = ndarray::Array2::from_shape_vec((300, base.dim()), base.as_slice().to_vec()).unwrap();
+    let fortran = arr.t().to_owned().reversed_axes(); // same values, column-major storage
+    let index = Index::build_from_array(
+        fortran.view(),
+        Metric::L2Squared,
+        "exact",
+        &serde_json::Value::Null,
+        Some(4),
+        &BuildCtx::new(0),
+    )
+    .unwrap();
+    let out = index
+        .search(queries.view(), 3, &SearchParams::exact())
+        .unwrap();
+    let want = weft::graph::exact::exact_search(
+        base.view(),
+        queries.view(),
+        Metric::L2Squared,
+        3,
+        &BuildCtx::new(0),
+    )
+    .unwrap();
+    assert_eq!(out.neighbors.ids, want.ids);
+}
+
+#[test]
+fn user_errors_are_typed() {
+    let (base, queries) = small(200, 5);
+    let any = AnyDataset::from(base.clone());
+    let none = serde_json::Value::Null;
+    let ctx = BuildCtx::new(0);
+    // Unknown and planned algorithms.
+    assert!(matches!(
+        Index::build(any.clone(), Metric::L2Squared, "nope", &none, None, &ctx),
+        Err(Error::InvalidParams { .. })
+    ));
+    assert!(matches!(
+        Index::build(any.clone(), Metric::L2Squared, "cagra", &none, None, &ctx),
+        Err(Error::Unsupported(_))
+    ));
+    // k for a search-graph builder, missing k for a k-NN builder, k >= n.
+    assert!(
+        Index::build(
+            any.clone(),
+            Metric::L2Squared,
+            "rnndescent",
+            &none,
+            Some(5),
+            &ctx
+        )
+        .is_err()
+    );
+    assert!(matches!(
+        Index::build(any.clone(), Metric::L2Squared, "exact", &none, None, &ctx),
+        Err(Error::InvalidParams { .. })
+    ));
+    assert!(
+        Index::build(
+            any.clone(),
+            Metric::L2Squared,
+            "exact",
+            &none,
+            Some(200),
+            &ctx
+        )
+        .is_err()
+    );
+    // Unknown parameter.
+    let bad = serde_json::json!({"not_a_param": 3});
+    assert!(matches!(
+        Index::build(
+            any.clone(),
+            Metric::L2Squared,
+            "nndescent",
+            &bad,
+            Some(8),
+            &ctx
+        ),
+        Err(Error::InvalidParams { .. })
+    ));
+    // NaN in the data.
+    let mut v = base.as_slice().to_vec();
+    v[7] = f32::NAN;
+    let nan = weft::Dataset::from_vec(v, base.rows(), base.dim()).unwrap();
+    assert!(matches!(
+        Index::build(
+            AnyDataset::from(nan),
+            Metric::L2Squared,
+            "exact",
+            &none,
+            Some(4),
+            &ctx
+        ),
+        Err(Error::NonFinite { row: 0, col: 7, .. })
+    ));
+    // Query dimension mismatch and wrong element type.
+    let index = Index::build(any, Metric::L2Squared, "exact", &none, Some(4), &ctx).unwrap();
+    let short = weft::Dataset::from_vec(vec![0f32; 3 * 10], 3, 10).unwrap();
+    assert!(matches!(
+        index.search(short.view(), 3, &SearchParams::exact()),
+        Err(Error::DimensionMismatch { .. })
+    ));
+    let bytes = weft::Dataset::from_vec(vec![0u8; 3 * base.dim()], 3, base.dim()).unwrap();
+    assert!(
+        index
+            .search(bytes.view(), 3, &SearchParams::exact())
+            .is_err()
+    );
+    assert!(
+        index
+            .search(queries.view(), 0, &SearchParams::exact())
+            .is_err()
+    );
+    // Empty data.
+    let empty = weft::Dataset::from_vec(Vec::<f32>::new(), 0, 4).unwrap();
+    assert!(
+        Index::build(
+            AnyDataset::from(empty),
+            Metric::L2Squared,
+            "exact",
+            &none,
+            Some(1),
+            &ctx
+        )
+        .is_err()
+    );
+}
