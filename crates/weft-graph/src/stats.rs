@@ -83,36 +83,8 @@ pub fn graph_stats<G: GraphView + ?Sized>(
 ) -> Result<GraphStats> {
     let n = g.num_nodes();
     check_node_count(n)?;
-    let in_deg: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
-
-    // Out-degrees (and the in-degree counts), checking every id once.
-    let init_hist = || vec![0u64; g.max_degree() + 1];
-    let hist = (0..n)
-        .into_par_iter()
-        .with_min_len(1024)
-        .try_fold(init_hist, |mut hist, v| {
-            let nb = g.neighbors(v as NodeId);
-            for &u in nb {
-                let slot = in_deg
-                    .get(u as usize)
-                    .ok_or_else(|| out_of_range(v, u, n))?;
-                slot.fetch_add(1, Ordering::Relaxed);
-            }
-            if nb.len() >= hist.len() {
-                hist.resize(nb.len() + 1, 0);
-            }
-            hist[nb.len()] += 1;
-            Ok::<_, Error>(hist)
-        })
-        .try_reduce(init_hist, |mut a, b| {
-            if b.len() > a.len() {
-                a.resize(b.len(), 0);
-            }
-            for (x, y) in a.iter_mut().zip(b) {
-                *x += y;
-            }
-            Ok(a)
-        })?;
+    // Out-degrees and in-degrees, checking every id once.
+    let (hist, in_deg) = degree_pass(g)?;
     let num_edges: u64 = hist.iter().enumerate().map(|(d, &c)| d as u64 * c).sum();
     let out_degree = if n == 0 {
         DegreeSummary::default()
@@ -125,7 +97,6 @@ pub fn graph_stats<G: GraphView + ?Sized>(
     };
 
     // In-degrees.
-    let in_deg: Vec<u32> = in_deg.into_iter().map(AtomicU32::into_inner).collect();
     let (in_min, in_max, zero_in_degree) = in_deg
         .par_iter()
         .with_min_len(4096)
@@ -148,17 +119,18 @@ pub fn graph_stats<G: GraphView + ?Sized>(
         }
     };
 
-    // Reachability.
+    // Entry points.
     let entry_points = match entry_points {
         Some(e) if !e.is_empty() => e.to_vec(),
         _ => default_entry_points(g),
     };
-    let reach = Reachability::new(g, &entry_points)?;
-    let reachable = reach.num_reachable();
-    drop(reach);
-
-    // Strongly connected components.
-    let (scc_count, largest_scc) = scc_summary(g)?;
+    // Strongly connected components, and reachability: the depth-first search starts at the
+    // entry points, so what it discovers from them is what they reach.
+    let (mut scc_count, mut largest_scc) = (0usize, 0usize);
+    let reachable = strongly_connected_components(g, &entry_points, |comp| {
+        scc_count += 1;
+        largest_scc = largest_scc.max(comp.len());
+    })?;
 
     Ok(GraphStats {
         num_nodes: n,
@@ -178,6 +150,94 @@ pub fn graph_stats<G: GraphView + ?Sized>(
         scc_count,
         largest_scc,
     })
+}
+
+/// Total bytes the per-part in-degree arrays of [`degree_pass`] may take; beyond it the parts
+/// share one array of atomic counters.
+const PRIVATE_COUNTS_BUDGET: usize = 1 << 29;
+
+/// Out-degree histogram of the rows in `range`, calling `inc(u)` for every neighbour `u`.
+fn scan_rows<G: GraphView + ?Sized>(
+    g: &G,
+    range: std::ops::Range<usize>,
+    mut inc: impl FnMut(usize),
+) -> Result<Vec<u64>> {
+    let n = g.num_nodes();
+    let mut hist = vec![0u64; g.max_degree() + 1];
+    for v in range {
+        let nb = g.neighbors(v as NodeId);
+        for &u in nb {
+            if u as usize >= n {
+                return Err(out_of_range(v, u, n));
+            }
+            inc(u as usize);
+        }
+        if nb.len() >= hist.len() {
+            hist.resize(nb.len() + 1, 0);
+        }
+        hist[nb.len()] += 1;
+    }
+    Ok(hist)
+}
+
+fn add_hist(a: &mut Vec<u64>, b: &[u64]) {
+    if b.len() > a.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+/// The out-degree histogram and the in-degree of every vertex. The rows are split in one part
+/// per thread; each part counts in-degrees in its own array (plain increments, no contention)
+/// when they fit [`PRIVATE_COUNTS_BUDGET`], else all parts share atomic counters.
+fn degree_pass<G: GraphView + ?Sized>(g: &G) -> Result<(Vec<u64>, Vec<u32>)> {
+    let n = g.num_nodes();
+    let parts = rayon::current_num_threads().clamp(1, n.max(1));
+    let chunk = n.div_ceil(parts).max(1);
+    let range = |p: usize| (p * chunk).min(n)..((p + 1) * chunk).min(n);
+    if parts == 1 || parts * n * 4 <= PRIVATE_COUNTS_BUDGET {
+        let results = (0..parts)
+            .into_par_iter()
+            .map(|p| {
+                let mut counts = vec![0u32; n];
+                let hist = scan_rows(g, range(p), |u| counts[u] += 1)?;
+                Ok((hist, counts))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut results = results.into_iter();
+        let (mut hist, mut in_deg) = results
+            .next()
+            .unwrap_or_else(|| (vec![0; g.max_degree() + 1], Vec::new()));
+        for (h, counts) in results {
+            add_hist(&mut hist, &h);
+            in_deg
+                .par_iter_mut()
+                .with_min_len(1 << 14)
+                .zip(counts.par_iter())
+                .for_each(|(a, b)| *a += b);
+        }
+        Ok((hist, in_deg))
+    } else {
+        let counts: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+        let hists = (0..parts)
+            .into_par_iter()
+            .map(|p| {
+                scan_rows(g, range(p), |u| {
+                    counts[u].fetch_add(1, Ordering::Relaxed);
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut hist = vec![0u64; g.max_degree() + 1];
+        for h in &hists {
+            add_hist(&mut hist, h);
+        }
+        Ok((
+            hist,
+            counts.into_iter().map(AtomicU32::into_inner).collect(),
+        ))
+    }
 }
 
 fn check_node_count(n: usize) -> Result<()> {
@@ -307,7 +367,7 @@ pub fn reachable_from<G: GraphView + ?Sized>(g: &G, sources: &[NodeId]) -> Resul
 pub fn scc_summary<G: GraphView + ?Sized>(g: &G) -> Result<(usize, usize)> {
     let mut count = 0usize;
     let mut largest = 0usize;
-    strongly_connected_components(g, |comp| {
+    strongly_connected_components(g, &[], |comp| {
         count += 1;
         largest = largest.max(comp.len());
     })?;
@@ -320,7 +380,7 @@ pub fn scc_summary<G: GraphView + ?Sized>(g: &G) -> Result<(usize, usize)> {
 pub fn scc_labels<G: GraphView + ?Sized>(g: &G) -> Result<(Vec<u32>, usize)> {
     let mut labels = vec![u32::MAX; g.num_nodes()];
     let mut count = 0u32;
-    strongly_connected_components(g, |comp| {
+    strongly_connected_components(g, &[], |comp| {
         for &v in comp {
             labels[v as usize] = count;
         }
@@ -330,29 +390,35 @@ pub fn scc_labels<G: GraphView + ?Sized>(g: &G) -> Result<(Vec<u32>, usize)> {
 }
 
 /// Iterative Tarjan: calls `on_component` with the vertices of each component as it completes.
+/// The depth-first search starts from `first_roots` (in order) before the other vertices, so the
+/// number of vertices discovered from them — returned — is the number reachable from them.
 fn strongly_connected_components<G: GraphView + ?Sized>(
     g: &G,
+    first_roots: &[NodeId],
     mut on_component: impl FnMut(&[NodeId]),
-) -> Result<()> {
+) -> Result<usize> {
     const UNSEEN: u32 = u32::MAX;
+    // Once a vertex's component is emitted its `low` is set to DONE so that later edges into it
+    // are ignored (it is no longer on the stack).
+    const DONE: u32 = u32::MAX;
     let n = g.num_nodes();
     check_node_count(n)?;
-    // `index[v]`: discovery order; `low[v]`: lowest index reachable through the DFS subtree and
-    // one back edge; once a vertex's component is emitted its `low` is set to DONE so later edges
-    // into it are ignored (it is no longer on the stack).
-    const DONE: u32 = u32::MAX;
-    let mut index = vec![UNSEEN; n];
-    let mut low = vec![0u32; n];
+    if let Some(&e) = first_roots.iter().find(|&&e| e as usize >= n) {
+        return Err(Error::InvalidGraph(format!(
+            "entry point {e} is out of range (n = {n})"
+        )));
+    }
+    // `node[v] = [index, low]`: discovery order, and the lowest index reachable through the DFS
+    // subtree plus one edge. Kept together: one cache miss per edge on large graphs.
+    let mut node = vec![[UNSEEN, 0u32]; n];
     let mut stack: Vec<NodeId> = Vec::new();
     let mut calls: Vec<(NodeId, &[NodeId], usize)> = Vec::new();
     let mut next = 0u32;
-    for root in 0..n {
-        if index[root] != UNSEEN {
-            continue;
+    let mut search = |root: NodeId| -> Result<u32> {
+        if node[root as usize][0] != UNSEEN {
+            return Ok(next);
         }
-        let root = root as NodeId;
-        index[root as usize] = next;
-        low[root as usize] = next;
+        node[root as usize] = [next, next];
         next += 1;
         stack.push(root);
         calls.push((root, g.neighbors(root), 0));
@@ -361,42 +427,50 @@ fn strongly_connected_components<G: GraphView + ?Sized>(
             if pos < nb.len() {
                 frame.2 += 1;
                 let w = nb[pos];
-                let wi = *index
+                let [wi, wl] = *node
                     .get(w as usize)
                     .ok_or_else(|| out_of_range(v as usize, w, n))?;
                 if wi == UNSEEN {
-                    index[w as usize] = next;
-                    low[w as usize] = next;
+                    node[w as usize] = [next, next];
                     next += 1;
                     stack.push(w);
                     calls.push((w, g.neighbors(w), 0));
-                } else if low[w as usize] != DONE {
-                    // w is on the stack: a back or cross edge inside the current component.
-                    let lv = &mut low[v as usize];
+                } else if wl != DONE {
+                    // w is on the stack: an edge inside the current component.
+                    let lv = &mut node[v as usize][1];
                     *lv = (*lv).min(wi);
                 }
             } else {
                 calls.pop();
-                let lv = low[v as usize];
-                if lv == index[v as usize] {
+                let [vi, lv] = node[v as usize];
+                let emitted = lv == vi;
+                if emitted {
                     let start = stack
                         .iter()
                         .rposition(|&x| x == v)
                         .expect("a vertex stays on the stack until its component is emitted");
                     on_component(&stack[start..]);
                     for &x in &stack[start..] {
-                        low[x as usize] = DONE;
+                        node[x as usize][1] = DONE;
                     }
                     stack.truncate(start);
                 }
-                if let Some(parent) = calls.last() {
-                    let p = parent.0 as usize;
-                    if low[v as usize] != DONE {
-                        low[p] = low[p].min(lv);
-                    }
+                if let Some(parent) = calls.last()
+                    && !emitted
+                {
+                    let lp = &mut node[parent.0 as usize][1];
+                    *lp = (*lp).min(lv);
                 }
             }
         }
+        Ok(next)
+    };
+    let mut reached = 0;
+    for &r in first_roots {
+        reached = search(r)?;
     }
-    Ok(())
+    for root in 0..n {
+        search(root as NodeId)?;
+    }
+    Ok(reached as usize)
 }

@@ -206,8 +206,12 @@ proptest! {
             .collect();
         prop_assert_eq!(reachable_from(&g, &[0, s]).unwrap(), expect);
 
-        // Degrees.
+        // Degrees, and the reachability graph_stats measures along its depth-first search.
         let st = graph_stats(&g, None).unwrap();
+        prop_assert_eq!(st.reachable, (0..n).filter(|&b| r[0][b]).count());
+        let two = graph_stats(&g, Some(&[s, 0])).unwrap();
+        prop_assert_eq!(two.reachable, (0..n).filter(|&b| r[0][b] || r[s as usize][b]).count());
+        prop_assert_eq!((two.scc_count, two.largest_scc), (c, largest));
         let edges: usize = lists.iter().map(Vec::len).sum();
         prop_assert_eq!(st.num_edges as usize, edges);
         prop_assert_eq!(st.out_degree_histogram.iter().sum::<u64>() as usize, n);
