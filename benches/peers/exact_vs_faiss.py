@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exact k-NN: weft (crates/weft-graph/examples/exact_bench.rs) against faiss-cpu IndexFlatL2.
+"""Exact k-NN: weft (crates/weft-graph/examples/exact_cpu_bench.rs) against faiss-cpu IndexFlatL2.
 
 Installs nothing. Expects faiss-cpu and numpy in a virtual environment, by default
 target/peers-venv:
@@ -73,7 +73,7 @@ def time_faiss(faiss, base, queries, k, reps):
 def run_weft(base_p, query_p, k, threads, reps):
     ids_p = ROOT / "target" / "peers-data" / f"weft_ids_k{k}.u32"
     cmd = [
-        str(ROOT / "target" / "release" / "examples" / "exact_bench"),
+        str(ROOT / "target" / "release" / "examples" / "exact_cpu_bench"),
         "--base", str(base_p), "--queries", str(query_p), "--k", str(k),
         "--threads", str(threads), "--reps", str(reps), "--ids-out", str(ids_p),
     ]
@@ -108,7 +108,7 @@ def main():
     os.environ["RAYON_NUM_THREADS"] = str(args.threads)
     if not args.no_build:
         subprocess.run(
-            ["cargo", "build", "--release", "-q", "-p", "weft-graph", "--example", "exact_bench"],
+            ["cargo", "build", "--release", "-q", "-p", "weft-graph", "--example", "exact_cpu_bench"],
             cwd=ROOT, check=True,
         )
     base, queries, base_p, query_p = make_data(args)

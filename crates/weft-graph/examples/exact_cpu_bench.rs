@@ -1,7 +1,7 @@
 //! Times `weft_graph::exact::exact_search` on `.fbin` files (u32 rows, u32 dim, f32 row-major).
 //!
 //! ```text
-//! cargo run --release -p weft-graph --example exact_bench -- \
+//! cargo run --release -p weft-graph --example exact_cpu_bench -- \
 //!     --base base.fbin --queries queries.fbin --k 10 --threads 2 --reps 3 [--metric l2] \
 //!     [--ids-out ids.u32]
 //! ```
@@ -39,6 +39,19 @@ fn read_fbin(path: &Path) -> Result<(Vec<f32>, usize, usize), String> {
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
         .collect();
     Ok((data, rows, dim))
+}
+
+/// CPU seconds used by this process so far (user + system, all threads; Linux `/proc`, else 0):
+/// less sensitive than wall time to other work on a busy machine.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn random(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
@@ -80,11 +93,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut res = exact_search(base, queries, metric, k, &ctx)?; // warm-up
     let mut times = Vec::with_capacity(reps);
+    let mut cpu = Vec::with_capacity(reps);
     for _ in 0..reps {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_seconds());
         res = exact_search(base, queries, metric, k, &ctx)?;
         times.push(t.elapsed().as_secs_f64());
+        cpu.push(cpu_seconds() - c);
     }
+    cpu.sort_by(f64::total_cmp);
+    let cpu_median = cpu[cpu.len() / 2];
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
@@ -94,7 +111,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let isa = weft_core::distance::detect_isa().name();
     println!(
-        "{{\"n\": {n}, \"nq\": {nq}, \"dim\": {dim}, \"k\": {k}, \"metric\": \"{}\", \"threads\": {}, \"isa\": \"{isa}\", \"median_s\": {median:.6}, \"qps\": {:.1}, \"times_s\": {:?}}}",
+        "{{\"n\": {n}, \"nq\": {nq}, \"dim\": {dim}, \"k\": {k}, \"metric\": \"{}\", \"threads\": {}, \"isa\": \"{isa}\", \"median_s\": {median:.6}, \"qps\": {:.1}, \"cpu_s\": {cpu_median:.2}, \"times_s\": {:?}}}",
         metric.name(),
         if threads > 0 {
             threads

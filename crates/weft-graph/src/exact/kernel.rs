@@ -10,13 +10,13 @@
 //!
 //! For every tile the kernel computes `v[i][j] = col_add[j] + sum_k a[k][i] b[k][j]` and reports
 //! the columns where `v[i][j]` is not greater than `bounds[i]` (NaN counts as passing) as a bit
-//! mask to a callback, which may lower `bounds[i]`.
+//! mask, with the row's values, to a callback, which may lower `bounds[i]`.
 
 use weft_core::distance::{Isa, detect_isa};
 
-/// What the kernel reports: `hit(row, panel, mask)` for every row of a tile with a passing column;
-/// returns the row's new bound.
-pub(crate) type Hit<'a> = dyn FnMut(usize, usize, u32) -> f32 + 'a;
+/// What the kernel reports: `hit(row, panel, mask, values)` for every row of a tile with a passing
+/// column, with the row's `nr` values; returns the row's new bound.
+pub(crate) type Hit<'a> = dyn FnMut(usize, usize, u32, &[f32]) -> f32 + 'a;
 
 /// A tile kernel over a run of base panels: `(a, dim, b, col_add, panels, bounds, hit)`.
 type BlockFn = fn(&[f32], usize, &[f32], &[f32], usize, &mut [f32], &mut Hit<'_>);
@@ -134,12 +134,13 @@ fn block_generic<const MR: usize, const NR: usize>(
         for i in 0..MR {
             let bound = bounds[i];
             let mut mask = 0u32;
+            let mut v = [0f32; NR];
             for j in 0..NR {
-                let v = acc[i][j] + ca[j];
-                mask |= (passes(v, bound) as u32) << j;
+                v[j] = acc[i][j] + ca[j];
+                mask |= (passes(v[j], bound) as u32) << j;
             }
             if mask != 0 {
-                bounds[i] = hit(i, p, mask);
+                bounds[i] = hit(i, p, mask, &v);
             }
         }
     }
@@ -175,12 +176,13 @@ mod portable {
             for i in 0..MR {
                 let bound = bounds[i];
                 let mut mask = 0u32;
+                let mut v = [0f32; NR];
                 for j in 0..NR {
-                    let v = acc[i][j] + col_add[p * NR + j];
-                    mask |= (passes(v, bound) as u32) << j;
+                    v[j] = acc[i][j] + col_add[p * NR + j];
+                    mask |= (passes(v[j], bound) as u32) << j;
                 }
                 if mask != 0 {
-                    bounds[i] = hit(i, p, mask);
+                    bounds[i] = hit(i, p, mask, &v);
                 }
             }
         }
@@ -280,7 +282,13 @@ mod avx512 {
                 let m1 = _mm512_cmp_ps_mask::<_CMP_NGT_UQ>(v1, bound) as u32;
                 let mask = m0 | (m1 << 16);
                 if mask != 0 {
-                    bounds[i] = hit(i, p, mask);
+                    let mut v = [0f32; NR];
+                    // SAFETY: `v` holds 32 floats; the stores write 16 each at offsets 0 and 16.
+                    unsafe {
+                        _mm512_storeu_ps(v.as_mut_ptr(), v0);
+                        _mm512_storeu_ps(v.as_mut_ptr().add(16), v1);
+                    }
+                    bounds[i] = hit(i, p, mask, &v);
                 }
             }
         }

@@ -21,6 +21,7 @@
 //! few queries to occupy every thread, ranges of base blocks whose top-k lists are merged).
 //! Cancellation is checked between blocks.
 
+mod cands;
 mod kernel;
 mod topk;
 
@@ -35,8 +36,9 @@ use weft_core::{
     NoParams, NodeId, Result,
 };
 
+use cands::{Cands, RowParams};
 use kernel::Kernel;
-use topk::{TopK, sort_pairs};
+use topk::sort_pairs;
 
 /// Bytes of packed base vectors per cache block (walked by every query panel of a task).
 const BLOCK_BYTES: usize = 384 << 10;
@@ -302,8 +304,10 @@ struct Task {
     q1: usize,
     /// Which range of blocks (of `splits`).
     split: usize,
-    /// One top-k per query.
-    heaps: Vec<TopK>,
+    /// The candidates of each query.
+    cands: Vec<Cands>,
+    /// Each query's row parameters as of the last superblock.
+    rows: Vec<RowParams>,
 }
 
 /// The packed base vectors of one superblock.
@@ -397,7 +401,8 @@ fn run_with_kernel<'a, T: Element>(
                     q0,
                     q1,
                     split,
-                    heaps: vec![TopK::new(k); q1 - q0],
+                    cands: vec![Cands::new(); q1 - q0],
+                    rows: Vec::new(),
                 }
             })
         })
@@ -405,11 +410,14 @@ fn run_with_kernel<'a, T: Element>(
 
     ctx.progress()
         .begin("exact k-NN", Some((num_sb * tasks.len()) as u64));
+    let mut max_norm = 0f32;
     for sb in 0..num_sb {
         ctx.check_cancelled()?;
         let p0 = sb * sb_panels;
         let panels = sb_panels.min(total_panels - p0);
         let sblock = pack_superblock(base, &prep, p0 * nr, panels, nr);
+        // The error bounds cover every base vector met so far.
+        max_norm = max_norm.max(sblock.max_norm);
         let blocks = panels.div_ceil(block_panels);
         tasks.par_iter_mut().try_for_each(|task| -> Result<()> {
             let lo = task.split * blocks / splits;
@@ -421,8 +429,10 @@ fn run_with_kernel<'a, T: Element>(
                 queries,
                 &prep,
                 &sblock,
+                max_norm,
                 blocks,
                 block_panels,
+                k,
                 &dist,
                 kern,
                 ctx,
@@ -433,9 +443,26 @@ fn run_with_kernel<'a, T: Element>(
     }
     ctx.progress().end();
 
-    // Merge the splits of every query and write the results.
+    // Evaluate the survivors exactly, merge the splits of every query and write the results.
+    let finals: Vec<Vec<Vec<(f32, NodeId)>>> = tasks
+        .par_iter_mut()
+        .map(|task| {
+            (0..task.q1 - task.q0)
+                .map(|r| {
+                    let mut out = Vec::new();
+                    if let Some(row) = task.rows.get(r) {
+                        let (qv, _) = query(base, queries, task.q0 + r);
+                        // `+ 0.0` turns -0 into +0, so that ordering by value and by bits agree.
+                        let exact = |id: NodeId| dist.eval(qv, base.row(id as usize)) + 0.0;
+                        task.cands[r].finish(k, row, &exact, &mut out);
+                    }
+                    out
+                })
+                .collect()
+        })
+        .collect();
+    drop(tasks);
     let mut out = Neighbors::new(nq, k);
-    let tasks = &tasks;
     out.ids
         .par_chunks_mut(k)
         .zip(out.dists.par_chunks_mut(k))
@@ -444,8 +471,7 @@ fn run_with_kernel<'a, T: Element>(
             pairs.clear();
             let t = q / task_queries;
             for s in 0..splits {
-                let task = &tasks[s * query_tasks + t];
-                pairs.extend_from_slice(task.heaps[q - task.q0].items());
+                pairs.extend_from_slice(&finals[s * query_tasks + t][q - t * task_queries]);
             }
             sort_pairs(pairs);
             for (j, &(d, id)) in pairs.iter().take(k).enumerate() {
@@ -536,19 +562,19 @@ fn process<'a, T: Element>(
     queries: Queries<'a, T>,
     prep: &Prep,
     sb: &Superblock,
+    max_norm: f32,
     panels: std::ops::Range<usize>,
     block_panels: usize,
+    k: usize,
     dist: &DistanceFn<T>,
     kern: Kernel,
     ctx: &BuildCtx,
 ) -> Result<()> {
-    if panels.is_empty() {
-        return Ok(());
-    }
     let (mr, nr, dim) = (kern.mr, kern.nr, prep.dim);
     let n = base.rows();
     let nq = task.q1 - task.q0;
     let qpanels = nq.div_ceil(mr);
+    let cap = 2 * k + 64;
 
     // Pack the task's queries; per row: the bound's parts.
     let mut apack = vec![0f32; qpanels * dim * mr];
@@ -570,19 +596,20 @@ fn process<'a, T: Element>(
             &mut tmp,
         );
     }
-    // Per row: (error bound - row term), or None for rows that bypass the filter.
-    let slack: Vec<Option<f32>> = rows_info
+    task.rows = rows_info[..nq]
         .iter()
-        .map(|&(qn, forced)| {
-            (!forced).then(|| prep.error_bound(qn, sb.max_norm) - prep.row_add(qn))
+        .map(|&(qn, forced)| RowParams {
+            row_add: prep.row_add(qn),
+            err: prep.error_bound(qn, max_norm),
+            forced,
         })
         .collect();
+    if panels.is_empty() {
+        return Ok(());
+    }
     let q0 = task.q0;
-    let heaps = &mut task.heaps;
-    let bound_of = |heap: &TopK, slack: Option<f32>| match slack {
-        Some(s) => heap.threshold() + s,
-        None => f32::INFINITY,
-    };
+    let rows = &task.rows;
+    let cands = &mut task.cands;
 
     let mut bounds = vec![0f32; mr];
     let mut start = panels.start;
@@ -596,19 +623,21 @@ fn process<'a, T: Element>(
             let r0 = qp * mr;
             for (i, b) in bounds.iter_mut().enumerate() {
                 *b = if r0 + i < nq {
-                    bound_of(&heaps[r0 + i], slack[r0 + i])
+                    cands[r0 + i].bound(&rows[r0 + i])
                 } else {
                     f32::NEG_INFINITY
                 };
             }
             let apanel = &apack[qp * dim * mr..(qp + 1) * dim * mr];
-            let mut hit = |i: usize, p: usize, mut mask: u32| -> f32 {
+            let mut hit = |i: usize, p: usize, mut mask: u32, vals: &[f32]| -> f32 {
                 let r = r0 + i;
                 if r >= nq {
                     return f32::NEG_INFINITY;
                 }
                 let (qv, skip) = query(base, queries, q0 + r);
-                let heap = &mut heaps[r];
+                // `+ 0.0` turns -0 into +0, so that ordering by value and by bits agree.
+                let exact = |id: NodeId| dist.eval(qv, base.row(id as usize)) + 0.0;
+                let (c, row) = (&mut cands[r], &rows[r]);
                 let id0 = row_base + p * nr;
                 while mask != 0 {
                     let j = mask.trailing_zeros() as usize;
@@ -617,11 +646,15 @@ fn process<'a, T: Element>(
                     if id >= n || id as NodeId == skip {
                         continue;
                     }
-                    // `+ 0.0` turns -0 into +0, so that ordering by value and by bits agree.
-                    let d = dist.eval(qv, base.row(id)) + 0.0;
-                    heap.push(d, id as NodeId);
+                    let v = vals[j];
+                    // Bypassing rows and columns (-inf) and overflows (NaN) are evaluated now.
+                    if row.forced || !v.is_finite() {
+                        c.push_exact(exact(id as NodeId), id as NodeId, k);
+                    } else {
+                        c.push_approx(v, id as NodeId, k, cap, row, &exact);
+                    }
                 }
-                bound_of(heap, slack[r])
+                c.bound(row)
             };
             kern.run(apanel, dim, bdata, bcol, end - start, &mut bounds, &mut hit);
         }

@@ -150,7 +150,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 
     #[test]
-    fn matches_oracle_f32(n in 1usize..90, nq in 1usize..30, dim in 1usize..40, k in 1usize..100,
+    fn matches_oracle_f32(n in 1usize..260, nq in 1usize..30, dim in 1usize..40, k in 1usize..100,
                           seed in any::<u64>(), levels in prop_oneof![Just(0u32), Just(3u32)],
                           dup in any::<bool>()) {
         let base = random_set::<f32>(n, dim, seed, levels, dup);
@@ -227,8 +227,22 @@ fn superblocks_and_splits() {
 }
 
 #[test]
+fn heavy_ties_spill_to_exact() {
+    // Few distinct values: far more near-ties than the candidate list holds.
+    for &(n, k) in &[(600usize, 3usize), (600, 40), (300, 150)] {
+        let base = random_set::<f32>(n, 3, n as u64 + k as u64, 2, true);
+        let queries = random_set::<f32>(9, 3, 99, 2, false);
+        for m in Metric::ALL {
+            check_every_kernel(&base, &queries, m, k);
+        }
+        let bytes = random_set::<u8>(n, 2, 5, 3, true);
+        check_every_kernel(&bytes, &bytes, Metric::L2Squared, k);
+    }
+}
+
+#[test]
 fn all_equal_points_tie_by_id() {
-    let base = Dataset::from_vec(vec![1.5f32; 40 * 3], 40, 3).unwrap();
+    let base = Dataset::from_vec(vec![1.5f32; 400 * 3], 400, 3).unwrap();
     let ctx = BuildCtx::default();
     for m in Metric::ALL {
         let g = exact_knn_graph(base.view(), m, 5, &ctx).unwrap();
