@@ -15,8 +15,8 @@
 //! Which distance is used for `d`:
 //! - [`knn_graph_recall`] / [`search_recall_exact`]: the distances the approximate result
 //!   reports;
-//! - [`sampled_graph_recall`]: distances recomputed from the data (so a wrong reported distance
-//!   cannot earn credit).
+//! - [`sampled_graph_recall`] / [`SampledTruth::recall`]: distances recomputed from the data (so
+//!   a wrong reported distance cannot earn credit).
 //!
 //! With [`Ties::Ids`] only ids count. [`graph_recall`] (any [`GraphView`], no distances) and
 //! [`search_recall`] (ground-truth ids, e.g. from an `.ivecs` file) always match ids.
@@ -231,41 +231,107 @@ pub fn sample_rows(n: usize, sample: usize, seed: u64) -> Vec<NodeId> {
     rows
 }
 
-/// Recall@k of a graph's first `k` out-neighbours on a seeded sample of `sample` rows
-/// ([`sample_rows`] with `ctx.seed()`), whose exact neighbours are computed from `data` with
-/// [`exact_neighbors_of`]: the way to measure graphs too large for an exact k-NN graph. With
-/// [`Ties::Distance`] the distances of the found neighbours are recomputed from `data`.
-#[allow(clippy::too_many_arguments)]
-pub fn sampled_graph_recall<T: Element, G: GraphView + ?Sized>(
-    approx: &G,
-    data: DatasetView<'_, T>,
+/// The exact neighbours of a seeded sample of rows: compute once ([`SampledTruth::compute`]),
+/// then measure any number of graphs on the same data ([`SampledTruth::recall`]).
+#[derive(Clone, Debug)]
+pub struct SampledTruth {
     metric: Metric,
-    k: usize,
-    sample: usize,
-    ties: Ties,
-    ctx: &BuildCtx,
-) -> Result<Recall> {
-    let n = data.rows();
-    if approx.num_nodes() != n {
-        return Err(Error::dim_mismatch(
-            "graph vertices vs data rows",
-            n,
-            approx.num_nodes(),
-        ));
+    rows: Vec<NodeId>,
+    exact: Neighbors,
+}
+
+impl SampledTruth {
+    /// The exact `k` nearest other points ([`exact_neighbors_of`]) of `sample` rows of `data`
+    /// drawn by [`sample_rows`] with `ctx.seed()` (every row when `sample >= rows`).
+    pub fn compute<T: Element>(
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        k: usize,
+        sample: usize,
+        ctx: &BuildCtx,
+    ) -> Result<Self> {
+        if sample == 0 {
+            return Err(Error::invalid_param(
+                "sample",
+                "the sample needs at least 1 row",
+            ));
+        }
+        let rows = sample_rows(data.rows(), sample, ctx.seed());
+        let exact = exact_neighbors_of(data, metric, &rows, k, ctx)?;
+        Ok(SampledTruth {
+            metric,
+            rows,
+            exact,
+        })
     }
-    if sample == 0 {
-        return Err(Error::invalid_param(
-            "sample",
-            "the sample needs at least 1 row",
-        ));
+
+    /// Wraps exact neighbours computed elsewhere: `exact` row `i` belongs to data row `rows[i]`
+    /// and excludes it.
+    pub fn from_parts(metric: Metric, rows: Vec<NodeId>, exact: Neighbors) -> Result<Self> {
+        if rows.len() != exact.rows() {
+            return Err(Error::dim_mismatch(
+                "sampled rows vs exact neighbour rows",
+                rows.len(),
+                exact.rows(),
+            ));
+        }
+        Ok(SampledTruth {
+            metric,
+            rows,
+            exact,
+        })
     }
-    check_recall_k(k, approx.max_degree(), "graph")?;
-    let rows = sample_rows(n, sample, ctx.seed());
-    let exact = exact_neighbors_of(data, metric, &rows, k, ctx)?;
-    let dist = metric.distance_fn::<T>();
-    let with_d = ties == Ties::Distance;
-    let per_row = ctx.install(|| {
-        rows.par_iter()
+
+    /// The sampled rows, ascending.
+    pub fn rows(&self) -> &[NodeId] {
+        &self.rows
+    }
+
+    /// Their exact neighbours.
+    pub fn exact(&self) -> &Neighbors {
+        &self.exact
+    }
+
+    /// Neighbours known per sampled row (the largest `k` [`SampledTruth::recall`] accepts).
+    pub fn k(&self) -> usize {
+        self.exact.k()
+    }
+
+    /// The metric the neighbours were computed under.
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    /// Recall@k of `approx`'s first `k` out-neighbours on the sampled rows (`k <= self.k()`,
+    /// `k <= approx.max_degree()`). `data` must be the data the truth was computed on; with
+    /// [`Ties::Distance`] the found neighbours' distances are recomputed from it.
+    pub fn recall<T: Element, G: GraphView + ?Sized>(
+        &self,
+        approx: &G,
+        data: DatasetView<'_, T>,
+        k: usize,
+        ties: Ties,
+    ) -> Result<Recall> {
+        let n = data.rows();
+        if approx.num_nodes() != n {
+            return Err(Error::dim_mismatch(
+                "graph vertices vs data rows",
+                n,
+                approx.num_nodes(),
+            ));
+        }
+        check_recall_k(k, approx.max_degree(), "graph")?;
+        check_recall_k(k, self.k(), "sampled truth")?;
+        if let Some(&r) = self.rows.iter().find(|&&r| r as usize >= n) {
+            return Err(Error::InvalidInput(format!(
+                "sampled row {r} is out of range (n = {n})"
+            )));
+        }
+        let dist = self.metric.distance_fn::<T>();
+        let with_d = ties == Ties::Distance;
+        let per_row = self
+            .rows
+            .par_iter()
             .enumerate()
             .map_init(
                 || (Scratch::default(), Vec::new()),
@@ -291,15 +357,40 @@ pub fn sampled_graph_recall<T: Element, G: GraphView + ?Sized>(
                         s,
                         found,
                         with_d.then_some(found_d.as_slice()),
-                        exact.row_ids(i),
-                        with_d.then(|| exact.row_dists(i)),
+                        &self.exact.row_ids(i)[..k],
+                        with_d.then(|| &self.exact.row_dists(i)[..k]),
                         Some(v),
                     ))
                 },
             )
-            .collect::<Result<Vec<_>>>()
-    })??;
-    Ok(Recall::from_rows(&per_row, k))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Recall::from_rows(&per_row, k))
+    }
+}
+
+/// Recall@k of a graph's first `k` out-neighbours on a seeded sample of `sample` rows, whose
+/// exact neighbours are computed from `data`: the way to measure graphs too large for an exact
+/// k-NN graph. Shorthand for [`SampledTruth::compute`] then [`SampledTruth::recall`] (on
+/// `ctx`'s thread pool); keep the [`SampledTruth`] to measure several graphs.
+pub fn sampled_graph_recall<T: Element, G: GraphView + ?Sized>(
+    approx: &G,
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    k: usize,
+    sample: usize,
+    ties: Ties,
+    ctx: &BuildCtx,
+) -> Result<Recall> {
+    if approx.num_nodes() != data.rows() {
+        return Err(Error::dim_mismatch(
+            "graph vertices vs data rows",
+            data.rows(),
+            approx.num_nodes(),
+        ));
+    }
+    check_recall_k(k, approx.max_degree(), "graph")?;
+    let truth = SampledTruth::compute(data, metric, k, sample, ctx)?;
+    ctx.install(|| truth.recall(approx, data, k, ties))?
 }
 
 /// Search recall@k against ground-truth ids: `gt_ids` holds `found.rows()` rows of `gt_k` ids

@@ -53,10 +53,10 @@
 //! - Loads check, before allocating anything, that the header's sizes fit the actual file. With
 //!   [`LoadOptions::verify_checksum`] (the default) the CRC is checked; with
 //!   [`LoadOptions::validate`] (the default) the graph invariants are checked too.
-//! - Every defect is an [`Error::Format`] whose reason starts with a stable phrase:
-//!   `bad magic`, `unsupported version`, `truncated`, `trailing bytes`, `bad trailer`,
-//!   `checksum mismatch`, `inconsistent`, `exceeds the file`.
-//!   Operating-system failures are [`Error::Io`]; a graph that breaks its invariants is
+//! - Every defect is an [`Error::Format`] whose reason starts with a stable phrase, one per
+//!   [`FormatIssue`] (wrong magic, unsupported version, truncated file, trailing bytes, bad
+//!   trailer, checksum mismatch, inconsistent header, sizes beyond the file);
+//!   [`FormatIssue::of`] classifies an error. Operating-system failures are [`Error::Io`]; a graph that breaks its invariants is
 //!   [`Error::InvalidGraph`].
 //!
 //! Memory-mapped loads are supported on little-endian machines only (every machine weft
@@ -106,6 +106,73 @@ fn tag_name(tag: u32) -> &'static str {
         TAG_DISTS => "distances",
         TAG_GLOBAL => "global ids",
         _ => "unknown",
+    }
+}
+
+/// What is wrong with a malformed graph file. Every [`Error::Format`] this module returns has a
+/// reason of the form `"<prefix>: <details>"`; [`FormatIssue::of`] recovers the issue from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FormatIssue {
+    /// The file does not start with [`MAGIC`].
+    BadMagic,
+    /// The format version is not [`VERSION`].
+    UnsupportedVersion,
+    /// The file is shorter than its header says (or than any header).
+    Truncated,
+    /// The file is longer than its header says.
+    TrailingBytes,
+    /// The end marker after the checksum is missing.
+    BadTrailer,
+    /// The CRC-32 of the file differs from the stored one.
+    ChecksumMismatch,
+    /// Header fields or sections contradict each other (shape, kind, codes, alignment, overlap).
+    Inconsistent,
+    /// A section (or the header) claims bytes beyond the end of the file.
+    ExceedsFile,
+}
+
+impl FormatIssue {
+    const ALL: [FormatIssue; 8] = [
+        FormatIssue::BadMagic,
+        FormatIssue::UnsupportedVersion,
+        FormatIssue::Truncated,
+        FormatIssue::TrailingBytes,
+        FormatIssue::BadTrailer,
+        FormatIssue::ChecksumMismatch,
+        FormatIssue::Inconsistent,
+        FormatIssue::ExceedsFile,
+    ];
+
+    /// The stable phrase the error's reason starts with.
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            FormatIssue::BadMagic => "bad magic",
+            FormatIssue::UnsupportedVersion => "unsupported version",
+            FormatIssue::Truncated => "truncated",
+            FormatIssue::TrailingBytes => "trailing bytes",
+            FormatIssue::BadTrailer => "bad trailer",
+            FormatIssue::ChecksumMismatch => "checksum mismatch",
+            FormatIssue::Inconsistent => "inconsistent header",
+            FormatIssue::ExceedsFile => "exceeds the file",
+        }
+    }
+
+    /// The issue behind an [`Error::Format`] returned by this module (`None` for other errors).
+    pub fn of(err: &Error) -> Option<Self> {
+        match err {
+            Error::Format { reason, .. } => Self::ALL.into_iter().find(|i| {
+                reason
+                    .strip_prefix(i.prefix())
+                    .is_some_and(|rest| rest.starts_with(':'))
+            }),
+            _ => None,
+        }
+    }
+
+    /// An [`Error::Format`] on `path` for this issue.
+    fn error(self, path: &Path, details: impl std::fmt::Display) -> Error {
+        Error::format(path, format!("{}: {details}", self.prefix()))
     }
 }
 
@@ -826,45 +893,45 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 fn check_prefix(path: &Path, prefix: &[u8], actual_len: u64) -> Result<()> {
     let m = prefix.len().min(MAGIC.len());
     if prefix[..m] != MAGIC[..m] {
-        return Err(Error::format(path, "bad magic: not a weft graph file"));
+        return Err(FormatIssue::BadMagic.error(path, "not a weft graph file"));
     }
     if prefix.len() < 12 {
-        return Err(Error::format(
+        return Err(FormatIssue::Truncated.error(
             path,
-            format!("truncated: {actual_len} bytes cannot hold a graph header"),
+            format!("{actual_len} bytes cannot hold a graph header"),
         ));
     }
     let version = le_u32(prefix, 8);
     if version != VERSION {
-        return Err(Error::format(
+        return Err(FormatIssue::UnsupportedVersion.error(
             path,
-            format!("unsupported version {version} (this build reads version {VERSION})"),
+            format!("{version} (this build reads version {VERSION})"),
         ));
     }
     if prefix.len() < HEADER_LEN {
-        return Err(Error::format(
+        return Err(FormatIssue::Truncated.error(
             path,
-            format!("truncated: {actual_len} bytes cannot hold a graph header"),
+            format!("{actual_len} bytes cannot hold a graph header"),
         ));
     }
     let file_len = le_u64(prefix, 16);
     if file_len > actual_len {
-        return Err(Error::format(
+        return Err(FormatIssue::Truncated.error(
             path,
-            format!("truncated: the header says {file_len} bytes, the file has {actual_len}"),
+            format!("the header says {file_len} bytes, the file has {actual_len}"),
         ));
     }
     if file_len < actual_len {
-        return Err(Error::format(
+        return Err(FormatIssue::TrailingBytes.error(
             path,
-            format!("trailing bytes: the header says {file_len} bytes, the file has {actual_len}"),
+            format!("the header says {file_len} bytes, the file has {actual_len}"),
         ));
     }
     Ok(())
 }
 
 fn inconsistent(path: &Path, what: impl std::fmt::Display) -> Error {
-    Error::format(path, format!("inconsistent header: {what}"))
+    FormatIssue::Inconsistent.error(path, what)
 }
 
 /// Decodes the fixed header (after [`check_prefix`]).
@@ -923,9 +990,9 @@ fn parse_header(path: &Path, b: &[u8]) -> Result<RawHeader> {
         ));
     }
     if header_len + TRAILER_LEN > file_len {
-        return Err(Error::format(
+        return Err(FormatIssue::ExceedsFile.error(
             path,
-            format!("exceeds the file: a {header_len}-byte header in a {file_len}-byte file"),
+            format!("a {header_len}-byte header in a {file_len}-byte file"),
         ));
     }
     Ok(RawHeader {
@@ -1003,10 +1070,7 @@ fn parse_sections(path: &Path, h: &RawHeader, table: &[u8]) -> Result<Layout> {
             .checked_mul(s.cols)
             .and_then(|x| x.checked_mul(s.elem_size()))
             .ok_or_else(|| {
-                Error::format(
-                    path,
-                    format!("exceeds the file: section {name} size overflows"),
-                )
+                FormatIssue::ExceedsFile.error(path, format!("section {name} size overflows"))
             })?;
         if s.offset % ALIGN != 0 {
             return Err(inconsistent(
@@ -1018,10 +1082,10 @@ fn parse_sections(path: &Path, h: &RawHeader, table: &[u8]) -> Result<Layout> {
             ));
         }
         if s.offset < h.header_len || s.offset.checked_add(bytes).is_none_or(|e| e > payload_end) {
-            return Err(Error::format(
+            return Err(FormatIssue::ExceedsFile.error(
                 path,
                 format!(
-                    "exceeds the file: section {name} [{}, +{bytes}) is outside the payload [{}, {payload_end})",
+                    "section {name} [{}, +{bytes}) is outside the payload [{}, {payload_end})",
                     s.offset, h.header_len
                 ),
             ));
@@ -1168,10 +1232,7 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 fn read_exact_at(path: &Path, file: &mut File, buf: &mut [u8]) -> Result<()> {
     file.read_exact(buf).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
-            Error::format(
-                path,
-                "truncated: the file ended early (it changed while being read)",
-            )
+            FormatIssue::Truncated.error(path, "the file ended early (it changed while being read)")
         } else {
             Error::io(path, e)
         }
@@ -1199,18 +1260,15 @@ fn read_head(path: &Path, file: &mut File, actual_len: u64) -> Result<Head> {
 
 fn read_trailer(path: &Path, trailer: &[u8]) -> Result<u32> {
     if trailer[4..8] != TRAILER_MAGIC {
-        return Err(Error::format(
-            path,
-            "bad trailer: the end marker is missing",
-        ));
+        return Err(FormatIssue::BadTrailer.error(path, "the end marker is missing"));
     }
     Ok(le_u32(trailer, 0))
 }
 
 fn checksum_error(path: &Path, stored: u32, computed: u32) -> Error {
-    Error::format(
+    FormatIssue::ChecksumMismatch.error(
         path,
-        format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"),
+        format!("stored {stored:#010x}, computed {computed:#010x}"),
     )
 }
 
@@ -1359,17 +1417,14 @@ fn load_mapped(
     let map = unsafe { memmap2::Mmap::map(file) }.map_err(|e| Error::io(path, e))?;
     let bytes: &[u8] = &map;
     if bytes.len() as u64 != actual_len {
-        return Err(Error::format(
-            path,
-            "truncated: the file changed while being mapped",
-        ));
+        return Err(FormatIssue::Truncated.error(path, "the file changed while being mapped"));
     }
     check_prefix(path, &bytes[..bytes.len().min(HEADER_LEN)], actual_len)?;
     let file_len = actual_len as usize;
     let body_end = file_len - TRAILER_LEN as usize;
     // The prefix check guarantees file_len >= 64; the trailer follows the header.
     if file_len < HEADER_LEN + TRAILER_LEN as usize {
-        return Err(Error::format(path, "truncated: no room for the trailer"));
+        return Err(FormatIssue::Truncated.error(path, "no room for the trailer"));
     }
     let stored = read_trailer(path, &bytes[body_end..])?;
     if verify {

@@ -6,8 +6,8 @@ use weft_core::{
 };
 use weft_graph::exact::{exact_knn_graph, exact_search};
 use weft_graph::recall::{
-    Ties, graph_recall, knn_graph_recall, sample_rows, sampled_graph_recall, search_recall,
-    search_recall_exact,
+    SampledTruth, Ties, graph_recall, knn_graph_recall, sample_rows, sampled_graph_recall,
+    search_recall, search_recall_exact,
 };
 
 fn close(a: f64, b: f64) -> bool {
@@ -190,6 +190,63 @@ fn sampled_recall_matches_full_recall() {
     assert!(matches!(
         sampled_graph_recall(&exact, short, Metric::L2Squared, 5, 5, Ties::Ids, &ctx),
         Err(Error::DimensionMismatch { .. })
+    ));
+}
+
+#[test]
+fn sampled_truth_is_reusable() {
+    let (n, dim) = (300, 6);
+    let data = random_data(n, dim, 5);
+    let view = DatasetView::from_flat(&data, dim).unwrap();
+    let ctx = BuildCtx::new(9);
+    let truth = SampledTruth::compute(view, Metric::Cosine, 8, 40, &ctx).unwrap();
+    assert_eq!(
+        (truth.rows().len(), truth.k(), truth.metric()),
+        (40, 8, Metric::Cosine)
+    );
+    assert_eq!(truth.rows(), sample_rows(n, 40, 9).as_slice());
+    let exact = exact_knn_graph(view, Metric::Cosine, 8, &ctx).unwrap();
+    for k in [1, 4, 8] {
+        let r = truth.recall(&exact, view, k, Ties::Ids).unwrap();
+        assert_eq!((r.mean, r.rows, r.k), (1.0, 40, k));
+        // A graph of only the 4 nearest: recall@8 is 1/2.
+        let four = exact.to_fixed_degree(4).unwrap();
+        if k <= 4 {
+            assert_eq!(
+                truth.recall(&four, view, k, Ties::Distance).unwrap().mean,
+                1.0
+            );
+        } else {
+            assert!(truth.recall(&four, view, k, Ties::Ids).is_err());
+        }
+    }
+    let padded = FixedDegreeGraph::new(n, 8, {
+        let mut ids = exact.ids().to_vec();
+        for v in 0..n {
+            for j in 4..8 {
+                ids[v * 8 + j] = INVALID;
+            }
+        }
+        ids
+    })
+    .unwrap();
+    assert!(close(
+        truth.recall(&padded, view, 8, Ties::Distance).unwrap().mean,
+        0.5
+    ));
+    assert!(truth.recall(&exact, view, 9, Ties::Ids).is_err());
+    // Parts from elsewhere.
+    let again =
+        SampledTruth::from_parts(Metric::Cosine, truth.rows().to_vec(), truth.exact().clone())
+            .unwrap();
+    assert_eq!(again.recall(&exact, view, 8, Ties::Ids).unwrap().mean, 1.0);
+    assert!(SampledTruth::from_parts(Metric::Cosine, vec![1], truth.exact().clone()).is_err());
+    let far =
+        SampledTruth::from_parts(Metric::Cosine, vec![n as NodeId; 40], truth.exact().clone())
+            .unwrap();
+    assert!(matches!(
+        far.recall(&exact, view, 8, Ties::Ids),
+        Err(Error::InvalidInput(_))
     ));
 }
 

@@ -7,8 +7,8 @@ use weft_core::rng::SplitMix64;
 use weft_core::{DType, Error, FixedDegreeGraph, GraphView, INVALID, KnnGraph, Metric, NodeId};
 use weft_graph::hier::{HierGraph, HierLayer};
 use weft_graph::storage::{
-    self, GraphKind, GraphMeta, LoadOptions, StoredGraph, load, read_header, save_fixed, save_hier,
-    save_knn,
+    self, FormatIssue, GraphKind, GraphMeta, LoadOptions, StoredGraph, load, read_header,
+    save_fixed, save_hier, save_knn,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -292,11 +292,8 @@ fn meta_params() {
 // Corruption
 // ---------------------------------------------------------------------------------------------
 
-fn reason(e: Error) -> String {
-    match e {
-        Error::Format { reason, .. } => reason,
-        other => panic!("expected a format error, got {other:?}"),
-    }
+fn issue(e: Error) -> FormatIssue {
+    FormatIssue::of(&e).unwrap_or_else(|| panic!("expected a graph format error, got {e:?}"))
 }
 
 fn sample_files(dir: &Path) -> Vec<PathBuf> {
@@ -318,16 +315,16 @@ fn every_flipped_byte_is_caught() {
             let mut b = bytes.clone();
             b[i] ^= 0xA5;
             std::fs::write(&victim, &b).unwrap();
-            let expected = match i {
-                0..8 => "bad magic",
-                8..12 => "unsupported version",
-                16..24 => "t", // truncated or trailing bytes
-                _ if i >= len - 4 => "bad trailer",
-                _ => "checksum mismatch",
+            let expected: &[FormatIssue] = match i {
+                0..8 => &[FormatIssue::BadMagic],
+                8..12 => &[FormatIssue::UnsupportedVersion],
+                16..24 => &[FormatIssue::Truncated, FormatIssue::TrailingBytes],
+                _ if i >= len - 4 => &[FormatIssue::BadTrailer],
+                _ => &[FormatIssue::ChecksumMismatch],
             };
             for opts in [LoadOptions::default(), LoadOptions::mmap()] {
-                let r = reason(load(&victim, opts).unwrap_err());
-                assert!(r.starts_with(expected), "byte {i} ({opts:?}): {r}");
+                let e = load(&victim, opts).unwrap_err();
+                assert!(expected.contains(&issue(e)), "byte {i} ({opts:?})");
             }
             // Without verification nothing panics (the result may be anything).
             for opts in [
@@ -355,18 +352,19 @@ fn every_truncation_is_caught() {
                 LoadOptions::mmap(),
                 LoadOptions::fast(),
             ] {
-                let r = reason(load(&victim, opts).unwrap_err());
-                assert!(r.starts_with("truncated"), "cut at {cut}: {r}");
+                let e = load(&victim, opts).unwrap_err();
+                assert_eq!(issue(e), FormatIssue::Truncated, "cut at {cut}");
             }
-            let r = reason(read_header(&victim).unwrap_err());
-            assert!(r.starts_with("truncated"), "cut at {cut}: {r}");
+            let e = read_header(&victim).unwrap_err();
+            assert_eq!(issue(e), FormatIssue::Truncated, "cut at {cut}");
         }
         // One byte too many.
         let mut longer = bytes.clone();
         longer.push(0);
         std::fs::write(&victim, &longer).unwrap();
-        let r = reason(load(&victim, LoadOptions::default()).unwrap_err());
-        assert!(r.starts_with("trailing bytes"), "{r}");
+        let e = load(&victim, LoadOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("trailing bytes"), "{e}");
+        assert_eq!(issue(e), FormatIssue::TrailingBytes);
     }
 }
 
@@ -376,9 +374,13 @@ fn other_files_have_bad_magic() {
     let path = dir.path().join("x.fvecs");
     std::fs::write(&path, vec![7u8; 4096]).unwrap();
     for opts in [LoadOptions::default(), LoadOptions::mmap()] {
-        assert!(reason(load(&path, opts).unwrap_err()).starts_with("bad magic"));
+        assert_eq!(issue(load(&path, opts).unwrap_err()), FormatIssue::BadMagic);
     }
-    assert!(reason(read_header(&path).unwrap_err()).starts_with("bad magic"));
+    assert_eq!(
+        issue(read_header(&path).unwrap_err()),
+        FormatIssue::BadMagic
+    );
+    assert_eq!(FormatIssue::of(&Error::Cancelled), None);
     let missing = dir.path().join("missing.wgraph");
     assert!(matches!(
         load(&missing, LoadOptions::default()),
@@ -404,38 +406,27 @@ fn crafted_headers_are_rejected_without_huge_allocations() {
     // Section table of a k-NN file: params, entry, ids, dists at 64 + 32 * i; fields tag(0),
     // layer(4), offset(8), rows(16), cols(24).
     let ids_rows = 64 + 32 * 2 + 16;
-    let cases: Vec<(usize, Vec<u8>, &str)> = vec![
-        (8, 2u32.to_le_bytes().to_vec(), "unsupported version"),
-        (
-            ids_rows,
-            (u64::MAX / 4).to_le_bytes().to_vec(),
-            "exceeds the file",
-        ),
-        (
-            ids_rows,
-            (1u64 << 40).to_le_bytes().to_vec(),
-            "exceeds the file",
-        ),
+    use FormatIssue::{ExceedsFile, Inconsistent, UnsupportedVersion};
+    let cases: Vec<(usize, Vec<u8>, FormatIssue)> = vec![
+        (8, 2u32.to_le_bytes().to_vec(), UnsupportedVersion),
+        (ids_rows, (u64::MAX / 4).to_le_bytes().to_vec(), ExceedsFile),
+        (ids_rows, (1u64 << 40).to_le_bytes().to_vec(), ExceedsFile),
         (
             64 + 32 * 3 + 24,
             (1u64 << 62).to_le_bytes().to_vec(),
-            "exceeds the file",
+            ExceedsFile,
         ),
-        (32, 13u64.to_le_bytes().to_vec(), "inconsistent"), // n
-        (40, 4u64.to_le_bytes().to_vec(), "inconsistent"),  // degree
-        (24, [7u8].to_vec(), "inconsistent"),               // kind
-        (25, [9u8].to_vec(), "inconsistent"),               // metric
-        (26, [9u8].to_vec(), "inconsistent"),               // dtype
-        (28, 1000u32.to_le_bytes().to_vec(), "inconsistent"), // num_sections
-        (56, 2u32.to_le_bytes().to_vec(), "inconsistent"),  // num_layers
-        (
-            64 + 32 * 2 + 8,
-            65u64.to_le_bytes().to_vec(),
-            "inconsistent",
-        ), // misaligned
-        (64 + 32 * 2, 9u32.to_le_bytes().to_vec(), "inconsistent"), // unknown tag
-        (64 + 32 * 2, 2u32.to_le_bytes().to_vec(), "inconsistent"), // duplicate entry
-        (64 + 32 + 16, 1u64.to_le_bytes().to_vec(), "inconsistent"), // knn entry points
+        (32, 13u64.to_le_bytes().to_vec(), Inconsistent), // n
+        (40, 4u64.to_le_bytes().to_vec(), Inconsistent),  // degree
+        (24, [7u8].to_vec(), Inconsistent),               // kind
+        (25, [9u8].to_vec(), Inconsistent),               // metric
+        (26, [9u8].to_vec(), Inconsistent),               // dtype
+        (28, 1000u32.to_le_bytes().to_vec(), Inconsistent), // num_sections
+        (56, 2u32.to_le_bytes().to_vec(), Inconsistent),  // num_layers
+        (64 + 32 * 2 + 8, 65u64.to_le_bytes().to_vec(), Inconsistent), // misaligned
+        (64 + 32 * 2, 9u32.to_le_bytes().to_vec(), Inconsistent), // unknown tag
+        (64 + 32 * 2, 2u32.to_le_bytes().to_vec(), Inconsistent), // duplicate entry
+        (64 + 32 + 16, 1u64.to_le_bytes().to_vec(), Inconsistent), // knn entry points
     ];
     for (at, value, want) in cases {
         let mut b = bytes.clone();
@@ -446,11 +437,14 @@ fn crafted_headers_are_rejected_without_huge_allocations() {
             LoadOptions::mmap(),
             LoadOptions::fast(),
         ] {
-            let r = reason(load(&victim, opts).unwrap_err());
-            assert!(r.starts_with(want), "patch at {at}: {r}");
+            let e = load(&victim, opts).unwrap_err();
+            assert_eq!(issue(e), want, "patch at {at}");
         }
-        let r = reason(read_header(&victim).unwrap_err());
-        assert!(r.starts_with(want), "patch at {at}: {r}");
+        assert_eq!(
+            issue(read_header(&victim).unwrap_err()),
+            want,
+            "patch at {at}"
+        );
     }
 
     // An out-of-range id with a valid checksum is a graph error (validation on), and loads when
