@@ -36,7 +36,7 @@ PY = os.path.join(VENV, "bin", "python")
 
 
 def ensure_venv():
-    if os.path.abspath(sys.prefix) == os.path.abspath(VENV):
+    if os.path.abspath(sys.prefix) == os.path.abspath(VENV) or "--no-venv" in sys.argv:
         return
     if not os.path.exists(PY):
         subprocess.check_call([sys.executable, "-m", "venv", VENV])
@@ -132,10 +132,11 @@ def run_pynndescent(x, k, threads, sample, truth, repeats, seed):
     return times, recalls, rss
 
 
-def run_weft(data_path, gt_path, k, threads, repeats, seed, params):
-    subprocess.check_call(["cargo", "build", "--release", "-q", "-p", "weft-nndescent",
-                           "--example", "nndescent_bench"], cwd=ROOT)
-    exe = os.path.join(ROOT, "target", "release", "examples", "nndescent_bench")
+def run_weft(data_path, gt_path, k, threads, repeats, seed, params, exe=None):
+    if exe is None:
+        subprocess.check_call(["cargo", "build", "--release", "-q", "-p", "weft-nndescent",
+                               "--example", "nndescent_bench"], cwd=ROOT)
+        exe = os.path.join(ROOT, "target", "release", "examples", "nndescent_bench")
     out = []
     for r in range(repeats):
         cmd = [exe, data_path, gt_path, "--k", str(k), "--threads", str(threads),
@@ -162,6 +163,9 @@ def main():
     ap.add_argument("--data", help="an existing .fbin instead of the generated set")
     ap.add_argument("--params", help="NnDescentParams JSON for weft")
     ap.add_argument("--skip-peer", action="store_true", help="run weft only")
+    ap.add_argument("--weft-bin", help="a prebuilt nndescent_bench (default: cargo build it)")
+    ap.add_argument("--no-venv", action="store_true",
+                    help="use this interpreter as is (pynndescent + numpy importable)")
     a = ap.parse_args()
 
     work = os.path.join(ROOT, "target", "peers")
@@ -198,7 +202,7 @@ def main():
         py_t, py_r = statistics.median(py_times), statistics.median(py_recalls)
         print(f"pynndescent runs: times {['%.2f' % t for t in py_times]} recalls "
               f"{['%.4f' % r for r in py_recalls]}", file=sys.stderr)
-    weft = run_weft(data_path, gt_path, a.k, a.threads, a.repeats, a.seed, a.params)
+    weft = run_weft(data_path, gt_path, a.k, a.threads, a.repeats, a.seed, a.params, a.weft_bin)
     w_t = statistics.median(r["build_s"] for r in weft)
     w_r = statistics.median(r["recall"] for r in weft)
     w_rss = max(r["peak_rss_mib"] for r in weft)
