@@ -59,6 +59,43 @@ pub struct GraphStats {
     pub largest_scc: usize,
 }
 
+impl std::fmt::Display for GraphStats {
+    /// A short human-readable summary, one line per aspect.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "vertices: {}, max degree: {}, edges: {}",
+            self.num_nodes, self.max_degree, self.num_edges
+        )?;
+        writeln!(
+            f,
+            "out-degree: min {}, mean {:.2}, max {}",
+            self.out_degree.min, self.out_degree.mean, self.out_degree.max
+        )?;
+        writeln!(
+            f,
+            "in-degree: min {}, mean {:.2}, max {}, zero in-degree: {}",
+            self.in_degree.min, self.in_degree.mean, self.in_degree.max, self.zero_in_degree
+        )?;
+        if self.entry_points.len() <= 8 {
+            write!(f, "reachable from {:?}", self.entry_points)?;
+        } else {
+            write!(f, "reachable from {} entry points", self.entry_points.len())?;
+        }
+        writeln!(
+            f,
+            ": {} ({:.2}%)",
+            self.reachable,
+            100.0 * self.reachable_fraction
+        )?;
+        write!(
+            f,
+            "strongly connected components: {} (largest {})",
+            self.scc_count, self.largest_scc
+        )
+    }
+}
+
 /// The entry points a traversal uses by default: the graph's own, or vertex 0 when it has none
 /// (nothing for an empty graph).
 pub fn default_entry_points<G: GraphView + ?Sized>(g: &G) -> Vec<NodeId> {

@@ -36,9 +36,15 @@ fn stats_of_a_hand_made_graph() {
     assert_eq!(s.reachable, 2);
     assert_eq!(s.entry_points, vec![3]);
 
-    // Serialises.
+    // Serialises, and prints.
     let json = serde_json::to_string(&s).unwrap();
     assert!(json.contains("\"scc_count\":3"));
+    let text = s.to_string();
+    assert!(text.contains("reachable from [3]: 2 (33.33%)"), "{text}");
+    assert!(
+        text.contains("strongly connected components: 3 (largest 3)"),
+        "{text}"
+    );
 }
 
 #[test]
