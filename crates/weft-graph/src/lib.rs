@@ -19,7 +19,7 @@ pub mod stats;
 pub mod storage;
 
 pub use hier::{HierGraph, HierLayer};
-pub use recall::Recall;
+pub use recall::{Recall, SampledTruth, Ties};
 pub use stats::{GraphStats, Reachability, graph_stats, reachable_from};
-pub use storage::{GraphHeader, GraphKind, GraphMeta, LoadOptions, StoredGraph};
+pub use storage::{FormatIssue, GraphHeader, GraphKind, GraphMeta, LoadOptions, StoredGraph};
 pub use weft_core::{FixedDegreeGraph, GraphView, INVALID, KnnGraph, NodeId};

@@ -56,11 +56,30 @@
 //! - Every defect is an [`Error::Format`] whose reason starts with a stable phrase, one per
 //!   [`FormatIssue`] (wrong magic, unsupported version, truncated file, trailing bytes, bad
 //!   trailer, checksum mismatch, inconsistent header, sizes beyond the file);
-//!   [`FormatIssue::of`] classifies an error. Operating-system failures are [`Error::Io`]; a graph that breaks its invariants is
-//!   [`Error::InvalidGraph`].
+//!   [`FormatIssue::of`] classifies an error. Operating-system failures are [`Error::Io`]; a
+//!   graph that breaks its invariants is [`Error::InvalidGraph`].
 //!
 //! Memory-mapped loads are supported on little-endian machines only (every machine weft
 //! targets); owned loads convert on big-endian ones.
+//!
+//! # Example
+//!
+//! ```
+//! use weft_core::{KnnGraph, Metric};
+//! use weft_graph::storage::{GraphMeta, LoadOptions, load, read_header, save_knn};
+//! # fn main() -> weft_core::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("tiny.wgraph");
+//! let graph = KnnGraph::from_parts(2, 1, vec![1, 0], vec![0.5, 0.5])?;
+//! let meta = GraphMeta::new(Metric::L2Squared).with_params("exact", &serde_json::json!({}))?;
+//! save_knn(&path, &graph, &meta)?;
+//! assert_eq!(read_header(&path)?.n, 2); // cheap: header, section table and parameters
+//! let (stored, meta_back) = load(&path, LoadOptions::mmap())?; // zero-copy, verified
+//! assert_eq!(stored.into_knn()?.ids(), graph.ids());
+//! assert_eq!(meta_back.algorithm().as_deref(), Some("exact"));
+//! # Ok(())
+//! # }
+//! ```
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
