@@ -546,3 +546,37 @@ fn header_for_info() {
     assert_eq!(json["kind"], "fixed");
     assert_eq!(json["meta"]["metric"], "cosine");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Forged files (random header and table bytes, then a valid checksum) never panic a load.
+    #[test]
+    fn forged_headers_never_panic(
+        which in 0usize..2,
+        edits in proptest::collection::vec((0usize..400, any::<u8>()), 1..6),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let files = sample_files(dir.path());
+        let bytes = std::fs::read(&files[which]).unwrap();
+        let header_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+        let mut b = bytes.clone();
+        for (at, v) in edits {
+            // Leave magic, version and length alone: those fail before anything is parsed.
+            let at = 24 + at % (header_len - 24);
+            b[at] = v;
+        }
+        patch(&mut b, 0, &bytes[..8]);
+        let victim = dir.path().join("victim.wgraph");
+        std::fs::write(&victim, &b).unwrap();
+        for opts in modes() {
+            if let Err(e) = load(&victim, opts) {
+                prop_assert!(
+                    FormatIssue::of(&e).is_some() || matches!(e, Error::InvalidGraph(_)),
+                    "{e:?}"
+                );
+            }
+        }
+        let _ = read_header(&victim);
+    }
+}
