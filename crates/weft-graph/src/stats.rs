@@ -295,11 +295,20 @@ fn out_of_range(v: usize, u: NodeId, n: usize) -> Error {
 
 /// The vertices reachable from a set of sources, kept as a mask so that it can be extended after
 /// the graph gains edges (connectivity repair).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Reachability {
     visited: Vec<bool>,
     count: usize,
     queue: Vec<NodeId>,
+}
+
+impl std::fmt::Debug for Reachability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reachability")
+            .field("num_nodes", &self.visited.len())
+            .field("num_reachable", &self.count)
+            .finish()
+    }
 }
 
 impl Reachability {

@@ -66,6 +66,11 @@ fn unreachable_set_and_repair() {
     assert!(r.unreachable().is_empty());
     assert_eq!(r.extend(&repaired, &[5]).unwrap(), 0);
     assert!(!r.is_reachable(99));
+    assert_eq!(r.mask(), &[true; 6]);
+    assert_eq!(
+        format!("{r:?}"),
+        "Reachability { num_nodes: 6, num_reachable: 6 }"
+    );
 
     // A graph of another size is refused.
     let other = FixedDegreeGraph::from_lists(&[vec![], vec![]], 1).unwrap();
