@@ -486,6 +486,12 @@ impl SectionInfo {
         if self.tag == TAG_PARAMS { 1 } else { 4 }
     }
 
+    /// The section's name: `params`, `entry points`, `ids`, `distances`, `global ids` (or
+    /// `unknown`).
+    pub fn name(&self) -> &'static str {
+        tag_name(self.tag)
+    }
+
     /// Length in bytes (saturating; the loader rejects overflowing sections).
     pub fn byte_len(&self) -> u64 {
         self.rows

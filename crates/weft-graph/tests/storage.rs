@@ -541,6 +541,9 @@ fn header_for_info() {
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(h.checksum, crc32fast::hash(&bytes[..bytes.len() - 8]));
     assert!(h.sections.iter().all(|s| s.offset % storage::ALIGN == 0));
+    let names: Vec<&str> = h.sections.iter().map(|s| s.name()).collect();
+    assert_eq!(names, ["params", "entry points", "ids"]);
+    assert_eq!(h.sections[2].byte_len(), 100 * 8 * 4);
     assert_eq!(&bytes[..8], &storage::MAGIC);
     let json = serde_json::to_value(&h).unwrap();
     assert_eq!(json["kind"], "fixed");
