@@ -29,7 +29,9 @@ pub struct ReadOptions {
     /// Memory-map the file (default: true). Layouts that need no conversion (`fbin`, `u8bin`,
     /// `i8bin`, little-endian C-order `npy`) are then read without a copy: the returned dataset
     /// borrows the map, which is what makes files larger than RAM usable. With `false`, data is
-    /// read into owned memory with positioned reads.
+    /// read into owned memory with positioned reads. As with any memory map, another process
+    /// truncating or rewriting the file while a mapped dataset is alive is undefined; weft's own
+    /// writers never do that (they replace files by renaming).
     pub mmap: bool,
 }
 
@@ -104,6 +106,33 @@ impl FileInfo {
     /// Bytes of vector data (`rows * dim * element size`, headers excluded).
     pub fn data_bytes(&self) -> u64 {
         self.rows as u64 * self.dim as u64 * self.element.size() as u64
+    }
+}
+
+impl std::fmt::Display for FileInfo {
+    /// One line for `weft info`, e.g.
+    /// `fbin: 1000000 x 128 f32, 512000008 bytes (data at byte 8)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} x {} {}{}, {} bytes (data at byte {})",
+            self.format,
+            self.rows,
+            self.dim,
+            self.element,
+            if self.element.is_id() { " ids" } else { "" },
+            self.file_bytes,
+            self.data_offset
+        )?;
+        if let (Some(order), Some((major, minor))) = (self.order, self.npy_version) {
+            write!(
+                f,
+                ", {} order, npy {major}.{minor}{}",
+                order,
+                if self.big_endian { ", big-endian" } else { "" }
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -21,6 +21,26 @@
 //! - Ids ([`IdMatrix`], [`read_ids`], [`write_ids`]): ground truth in `ivecs`, `ibin` or `npy`.
 //! - [`synthetic`]: seeded benchmark-shaped datasets ([`Preset`], [`SyntheticSpec`]).
 //!
+//! ```
+//! use weft_io::{Preset, ReadOptions, Split, VectorWriter, read, read_rows, info, write};
+//! # fn main() -> weft_core::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("base.fbin");
+//! // A seeded SIFT-like set; the same seed gives the same bytes on any thread count.
+//! let generator = Preset::Sift.generator(42)?;
+//! write(&path, generator.base(1000)?.view(), None)?;
+//! assert_eq!((info(&path)?.rows, info(&path)?.dim), (1000, 128));
+//! let base = read::<f32>(&path, &ReadOptions::default())?; // memory-mapped, no copy
+//! let block = read_rows::<f32>(&path, 100..200, &ReadOptions::default())?;
+//! assert_eq!(block.row(0), base.row(100));
+//! // Streaming, for sets larger than memory.
+//! let mut writer = VectorWriter::<f32>::create(dir.path().join("queries.npy"), 128, None)?;
+//! generator.write_rows(Split::Queries, 100, &mut writer)?;
+//! writer.finish()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Every failure is a typed [`weft_core::Error`] naming the file; no input makes a reader panic
 //! (a fuzz target in `fuzz/` checks this). Data is assumed little-endian on disk except where
 //! an npy header says otherwise; the host must be little-endian.

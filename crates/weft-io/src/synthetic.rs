@@ -312,7 +312,7 @@ const MODEL_STREAM: u64 = 0x6d6f_6465_6c00;
 const ROW_STREAM: u64 = 0x726f_7773_0000;
 
 /// A drawn model: generates any rows of either split, deterministically.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Generator {
     spec: SyntheticSpec,
     seed: u64,
@@ -324,6 +324,15 @@ pub struct Generator {
     cumulative: Vec<f64>,
     /// `intrinsic_dim x dim` embedding, row-major (row j maps latent coordinate j).
     embedding: Vec<f32>,
+}
+
+impl std::fmt::Debug for Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generator")
+            .field("spec", &self.spec)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Generator {

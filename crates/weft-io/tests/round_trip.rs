@@ -274,6 +274,10 @@ fn info_reports_without_reading_data() {
         (Some(Order::C), Some((1, 0)), 128)
     );
     assert_eq!(i.data_bytes(), 35);
+    assert_eq!(
+        i.to_string(),
+        "npy: 7 x 5 i8, 163 bytes (data at byte 128), C order, npy 1.0"
+    );
 }
 
 #[test]
