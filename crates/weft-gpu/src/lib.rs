@@ -1,1 +1,43 @@
-//! weft-gpu
+//! # weft-gpu
+//!
+//! The GPU runtime of weft, and the only crate that names cudarc.
+//!
+//! - [`probe`] finds a device and returns a [`GpuContext`], or the reason there is none (it
+//!   never panics, also on machines without the CUDA driver).
+//! - [`GpuContext`]: device, stream, memory accounting ([`GpuContext::check_fits`] says
+//!   [`weft_core::Error::OutOfDeviceMemory`] before allocating) and the per-context cache of
+//!   loaded kernel modules.
+//! - [`DeviceMatrix`]: vectors on the device, rows padded to 16 elements for 16-byte loads.
+//! - Kernel delivery ([`KernelLoadPath`]): cubins built by nvcc at build time when it was
+//!   available, else the embedded sources compiled by NVRTC at run time and cached on disk; see
+//!   `docs/kernels.md`.
+//! - [`ExactGpu`]: brute-force k-NN search and exact k-NN graphs (L2, inner product, cosine;
+//!   f32, f16, u8, i8; k up to [`exact::MAX_K`]).
+//! - [`testing`]: the skip-or-fail helper for GPU tests and device-side checks of the kernel
+//!   headers.
+//!
+//! Every kernel launch goes through one checked wrapper (`launch.rs`); every CUDA call's result
+//! is checked and mapped to [`weft_core::Error::Gpu`] with context.
+
+pub mod context;
+pub mod exact;
+pub mod loader;
+pub mod matrix;
+pub mod nvrtc;
+pub mod testing;
+
+mod launch;
+
+pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_device};
+pub use exact::{ExactGpu, ExactPlan};
+pub use loader::{KernelLoadPath, KernelMode};
+pub use matrix::DeviceMatrix;
+
+/// Writes a diagnostic line to stderr when `WEFT_GPU_LOG` is set (kernel delivery, cache
+/// problems).
+pub(crate) fn log(msg: &str) {
+    if std::env::var_os("WEFT_GPU_LOG").is_some_and(|v| !v.is_empty() && v != "0") {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "weft-gpu: {msg}");
+    }
+}

@@ -1,0 +1,335 @@
+//! Safe wrappers around every kernel launch. Each wrapper checks the shapes and sizes of its
+//! arguments and picks the launch configuration; [`launch`] holds the crate's only
+//! `unsafe { launch }`.
+
+use cudarc::driver::{CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg};
+use weft_core::{Element, Error, Metric, Result};
+
+use crate::context::{GpuContext, gpu_err};
+
+/// Threads per block of `exact_select_f32` (the kernel's `SELECT_THREADS`).
+pub(crate) const SELECT_THREADS: u32 = 256;
+/// Rows per block of `exact_norms_*` (the kernel's `NORM_WARPS`).
+const NORM_WARPS: u32 = 8;
+/// Queries and base rows per block tile of `exact_distances_*` (the kernel's `TQ`, `TB`).
+const TILE: u32 = 128;
+
+/// Launches `args` with `cfg` after checking the configuration against the device's limits.
+///
+/// Every caller in this module has checked that each pointer argument covers every element the
+/// kernel reads or writes for the shapes it passes, and passes the arguments in the order and
+/// types of the kernel's `extern "C"` signature.
+fn launch(ctx: &GpuContext, name: &str, mut args: LaunchArgs<'_>, cfg: LaunchConfig) -> Result<()> {
+    let (gx, gy, gz) = cfg.grid_dim;
+    let (bx, by, bz) = cfg.block_dim;
+    let threads = bx as u64 * by as u64 * bz as u64;
+    if gx == 0 || gy == 0 || gz == 0 || threads == 0 {
+        return Err(Error::Gpu(format!("{name}: empty launch {cfg:?}")));
+    }
+    if threads > 1024 || gx > i32::MAX as u32 || gy > 65_535 || gz > 65_535 {
+        return Err(Error::Gpu(format!(
+            "{name}: launch {cfg:?} exceeds the device limits"
+        )));
+    }
+    if cfg.shared_mem_bytes > (48 * 1024).min(ctx.info().max_shared_per_block) {
+        return Err(Error::Gpu(format!(
+            "{name}: {} bytes of dynamic shared memory exceed the 48 KiB default limit",
+            cfg.shared_mem_bytes
+        )));
+    }
+    // SAFETY: the caller checked the argument list against the kernel's signature and every
+    // buffer against the shapes (see above); the buffers are borrowed by `args` for the launch,
+    // and cudarc records stream events so that they outlive the kernel's use of them.
+    unsafe { args.launch(cfg) }.map_err(gpu_err(format!("launch {name}")))?;
+    Ok(())
+}
+
+fn cfg(grid: (u32, u32, u32), block: u32, smem: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: grid,
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: smem,
+    }
+}
+
+fn u32_of(v: usize, what: &str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::InvalidInput(format!("{what} = {v} exceeds u32")))
+}
+
+fn need(len: usize, needed: u64, what: &str) -> Result<()> {
+    if (len as u64) < needed {
+        return Err(Error::InvalidInput(format!(
+            "{what}: buffer of {len} elements, kernel needs {needed}"
+        )));
+    }
+    Ok(())
+}
+
+fn elem_bytes<T: Element>(rows: u32, stride: u32) -> u64 {
+    rows as u64 * stride as u64 * std::mem::size_of::<T>() as u64
+}
+
+fn check_stride(stride: u32) -> Result<()> {
+    if stride == 0 || !stride.is_multiple_of(16) {
+        return Err(Error::InvalidInput(format!(
+            "row stride {stride} is not a positive multiple of 16"
+        )));
+    }
+    Ok(())
+}
+
+/// `out[r] = |x_r|^2` for `rows` rows of `stride` elements.
+pub(crate) fn exact_norms<T: Element>(
+    ctx: &GpuContext,
+    x: &CudaView<'_, u8>,
+    rows: u32,
+    stride: u32,
+    out: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    check_stride(stride)?;
+    need(x.len(), elem_bytes::<T>(rows, stride), "exact_norms input")?;
+    need(out.len(), rows as u64, "exact_norms output")?;
+    if rows == 0 {
+        return Ok(());
+    }
+    let name = format!("exact_norms_{}", T::DTYPE.name());
+    let f = ctx.function("exact", &name)?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(x).arg(&rows).arg(&stride).arg(out);
+    launch(
+        ctx,
+        &name,
+        a,
+        cfg((rows.div_ceil(NORM_WARPS), 1, 1), NORM_WARPS * 32, 0),
+    )
+}
+
+/// The arguments of [`exact_distances`].
+pub(crate) struct DistanceTile<'a, 'b> {
+    pub q: &'a CudaView<'b, u8>,
+    pub nq: u32,
+    pub b: &'a CudaView<'b, u8>,
+    pub nb: u32,
+    pub stride: u32,
+    pub qnorm: &'a CudaView<'b, f32>,
+    pub bnorm: &'a CudaView<'b, f32>,
+    pub metric: Metric,
+}
+
+/// `out[i * ldo + j] = distance(q_i, b_j)` for `nq` x `nb` pairs.
+pub(crate) fn exact_distances<T: Element>(
+    ctx: &GpuContext,
+    t: &DistanceTile<'_, '_>,
+    out: &mut CudaViewMut<'_, f32>,
+    ldo: u32,
+) -> Result<()> {
+    check_stride(t.stride)?;
+    need(
+        t.q.len(),
+        elem_bytes::<T>(t.nq, t.stride),
+        "exact_distances queries",
+    )?;
+    need(
+        t.b.len(),
+        elem_bytes::<T>(t.nb, t.stride),
+        "exact_distances base",
+    )?;
+    if t.metric != Metric::InnerProduct {
+        need(t.qnorm.len(), t.nq as u64, "exact_distances query norms")?;
+        need(t.bnorm.len(), t.nb as u64, "exact_distances base norms")?;
+    }
+    if ldo < t.nb {
+        return Err(Error::InvalidInput(format!("ldo {ldo} < nb {}", t.nb)));
+    }
+    if t.nq == 0 || t.nb == 0 {
+        return Ok(());
+    }
+    need(
+        out.len(),
+        (t.nq as u64 - 1) * ldo as u64 + t.nb as u64,
+        "exact_distances output",
+    )?;
+    let name = format!("exact_distances_{}", T::DTYPE.name());
+    let f = ctx.function("exact", &name)?;
+    let metric = t.metric.code() as i32;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(t.q)
+        .arg(&t.nq)
+        .arg(t.b)
+        .arg(&t.nb)
+        .arg(&t.stride)
+        .arg(t.qnorm)
+        .arg(t.bnorm)
+        .arg(&metric)
+        .arg(out)
+        .arg(&ldo);
+    launch(
+        ctx,
+        &name,
+        a,
+        cfg((t.nb.div_ceil(TILE), t.nq.div_ceil(TILE), 1), 256, 0),
+    )
+}
+
+/// The arguments of [`exact_select`].
+pub(crate) struct Select {
+    /// Queries (rows of the distance buffer).
+    pub nq: u32,
+    /// Leading dimension of the distance buffer.
+    pub ldd: u32,
+    /// Columns (base rows) to fold in.
+    pub ncols: u32,
+    /// Global id of column 0.
+    pub base_offset: u32,
+    /// Global index of query 0 (for `exclude_self`).
+    pub query_offset: u32,
+    /// Skip base id == query id.
+    pub exclude_self: bool,
+    /// Neighbours wanted.
+    pub k: u32,
+    /// List length per query (power of two >= k).
+    pub list: u32,
+}
+
+/// Shared-memory slots (pairs) the select kernel uses for list length `list`.
+pub(crate) fn select_slots(list: u32) -> u32 {
+    (list + 8 * SELECT_THREADS).next_power_of_two()
+}
+
+/// Folds a distance buffer into the running top-`list` lists of `nq` queries.
+pub(crate) fn exact_select(
+    ctx: &GpuContext,
+    s: &Select,
+    dist: &CudaView<'_, f32>,
+    top_d: &mut CudaViewMut<'_, f32>,
+    top_i: &mut CudaViewMut<'_, u32>,
+) -> Result<()> {
+    if s.k == 0 || s.k > s.list || !s.list.is_power_of_two() {
+        return Err(Error::InvalidInput(format!(
+            "select: k = {} and list = {} (need 1 <= k <= list, list a power of two)",
+            s.k, s.list
+        )));
+    }
+    if s.ldd < s.ncols {
+        return Err(Error::InvalidInput(format!(
+            "ldd {} < ncols {}",
+            s.ldd, s.ncols
+        )));
+    }
+    if s.nq == 0 || s.ncols == 0 {
+        return Ok(());
+    }
+    need(
+        dist.len(),
+        (s.nq as u64 - 1) * s.ldd as u64 + s.ncols as u64,
+        "select distances",
+    )?;
+    need(
+        top_d.len(),
+        s.nq as u64 * s.list as u64,
+        "select list distances",
+    )?;
+    need(top_i.len(), s.nq as u64 * s.list as u64, "select list ids")?;
+    let slots = select_slots(s.list);
+    let name = "exact_select_f32";
+    let f = ctx.function("exact", name)?;
+    let excl = s.exclude_self as i32;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(dist)
+        .arg(&s.ldd)
+        .arg(&s.ncols)
+        .arg(&s.base_offset)
+        .arg(&s.query_offset)
+        .arg(&excl)
+        .arg(&s.k)
+        .arg(&s.list)
+        .arg(&slots)
+        .arg(top_d)
+        .arg(top_i);
+    launch(ctx, name, a, cfg((s.nq, 1, 1), SELECT_THREADS, slots * 8))
+}
+
+/// `testing_rng_u64`: three values per index (see kernels/testing/testing.cu).
+pub(crate) fn testing_rng(
+    ctx: &GpuContext,
+    seed: u64,
+    count: usize,
+    n: u64,
+    out: &mut CudaViewMut<'_, u64>,
+) -> Result<()> {
+    let count = u32_of(count, "count")?;
+    need(out.len(), 3 * count as u64, "testing_rng output")?;
+    if count == 0 {
+        return Ok(());
+    }
+    let f = ctx.function("testing", "testing_rng_u64")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&seed).arg(&count).arg(&n).arg(out);
+    launch(
+        ctx,
+        "testing_rng_u64",
+        a,
+        cfg((count.div_ceil(256), 1, 1), 256, 0),
+    )
+}
+
+/// `testing_pair_distance_<dtype>`: one warp per pair of rows.
+pub(crate) fn testing_pair_distance<T: Element>(
+    ctx: &GpuContext,
+    a_rows: &CudaView<'_, u8>,
+    b_rows: &CudaView<'_, u8>,
+    pairs: u32,
+    stride: u32,
+    metric: Metric,
+    out: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    check_stride(stride)?;
+    need(
+        a_rows.len(),
+        elem_bytes::<T>(pairs, stride),
+        "pair distance a",
+    )?;
+    need(
+        b_rows.len(),
+        elem_bytes::<T>(pairs, stride),
+        "pair distance b",
+    )?;
+    need(out.len(), pairs as u64, "pair distance output")?;
+    if pairs == 0 {
+        return Ok(());
+    }
+    let name = format!("testing_pair_distance_{}", T::DTYPE.name());
+    let f = ctx.function("testing", &name)?;
+    let metric = metric.code() as i32;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(a_rows)
+        .arg(b_rows)
+        .arg(&pairs)
+        .arg(&stride)
+        .arg(&metric)
+        .arg(out);
+    launch(ctx, &name, a, cfg((pairs.div_ceil(4), 1, 1), 128, 0))
+}
+
+/// `testing_warp_sort_f32`: sorts runs of 32 pairs in place.
+pub(crate) fn testing_warp_sort(
+    ctx: &GpuContext,
+    d: &mut CudaViewMut<'_, f32>,
+    id: &mut CudaViewMut<'_, u32>,
+    runs: u32,
+) -> Result<()> {
+    need(d.len(), runs as u64 * 32, "warp sort distances")?;
+    need(id.len(), runs as u64 * 32, "warp sort ids")?;
+    if runs == 0 {
+        return Ok(());
+    }
+    let f = ctx.function("testing", "testing_warp_sort_f32")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(d).arg(id).arg(&runs);
+    launch(
+        ctx,
+        "testing_warp_sort_f32",
+        a,
+        cfg((runs.div_ceil(4), 1, 1), 128, 0),
+    )
+}

@@ -1,0 +1,423 @@
+//! GPU tests: each skips itself visibly without a GPU (`SKIPPED (no CUDA device: ...)`), and
+//! fails instead under `WEFT_REQUIRE_GPU=1`.
+
+use half::f16;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use weft_core::distance::reference_distance;
+use weft_core::rng::{SplitMix64, below, hash3, mix64};
+use weft_core::{BuildCtx, Dataset, Element, Error, INVALID, KnnGraphBuilder, Metric, NoParams};
+use weft_gpu::testing::{
+    gpu_or_skip, gpu_required, pair_distances_on_device, rng_on_device, warp_sort_on_device,
+};
+use weft_gpu::{DeviceMatrix, ExactGpu, GpuContext, KernelLoadPath, KernelMode, probe};
+use weft_graph::exact::{exact_knn_graph, exact_search};
+
+/// Proptest cases per oracle test (`WEFT_GPU_CASES`, default 12).
+fn cases() -> u32 {
+    std::env::var("WEFT_GPU_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12)
+}
+
+/// Whether `WEFT_GPU_SMALL` asks for small shapes (runs under compute-sanitizer).
+fn small() -> bool {
+    std::env::var("WEFT_GPU_SMALL").is_ok_and(|v| v == "1")
+}
+
+fn random<T: Element>(rows: usize, dim: usize, seed: u64) -> Dataset<T> {
+    let mut r = SplitMix64::new(seed);
+    Dataset::from_fn(rows, dim, |_, _| {
+        let v = r.next_f32() * 4.0 - 2.0;
+        match T::DTYPE {
+            weft_core::DType::U8 => T::from_f32((v + 2.0) * 60.0),
+            weft_core::DType::I8 => T::from_f32(v * 60.0),
+            _ => T::from_f32(v),
+        }
+    })
+    .unwrap()
+}
+
+#[test]
+fn probe_never_panics() {
+    match probe() {
+        Ok(ctx) => {
+            let i = ctx.info();
+            eprintln!("device: {i:?}");
+            assert!(i.sm_count > 0 && i.total_memory > 0);
+            let (free, total) = ctx.memory().unwrap();
+            assert!(free <= total);
+        }
+        Err(e) => {
+            assert!(
+                !gpu_required(),
+                "WEFT_REQUIRE_GPU is set but probe failed: {e}"
+            );
+            assert!(matches!(e, Error::Unsupported(_) | Error::Gpu(_)), "{e:?}");
+        }
+    }
+}
+
+#[test]
+fn rng_header_matches_weft_core() {
+    let Some(ctx) = gpu_or_skip("rng_header_matches_weft_core") else {
+        return;
+    };
+    for seed in [0u64, 1, 0xdead_beef_cafe_f00d, u64::MAX] {
+        let n = 1000u64;
+        let got = rng_on_device(&ctx, seed, 5000, n).unwrap();
+        for i in 0..5000u64 {
+            let g = &got[3 * i as usize..3 * i as usize + 3];
+            assert_eq!(g[0], mix64(i ^ seed), "mix64 at {i}");
+            assert_eq!(g[1], hash3(seed, i, 7 * i + 3), "hash3 at {i}");
+            assert_eq!(g[2], below(hash3(seed, i, 1), n + i), "below at {i}");
+        }
+    }
+}
+
+fn check_pairs<T: Element>(ctx: &GpuContext, dim: usize, seed: u64) {
+    let a = random::<T>(37, dim, seed);
+    let b = random::<T>(37, dim, seed ^ 0x55);
+    for m in Metric::ALL {
+        let got = pair_distances_on_device(ctx, a.view(), b.view(), m).unwrap();
+        for (i, &g) in got.iter().enumerate() {
+            let want = reference_distance(m, a.row(i), b.row(i));
+            let scale: f64 = a
+                .row(i)
+                .iter()
+                .chain(b.row(i))
+                .map(|v| (v.to_f32() as f64).powi(2))
+                .sum();
+            let tol = if m == Metric::Cosine {
+                1e-5
+            } else {
+                1e-6 * (scale + 1.0)
+            };
+            assert!(
+                (g as f64 - want).abs() <= tol,
+                "{m:?} {:?} dim {dim} row {i}: gpu {g} cpu {want}",
+                T::DTYPE,
+            );
+        }
+    }
+}
+
+#[test]
+fn warp_distance_matches_reference() {
+    let Some(ctx) = gpu_or_skip("warp_distance_matches_reference") else {
+        return;
+    };
+    for (i, dim) in [1usize, 3, 16, 17, 100, 128, 300, 1000]
+        .into_iter()
+        .enumerate()
+    {
+        check_pairs::<f32>(&ctx, dim, i as u64);
+        check_pairs::<f16>(&ctx, dim, i as u64);
+        check_pairs::<u8>(&ctx, dim, i as u64);
+        check_pairs::<i8>(&ctx, dim, i as u64);
+    }
+}
+
+#[test]
+fn warp_sort_sorts_pairs() {
+    let Some(ctx) = gpu_or_skip("warp_sort_sorts_pairs") else {
+        return;
+    };
+    let mut r = SplitMix64::new(3);
+    let runs = 50;
+    // Few distinct distances, so that ties are ordered by id.
+    let d: Vec<f32> = (0..runs * 32).map(|_| r.below(8) as f32).collect();
+    let ids: Vec<u32> = (0..runs * 32).map(|_| r.below(1000) as u32).collect();
+    let (gd, gi) = warp_sort_on_device(&ctx, &d, &ids).unwrap();
+    for run in 0..runs {
+        let mut want: Vec<(f32, u32)> = (0..32)
+            .map(|j| (d[run * 32 + j], ids[run * 32 + j]))
+            .collect();
+        want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let got: Vec<(f32, u32)> = (0..32)
+            .map(|j| (gd[run * 32 + j], gi[run * 32 + j]))
+            .collect();
+        assert_eq!(got, want, "run {run}");
+    }
+}
+
+#[test]
+fn device_matrix_round_trip() {
+    let Some(ctx) = gpu_or_skip("device_matrix_round_trip") else {
+        return;
+    };
+    let a = random::<f16>(33, 21, 9);
+    let m = DeviceMatrix::upload(&ctx, a.view()).unwrap();
+    assert_eq!(m.stride(), 32);
+    assert_eq!(m.download(&ctx).unwrap().as_slice(), a.as_slice());
+    let b = random::<f32>(10, 32, 10);
+    let m = DeviceMatrix::upload(&ctx, b.view()).unwrap();
+    assert_eq!(m.download(&ctx).unwrap().as_slice(), b.as_slice());
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Checks GPU results against the CPU oracle: distances agree within tolerance, and where ids
+/// differ the distances tie.
+fn compare<T: Element>(
+    what: &str,
+    base: &Dataset<T>,
+    queries: &Dataset<T>,
+    metric: Metric,
+    gpu: (&[u32], &[f32]),
+    cpu: (&[u32], &[f32]),
+    k: usize,
+    self_excluded: bool,
+) -> Result<(), TestCaseError> {
+    let max_sq: f64 = base
+        .view()
+        .iter()
+        .chain(queries.view().iter())
+        .map(|r| r.iter().map(|v| (v.to_f32() as f64).powi(2)).sum::<f64>())
+        .fold(0.0, f64::max);
+    let tol = |d: f64| match metric {
+        Metric::Cosine => 1e-4,
+        Metric::L2Squared => 1e-4 * d.abs().max(1.0) + 4e-6 * max_sq,
+        Metric::InnerProduct => 1e-4 * d.abs().max(1.0) + 2e-6 * max_sq,
+    };
+    let nq = gpu.0.len() / k;
+    for q in 0..nq {
+        let (gi, gd) = (&gpu.0[q * k..(q + 1) * k], &gpu.1[q * k..(q + 1) * k]);
+        let (ci, cd) = (&cpu.0[q * k..(q + 1) * k], &cpu.1[q * k..(q + 1) * k]);
+        let mut seen = std::collections::HashSet::new();
+        for j in 0..k {
+            prop_assert!(
+                gi[j] != INVALID && (gi[j] as usize) < base.rows(),
+                "{what}: q {q} pos {j}: id {}",
+                gi[j]
+            );
+            prop_assert!(seen.insert(gi[j]), "{what}: q {q}: id {} twice", gi[j]);
+            prop_assert!(
+                !(self_excluded && gi[j] as usize == q),
+                "{what}: q {q} lists itself"
+            );
+            let (g, c) = (gd[j] as f64, cd[j] as f64);
+            prop_assert!(
+                (g - c).abs() <= tol(c),
+                "{what}: q {q} pos {j}: gpu dist {g} cpu {c}"
+            );
+            if j > 0 {
+                prop_assert!(gd[j] >= gd[j - 1], "{what}: q {q}: distances not ascending");
+            }
+            // The id the GPU returned is truly at that distance; if it is not the CPU's id, the
+            // two distances tie within tolerance (checked above).
+            let truth = reference_distance(metric, queries.row(q), base.row(gi[j] as usize));
+            prop_assert!(
+                (truth - g).abs() <= tol(truth),
+                "{what}: q {q} pos {j}: id {} is at {truth}, gpu says {g}",
+                gi[j]
+            );
+            if gi[j] != ci[j] {
+                prop_assert!(
+                    (g - c).abs() <= tol(c),
+                    "{what}: q {q} pos {j}: ids {} vs {} without a tie",
+                    gi[j],
+                    ci[j]
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn oracle_case<T: Element>(
+    ctx: &GpuContext,
+    nb: usize,
+    nq: usize,
+    dim: usize,
+    k: usize,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let base = random::<T>(nb, dim, seed);
+    let queries = random::<T>(nq, dim, seed ^ 0xabcdef);
+    let bctx = BuildCtx::new(seed);
+    // A small distance buffer forces several base chunks and query batches.
+    let exact = ExactGpu::new(ctx).with_max_distance_buffer(((nb / 3).max(1) * 4 * 40) as u64);
+    for metric in Metric::ALL {
+        let what = format!("{:?} {metric:?} nb {nb} nq {nq} dim {dim} k {k}", T::DTYPE);
+        let gpu = exact
+            .search(base.view(), queries.view(), metric, k)
+            .map_err(|e| TestCaseError::fail(format!("{what}: {e}")))?;
+        let cpu = exact_search(base.view(), queries.view(), metric, k, &bctx).unwrap();
+        compare(
+            &what,
+            &base,
+            &queries,
+            metric,
+            (&gpu.ids, &gpu.dists),
+            (&cpu.ids, &cpu.dists),
+            k,
+            false,
+        )?;
+        if nb > k {
+            let g = exact
+                .build(base.view(), metric, k, &NoParams {}, &bctx)
+                .map_err(|e| TestCaseError::fail(format!("{what} graph: {e}")))?;
+            let c = exact_knn_graph(base.view(), metric, k, &bctx).unwrap();
+            g.validate()
+                .map_err(|e| TestCaseError::fail(format!("{what} graph: {e}")))?;
+            compare(
+                &format!("{what} graph"),
+                &base,
+                &base,
+                metric,
+                (g.ids(), g.dists()),
+                (c.ids(), c.dists()),
+                k,
+                true,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn oracle<T: Element>(name: &str) {
+    let Some(ctx) = gpu_or_skip(name) else { return };
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strat = (
+        1usize..700,
+        1usize..70,
+        1usize..140,
+        1usize..200,
+        any::<u64>(),
+    );
+    runner
+        .run(&strat, |(nb, nq, dim, k, seed)| {
+            oracle_case::<T>(&ctx, nb, nq, dim, k.min(nb), seed)
+        })
+        .unwrap();
+    // k above a warp and at the maximum, shapes off the tiles (smaller under a sanitizer).
+    if small() {
+        oracle_case::<T>(&ctx, 1030, 2, 17, 1024, 7).unwrap();
+        oracle_case::<T>(&ctx, 200, 130, 20, 40, 8).unwrap();
+    } else {
+        oracle_case::<T>(&ctx, 1500, 45, 33, 1024, 7).unwrap();
+        oracle_case::<T>(&ctx, 300, 130, 129, 77, 8).unwrap();
+    }
+}
+
+#[test]
+fn exact_f32_matches_cpu() {
+    oracle::<f32>("exact_f32_matches_cpu");
+}
+
+#[test]
+fn exact_f16_matches_cpu() {
+    oracle::<f16>("exact_f16_matches_cpu");
+}
+
+#[test]
+fn exact_bytes_match_cpu() {
+    let Some(ctx) = gpu_or_skip("exact_bytes_match_cpu") else {
+        return;
+    };
+    let (nb, nq) = if small() { (150, 5) } else { (500, 40) };
+    oracle_case::<u8>(&ctx, nb, nq, 50, 20, 1).unwrap();
+    oracle_case::<i8>(&ctx, nb, nq, 50, 20, 2).unwrap();
+}
+
+#[test]
+fn exact_says_out_of_memory_before_allocating() {
+    let Some(ctx) = gpu_or_skip("exact_says_out_of_memory_before_allocating") else {
+        return;
+    };
+    let base = random::<f32>(1000, 64, 1);
+    let r = ExactGpu::new(&ctx).with_budget(10_000).search(
+        base.view(),
+        base.view(),
+        Metric::L2Squared,
+        10,
+    );
+    assert!(matches!(r, Err(Error::OutOfDeviceMemory { .. })), "{r:?}");
+    assert!(matches!(
+        ctx.check_fits(u64::MAX, None),
+        Err(Error::OutOfDeviceMemory {
+            needed: u64::MAX,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn exact_rejects_bad_k() {
+    let Some(ctx) = gpu_or_skip("exact_rejects_bad_k") else {
+        return;
+    };
+    let base = random::<f32>(2000, 8, 1);
+    let e = ExactGpu::new(&ctx);
+    assert!(
+        e.search(base.view(), base.view(), Metric::L2Squared, 1025)
+            .is_err()
+    );
+    assert!(
+        e.search(base.view(), base.view(), Metric::L2Squared, 0)
+            .is_err()
+    );
+    let small = random::<f32>(5, 8, 1);
+    assert!(
+        e.search(small.view(), base.view(), Metric::L2Squared, 6)
+            .is_err()
+    );
+}
+
+#[test]
+fn nvrtc_path_compiles_and_caches() {
+    let Some(ctx) = gpu_or_skip("nvrtc_path_compiles_and_caches") else {
+        return;
+    };
+    let ctx = ctx.with_kernel_mode(KernelMode::Nvrtc);
+    let p = ctx.load_module("testing").unwrap();
+    assert!(matches!(p, KernelLoadPath::Nvrtc { .. }), "{p:?}");
+    let got = rng_on_device(&ctx, 5, 100, 10).unwrap();
+    assert_eq!(got[3], mix64(1 ^ 5));
+    // A second context finds the cubin in the disk cache (when the cache folder is writable).
+    let ctx2 = probe().unwrap().with_kernel_mode(KernelMode::Nvrtc);
+    let p2 = ctx2.load_module("testing").unwrap();
+    eprintln!("first load: {p}; second load: {p2}");
+    assert!(matches!(p2, KernelLoadPath::Nvrtc { .. }));
+    assert_eq!(ctx2.kernel_load_paths(), vec![("testing", p2)]);
+}
+
+/// NVRTC compiles every embedded module for sm_80 and sm_90 without a warning; needs NVRTC but no
+/// GPU (skips visibly without NVRTC, fails under WEFT_REQUIRE_GPU).
+#[test]
+fn nvrtc_compiles_every_module() {
+    let nv = match weft_gpu::nvrtc::Nvrtc::load() {
+        Ok(nv) => nv,
+        Err(e) => {
+            assert!(
+                !gpu_required(),
+                "WEFT_REQUIRE_GPU is set but NVRTC is missing: {e}"
+            );
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "nvrtc_compiles_every_module: SKIPPED (no NVRTC: {e})"
+            );
+            return;
+        }
+    };
+    for (name, _) in weft_gpu::loader::embedded_modules() {
+        let src = weft_gpu::loader::embedded_source(name).unwrap();
+        for arch in [80, 90] {
+            let (cubin, log) = nv
+                .compile_cubin(
+                    src,
+                    &format!("{name}.cu"),
+                    &weft_gpu::loader::nvrtc_options(arch),
+                )
+                .unwrap();
+            assert!(!cubin.is_empty());
+            assert!(log.is_empty(), "{name} sm_{arch}: {log}");
+        }
+    }
+}

@@ -1,0 +1,46 @@
+// testing/testing.cu: kernels that exist to test the shared headers against their Rust
+// counterparts (weft_core::rng, weft_core::distance, the sorts).
+#include "weft/distance.cuh"
+#include "weft/rng.cuh"
+#include "weft/topk.cuh"
+#include "weft/types.cuh"
+
+using namespace weft;
+
+// out[3 i] = mix64(i ^ seed), out[3 i + 1] = hash3(seed, i, 7 i + 3),
+// out[3 i + 2] = below(hash3(seed, i, 1), n + i).
+extern "C" __global__ void testing_rng_u64(u64 seed, u32 count, u64 n, u64* out) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    const u64 x = (u64)i;
+    out[3 * x] = mix64(x ^ seed);
+    out[3 * x + 1] = hash3(seed, x, 7 * x + 3);
+    out[3 * x + 2] = below(hash3(seed, x, 1), n + x);
+}
+
+// One warp per pair: out[p] = distance(a[p], b[p]) by warp_distance.
+#define WEFT_TESTING_PAIRS(T, NAME)                                                              \
+    extern "C" __global__ void testing_pair_distance_##NAME(const T* a, const T* b, u32 pairs,   \
+                                                            u32 stride, i32 metric, float* out) { \
+        const u32 p = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;                         \
+        if (p >= pairs) return;                                                                  \
+        const float d =                                                                          \
+            warp_distance<T>(a + (u64)p * stride, b + (u64)p * stride, stride, metric);          \
+        if ((threadIdx.x & 31u) == 0) out[p] = d;                                                \
+    }
+WEFT_TESTING_PAIRS(float, f32)
+WEFT_TESTING_PAIRS(f16_t, f16)
+WEFT_TESTING_PAIRS(u8, u8)
+WEFT_TESTING_PAIRS(i8, i8)
+
+// Sorts each run of 32 pairs with warp_sort32 (block = 32 threads x warps; grid covers runs).
+extern "C" __global__ void testing_warp_sort_f32(float* d, u32* id, u32 runs) {
+    const u32 run = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (run >= runs) return;
+    const u32 lane = threadIdx.x & 31u;
+    float x = d[run * 32 + lane];
+    u32 i = id[run * 32 + lane];
+    warp_sort32(x, i);
+    d[run * 32 + lane] = x;
+    id[run * 32 + lane] = i;
+}
