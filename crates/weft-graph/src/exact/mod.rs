@@ -45,6 +45,10 @@ use topk::sort_pairs;
 const BLOCK_BYTES: usize = 384 << 10;
 /// Bytes of packed base vectors per superblock (packed once, shared by all threads).
 const SUPERBLOCK_BYTES: usize = 64 << 20;
+/// Below this many queries, packing the base costs more than it saves: scan directly.
+const DIRECT_QUERIES: usize = 32;
+/// Base rows per work item of the direct scan.
+const DIRECT_CHUNK: usize = 4096;
 /// Query panels per task: every base panel, once in L1, meets all of them (their packed
 /// vectors, about 150 KiB at dimension 128, stay in L2).
 const TASK_PANELS: usize = 24;
@@ -298,6 +302,27 @@ impl Prep {
     }
 }
 
+/// The kernel and the blocking of one run.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    kern: Kernel,
+    /// See [`BLOCK_BYTES`].
+    block_bytes: usize,
+    /// See [`SUPERBLOCK_BYTES`].
+    superblock_bytes: usize,
+}
+
+impl Plan {
+    /// The best kernel for this CPU with the default blocking.
+    fn detect() -> Plan {
+        Plan {
+            kern: Kernel::detect(),
+            block_bytes: BLOCK_BYTES,
+            superblock_bytes: SUPERBLOCK_BYTES,
+        }
+    }
+}
+
 /// The parallel work item: a block of queries against one range of every superblock's blocks.
 struct Task {
     /// First query.
@@ -354,7 +379,70 @@ fn run_in_pool<'a, T: Element>(
     k: usize,
     ctx: &BuildCtx,
 ) -> Result<Neighbors> {
-    run_with_kernel(base, queries, nq, metric, k, ctx, Kernel::detect())
+    if nq < DIRECT_QUERIES {
+        direct(base, queries, nq, metric, k, ctx)
+    } else {
+        run_with_kernel(base, queries, nq, metric, k, ctx, Plan::detect())
+    }
+}
+
+/// The direct scan for a few queries: exact distances to every base row, in parallel over
+/// (query, base chunk) pairs whose top-k lists are merged.
+fn direct<'a, T: Element>(
+    base: DatasetView<'a, T>,
+    queries: Queries<'a, T>,
+    nq: usize,
+    metric: Metric,
+    k: usize,
+    ctx: &BuildCtx,
+) -> Result<Neighbors> {
+    ctx.check_cancelled()?;
+    check_finite_par(base)?;
+    if let Queries::Rows(v) = queries {
+        check_finite_par(v)?;
+    }
+    let n = base.rows();
+    let dist = DistanceFn::<T>::new(metric);
+    let chunks = n.div_ceil(DIRECT_CHUNK);
+    ctx.progress()
+        .begin("exact k-NN (direct)", Some((nq * chunks) as u64));
+    let parts: Vec<Vec<(f32, NodeId)>> = (0..nq * chunks)
+        .into_par_iter()
+        .map(|t| -> Result<Vec<(f32, NodeId)>> {
+            ctx.check_cancelled()?;
+            let (q, c) = (t / chunks, t % chunks);
+            let (qv, skip) = query(base, queries, q);
+            let mut top = topk::TopK::new(k);
+            for id in c * DIRECT_CHUNK..((c + 1) * DIRECT_CHUNK).min(n) {
+                if id as NodeId != skip {
+                    // `+ 0.0` turns -0 into +0, so that ordering by value and by bits agree.
+                    top.push(dist.eval(qv, base.row(id)) + 0.0, id as NodeId);
+                }
+            }
+            ctx.progress().advance(1);
+            Ok(top.items().to_vec())
+        })
+        .collect::<Result<_>>()?;
+    ctx.progress().end();
+    let mut out = Neighbors::new(nq, k);
+    let mut pairs = Vec::new();
+    for (q, (ids, dists)) in out
+        .ids
+        .chunks_mut(k)
+        .zip(out.dists.chunks_mut(k))
+        .enumerate()
+    {
+        pairs.clear();
+        for part in &parts[q * chunks..(q + 1) * chunks] {
+            pairs.extend_from_slice(part);
+        }
+        sort_pairs(&mut pairs);
+        for (j, &(d, id)) in pairs.iter().take(k).enumerate() {
+            ids[j] = id;
+            dists[j] = d;
+        }
+    }
+    Ok(out)
 }
 
 fn run_with_kernel<'a, T: Element>(
@@ -364,8 +452,9 @@ fn run_with_kernel<'a, T: Element>(
     metric: Metric,
     k: usize,
     ctx: &BuildCtx,
-    kern: Kernel,
+    plan: Plan,
 ) -> Result<Neighbors> {
+    let kern = plan.kern;
     ctx.check_cancelled()?;
     check_finite_par(base)?;
     if let Queries::Rows(v) = queries {
@@ -388,9 +477,10 @@ fn run_with_kernel<'a, T: Element>(
 
     // Geometry.
     let panel_floats = dim * nr;
-    let block_panels = (BLOCK_BYTES / (panel_floats * 4)).max(1);
+    let block_panels = (plan.block_bytes / (panel_floats * 4)).max(1);
     let total_panels = n.div_ceil(nr);
-    let sb_panels = ((SUPERBLOCK_BYTES / (panel_floats * 4)) / block_panels).max(1) * block_panels;
+    let sb_panels =
+        ((plan.superblock_bytes / (panel_floats * 4)) / block_panels).max(1) * block_panels;
     let num_sb = total_panels.div_ceil(sb_panels);
     let task_queries = mr * TASK_PANELS;
     let query_tasks = nq.div_ceil(task_queries);

@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use weft_core::rng::SplitMix64;
 use weft_core::{CancelToken, Dataset};
 
-use super::kernel::{self, Kernel};
+use super::kernel;
 use super::topk::before;
 use super::*;
 
@@ -98,9 +98,9 @@ fn random_set<T: Gen>(rows: usize, dim: usize, seed: u64, levels: u32, dup: bool
     Dataset::from_vec(v, rows, dim).unwrap()
 }
 
-/// Checks search, graph and neighbours-of against the oracle with kernel `kern`.
+/// Checks search, graph and neighbours-of against the oracle with `plan`.
 fn check_all<T: Gen>(
-    kern: Kernel,
+    plan: Plan,
     base: &Dataset<T>,
     queries: &Dataset<T>,
     metric: Metric,
@@ -110,7 +110,7 @@ fn check_all<T: Gen>(
     let b = base.view();
     let what = format!(
         "{:?} {:?} {metric:?} n={} dim={} k={k}",
-        kern.isa,
+        plan,
         T::DTYPE,
         b.rows(),
         b.dim()
@@ -123,7 +123,7 @@ fn check_all<T: Gen>(
         metric,
         k_search,
         &ctx,
-        kern,
+        plan,
     )
     .unwrap();
     for q in 0..queries.rows() {
@@ -132,7 +132,7 @@ fn check_all<T: Gen>(
     }
     if b.rows() >= 2 {
         let kg = k.min(b.rows() - 1);
-        let res = run_with_kernel(b, Queries::AllOf, b.rows(), metric, kg, &ctx, kern).unwrap();
+        let res = run_with_kernel(b, Queries::AllOf, b.rows(), metric, kg, &ctx, plan).unwrap();
         for v in 0..b.rows() {
             let want = oracle(b, b.row(v), v as NodeId, metric, kg);
             assert_rows_match(res.row_ids(v), res.row_dists(v), &want, &what);
@@ -142,7 +142,15 @@ fn check_all<T: Gen>(
 
 fn check_every_kernel<T: Gen>(base: &Dataset<T>, queries: &Dataset<T>, metric: Metric, k: usize) {
     for kern in kernel::supported() {
-        check_all(kern, base, queries, metric, k);
+        // The default blocking, and tiny blocks and superblocks (several of each, split ranges).
+        for (block_bytes, superblock_bytes) in [(BLOCK_BYTES, SUPERBLOCK_BYTES), (1024, 4096)] {
+            let plan = Plan {
+                kern,
+                block_bytes,
+                superblock_bytes,
+            };
+            check_all(plan, base, queries, metric, k);
+        }
     }
 }
 
@@ -214,14 +222,21 @@ fn block_boundaries_and_large_k() {
 #[test]
 fn superblocks_and_splits() {
     // Enough rows for several cache blocks with few queries (the base is split across threads).
-    let base = random_set::<f32>(5000, 24, 3, 0, true);
-    let queries = random_set::<f32>(3, 24, 4, 0, false);
+    // 40 queries take the blocked path; 3 take the direct scan.
+    let base = random_set::<f32>(9000, 24, 3, 0, true);
+    let queries = random_set::<f32>(40, 24, 4, 0, false);
     let ctx = BuildCtx::default().with_threads(Some(2));
     for m in Metric::ALL {
         let res = exact_search(base.view(), queries.view(), m, 50, &ctx).unwrap();
-        for q in 0..3 {
+        for q in 0..40 {
             let want = oracle(base.view(), queries.row(q), INVALID, m, 50);
             assert_rows_match(res.row_ids(q), res.row_dists(q), &want, "split");
+        }
+        let few = DatasetView::new(&queries.as_slice()[..3 * 24], 3, 24).unwrap();
+        let res = exact_search(base.view(), few, m, 50, &ctx).unwrap();
+        for q in 0..3 {
+            let want = oracle(base.view(), queries.row(q), INVALID, m, 50);
+            assert_rows_match(res.row_ids(q), res.row_dists(q), &want, "direct");
         }
     }
 }
