@@ -83,3 +83,44 @@ fn unsupported_numpy_files() {
         }
     }
 }
+
+#[test]
+fn fortran_order_across_tile_boundaries() {
+    // 130 x 70 (tiles are 64 x 64), written column-major by hand.
+    let (rows, cols) = (130usize, 70usize);
+    let value = |r: usize, c: usize| (r * 1000 + c) as f32;
+    let header = format!("{{'descr': '<f4', 'fortran_order': True, 'shape': ({rows}, {cols}), }}");
+    let mut text = header;
+    while !(10 + text.len() + 1).is_multiple_of(64) {
+        text.push(' ');
+    }
+    text.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((text.len() as u16).to_le_bytes());
+    bytes.extend(text.as_bytes());
+    for c in 0..cols {
+        for r in 0..rows {
+            bytes.extend(value(r, c).to_le_bytes());
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fortran.npy");
+    std::fs::write(&path, bytes).unwrap();
+    for mmap in [true, false] {
+        let options = ReadOptions::new().with_mmap(mmap);
+        let all: Dataset<f32> = read(&path, &options).unwrap();
+        assert!(!all.is_mapped());
+        for r in 0..rows {
+            for c in 0..cols {
+                assert_eq!(all.row(r)[c], value(r, c));
+            }
+        }
+        for range in [0..1, 63..65, 1..130, 100..130] {
+            let part: Dataset<f32> = read_rows(&path, range.clone(), &options).unwrap();
+            assert_eq!(
+                part.as_slice(),
+                &all.as_slice()[range.start * cols..range.end * cols]
+            );
+        }
+    }
+}
