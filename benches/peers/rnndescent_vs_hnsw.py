@@ -13,8 +13,8 @@ ef_construction=200) and faiss IndexHNSWFlat(d, 32) (faiss' default efConstructi
 ef for recall@10 and QPS (2 threads), then builds and runs the Rust example
 crates/weft-rnndescent/examples/rnnd_bench.rs (release), which builds RNN-Descent and sweeps the
 beam size L of weft's BeamSearch. Build times and per-point QPS are medians of --runs runs.
-It prints a markdown table: build time, and QPS at recall@10 = 0.95 (linear interpolation
-between the two sweep points around 0.95).
+It prints a markdown table: build time (wall and process CPU), and QPS at recall@10 = 0.95
+(linear interpolation between the two sweep points around 0.95), wall clock and CPU-time based.
 
 Timings on a shared or busy machine are noisy: run it on a quiet machine for final numbers.
 """
@@ -65,65 +65,75 @@ def recall_at_k(found, gt):
     return hits / (len(gt) * K)
 
 
-def qps_at(points, target=TARGET_RECALL):
-    """QPS at `target` recall, interpolating between the sweep points around it."""
+def qps_at(points, target=TARGET_RECALL, field="qps"):
+    """QPS (`field`) at `target` recall, interpolating between the sweep points around it."""
     pts = sorted(points, key=lambda p: p["recall"])
     for a, b in zip(pts, pts[1:]):
         if a["recall"] < target <= b["recall"]:
             t = (target - a["recall"]) / (b["recall"] - a["recall"])
-            return a["qps"] + t * (b["qps"] - a["qps"])
+            return a[field] + t * (b[field] - a[field])
     if pts and pts[0]["recall"] >= target:
-        return max(p["qps"] for p in pts if p["recall"] >= target)
+        return max(p[field] for p in pts if p["recall"] >= target)
     return None
 
 
 def time_queries(fn, reps):
-    times = []
+    """Median wall and CPU (all threads) seconds of `reps` calls, and the last result."""
+    times, cpu = [], []
     out = None
     for _ in range(reps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - t)
-    return statistics.median(times), out
+        cpu.append(time.process_time() - c)
+    return statistics.median(times), statistics.median(cpu), out
 
 
 def run_hnswlib(base, queries, gt, threads, runs, efs, reps):
     import hnswlib
 
-    builds, sweeps = [], []
+    builds, cpu_builds, sweeps = [], [], []
     for r in range(runs):
         index = hnswlib.Index(space="l2", dim=base.shape[1])
         index.init_index(max_elements=base.shape[0], M=16, ef_construction=200, random_seed=100 + r)
         index.set_num_threads(threads)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         index.add_items(base, num_threads=threads)
         builds.append(time.perf_counter() - t)
+        cpu_builds.append(time.process_time() - c)
         sweep = []
         for ef in efs:
             index.set_ef(max(ef, K))
-            secs, (labels, _) = time_queries(lambda: index.knn_query(queries, k=K, num_threads=threads), reps)
-            sweep.append({"ef": ef, "recall": recall_at_k(labels, gt), "qps": len(queries) / secs})
+            secs, cpu, (labels, _) = time_queries(
+                lambda: index.knn_query(queries, k=K, num_threads=threads), reps)
+            sweep.append(point("ef", ef, recall_at_k(labels, gt), len(queries), secs, cpu, threads))
         sweeps.append(sweep)
-    return builds, merge_sweeps(sweeps, "ef")
+    return builds, cpu_builds, merge_sweeps(sweeps, "ef")
 
 
 def run_faiss(base, queries, gt, threads, runs, efs, reps):
     import faiss
 
     faiss.omp_set_num_threads(threads)
-    builds, sweeps = [], []
+    builds, cpu_builds, sweeps = [], [], []
     for _ in range(runs):
         index = faiss.IndexHNSWFlat(base.shape[1], 32)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         index.add(base)
         builds.append(time.perf_counter() - t)
+        cpu_builds.append(time.process_time() - c)
         sweep = []
         for ef in efs:
             index.hnsw.efSearch = max(ef, K)
-            secs, (_, labels) = time_queries(lambda: index.search(queries, K), reps)
-            sweep.append({"ef": ef, "recall": recall_at_k(labels, gt), "qps": len(queries) / secs})
+            secs, cpu, (_, labels) = time_queries(lambda: index.search(queries, K), reps)
+            sweep.append(point("ef", ef, recall_at_k(labels, gt), len(queries), secs, cpu, threads))
         sweeps.append(sweep)
-    return builds, merge_sweeps(sweeps, "ef")
+    return builds, cpu_builds, merge_sweeps(sweeps, "ef")
+
+
+def point(key, value, recall, nq, secs, cpu, threads):
+    """One sweep point: wall-clock QPS and CPU-time QPS (queries per CPU second x threads)."""
+    return {key: value, "recall": recall, "qps": nq / secs, "cpu_qps": nq / max(cpu / threads, 1e-9)}
 
 
 def merge_sweeps(sweeps, key):
@@ -134,24 +144,29 @@ def merge_sweeps(sweeps, key):
             key: p[key],
             "recall": statistics.median(s[i]["recall"] for s in sweeps),
             "qps": statistics.median(s[i]["qps"] for s in sweeps),
+            "cpu_qps": statistics.median(s[i]["cpu_qps"] for s in sweeps),
         })
     return out
 
 
-def run_weft(paths, threads, runs, ls, extra):
+def build_weft():
     subprocess.run(
         ["cargo", "build", "--release", "-p", "weft-rnndescent", "--example", "rnnd_bench"],
         cwd=ROOT, check=True)
+
+
+def run_weft(paths, threads, runs, ls, extra):
     exe = os.path.join(ROOT, "target", "release", "examples", "rnnd_bench")
-    builds, sweeps, last = [], [], None
+    builds, cpu_builds, sweeps, last = [], [], [], None
     for r in range(runs):
         cmd = [exe, "--base", paths["base"], "--query", paths["query"], "--gt", paths["gt"],
                "--threads", str(threads), "--ls", ",".join(map(str, ls)), "--seed", str(1 + r)] + extra
         res = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
         last = json.loads(res.stdout)
         builds.append(last["build_s"])
+        cpu_builds.append(last["build_cpu_s"])
         sweeps.append(last["sweep"])
-    return builds, merge_sweeps(sweeps, "l"), last
+    return builds, cpu_builds, merge_sweeps(sweeps, "l"), last
 
 
 def main():
@@ -167,6 +182,8 @@ def main():
     ap.add_argument("--weft-args", default="", help="extra arguments for rnnd_bench (e.g. '--t2 10')")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
+    if "weft" not in skip:
+        build_weft()  # first, so that a build failure costs nothing
 
     data_dir = os.path.join(ROOT, "target", "peers-data")
     os.makedirs(data_dir, exist_ok=True)
@@ -189,28 +206,31 @@ def main():
     ls = [10, 16, 24, 32, 48, 64, 96, 128, 192, 256]
     rows = []
     if "hnswlib" not in skip:
-        b, s = run_hnswlib(base, queries, gt, args.threads, args.runs, efs, args.reps)
-        rows.append(("hnswlib HNSW (M=16, efC=200)", b, s))
-        print("hnswlib", json.dumps({"build_s": b, "sweep": s}), file=sys.stderr)
+        b, cb, s = run_hnswlib(base, queries, gt, args.threads, args.runs, efs, args.reps)
+        rows.append(("hnswlib HNSW (M=16, efC=200)", b, cb, s))
+        print("hnswlib", json.dumps({"build_s": b, "build_cpu_s": cb, "sweep": s}), file=sys.stderr)
     if "faiss" not in skip:
-        b, s = run_faiss(base, queries, gt, args.threads, args.runs, efs, args.reps)
-        rows.append(("faiss IndexHNSWFlat(32) (efC=40)", b, s))
-        print("faiss", json.dumps({"build_s": b, "sweep": s}), file=sys.stderr)
+        b, cb, s = run_faiss(base, queries, gt, args.threads, args.runs, efs, args.reps)
+        rows.append(("faiss IndexHNSWFlat(32) (efC=40)", b, cb, s))
+        print("faiss", json.dumps({"build_s": b, "build_cpu_s": cb, "sweep": s}), file=sys.stderr)
     if "weft" not in skip:
-        b, s, last = run_weft(paths, args.threads, args.runs, ls, args.weft_args.split())
+        b, cb, s, last = run_weft(paths, args.threads, args.runs, ls, args.weft_args.split())
         cfg = f"S={last['s']}, R={last['r']}, T1={last['t1']}, T2={last['t2']}, K={last['degree']}"
-        rows.append((f"weft RNN-Descent ({cfg}) + beam", b, s))
-        print("weft", json.dumps({"build_s": b, "sweep": s, "avg_degree": last["avg_degree"]}),
-              file=sys.stderr)
+        rows.append((f"weft RNN-Descent ({cfg}) + beam", b, cb, s))
+        print("weft", json.dumps({"build_s": b, "build_cpu_s": cb, "sweep": s,
+                                  "avg_degree": last["avg_degree"]}), file=sys.stderr)
 
     print(f"\n{args.n} x {args.dim} Gaussian mixture, {args.nq} queries, {args.threads} threads, "
           f"median of {args.runs} builds\n")
-    print("| index | build s (median) | max recall@10 | QPS @ recall@10 0.95 |")
-    print("|---|---:|---:|---:|")
-    for name, b, s in rows:
-        q = qps_at(s)
-        print(f"| {name} | {statistics.median(b):.2f} | {max(p['recall'] for p in s):.4f} | "
-              f"{'not reached' if q is None else f'{q:,.0f}'} |")
+    fmt = lambda q: "not reached" if q is None else f"{q:,.0f}"
+    print("| index | build s (median) | build CPU s | max recall@10 | QPS @ recall@10 0.95 "
+          "| CPU-time QPS @ 0.95 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, b, cb, s in rows:
+        print(f"| {name} | {statistics.median(b):.2f} | {statistics.median(cb):.2f} | "
+              f"{max(p['recall'] for p in s):.4f} | {fmt(qps_at(s))} | {fmt(qps_at(s, field='cpu_qps'))} |")
+    print("\nQPS: wall clock, 2 threads. CPU-time QPS: queries per (process CPU seconds / threads), "
+          "less sensitive to other load on the machine (it counts idle spinning of worker pools).")
 
 
 if __name__ == "__main__":

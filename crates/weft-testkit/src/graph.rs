@@ -1,1 +1,460 @@
-//! (being written)
+//! The conformance suite of every [`GraphBuilder`], and the helpers the suites share: seeded
+//! Gaussian-mixture data, exact ground truth, recall, a plain reference beam search and a
+//! structural check of any [`GraphView`].
+//!
+//! ```ignore
+//! let report = weft_testkit::graph::check_graph_builder(&MyBuilder, MyParams::default(), 0.9);
+//! println!("{report}");
+//! ```
+//!
+//! Every check panics with a message naming the case that failed, so the suites are meant to be
+//! called from `#[test]` functions.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use weft_core::rng::SplitMix64;
+use weft_core::{
+    BuildCtx, CancelToken, DType, Dataset, DatasetView, Element, Error, GraphBuilder, GraphView,
+    INVALID, Metric, Neighbors, NodeId, Result,
+};
+
+/// `n` base and `nq` query vectors of dimension `dim` from one seeded mixture of `clusters`
+/// Gaussians (unit variance around centres drawn from N(0, 3^2) per coordinate).
+///
+/// Integer types get an affine image of the same data (`u8`: `128 + 16 x`, `i8`: `16 x`, both
+/// saturated), so their neighbourhoods are those of the `f32` set up to rounding.
+pub fn gaussian_mixture<T: Element>(
+    n: usize,
+    nq: usize,
+    dim: usize,
+    clusters: usize,
+    seed: u64,
+) -> (Dataset<T>, Dataset<T>) {
+    let clusters = clusters.max(1);
+    let mut rng = SplitMix64::new(weft_core::rng::hash3(seed, 0x006d_6978, dim as u64));
+    let centres: Vec<f32> = (0..clusters * dim)
+        .map(|_| 3.0 * rng.next_gaussian() as f32)
+        .collect();
+    let map = |x: f32| -> T {
+        match T::DTYPE {
+            DType::U8 => T::from_f32(128.0 + 16.0 * x),
+            DType::I8 => T::from_f32(16.0 * x),
+            _ => T::from_f32(x),
+        }
+    };
+    let mut draw = |rows: usize| -> Dataset<T> {
+        let mut v = Vec::with_capacity(rows * dim);
+        for _ in 0..rows {
+            let c = rng.below(clusters as u64) as usize;
+            for j in 0..dim {
+                v.push(map(centres[c * dim + j] + rng.next_gaussian() as f32));
+            }
+        }
+        Dataset::from_vec(v, rows, dim).expect("consistent shape")
+    };
+    let base = draw(n);
+    let queries = draw(nq);
+    (base, queries)
+}
+
+/// The exact `k` nearest base vectors of every query (ties to the lower id).
+pub fn ground_truth<T: Element>(
+    base: DatasetView<'_, T>,
+    queries: DatasetView<'_, T>,
+    metric: Metric,
+    k: usize,
+) -> Result<Neighbors> {
+    weft_graph::exact::exact_search(base, queries, metric, k, &BuildCtx::new(0))
+}
+
+/// Recall@k of `found` against `truth`: the fraction of each query's true `k` nearest ids that
+/// appear among its first `k` found ids, averaged over queries. A found id counts as a hit when its
+/// distance ties the `k`-th true distance, so that equidistant points do not count as misses.
+pub fn recall_at_k(found: &Neighbors, truth: &Neighbors, k: usize) -> f64 {
+    let rows = found.rows().min(truth.rows());
+    if rows == 0 || k == 0 {
+        return 1.0;
+    }
+    let k = k.min(found.k()).min(truth.k());
+    let mut hits = 0usize;
+    for q in 0..rows {
+        let t = &truth.row_ids(q)[..k];
+        let kth = truth.row_dists(q)[k - 1];
+        for (j, id) in found.row_ids(q)[..k].iter().enumerate() {
+            if *id == INVALID {
+                continue;
+            }
+            if t.contains(id) || found.row_dists(q)[j] <= kth {
+                hits += 1;
+            }
+        }
+    }
+    hits as f64 / (rows * k) as f64
+}
+
+/// A plain, unoptimised greedy best-first beam search (beam `l >= k`) over `graph`, starting from
+/// the graph's entry points, or vertex 0 when it has none. The yardstick the builder suite
+/// measures graphs with, independent of `weft-search`.
+pub fn reference_beam_search<G: GraphView + ?Sized, T: Element>(
+    graph: &G,
+    data: DatasetView<'_, T>,
+    queries: DatasetView<'_, T>,
+    metric: Metric,
+    k: usize,
+    l: usize,
+) -> Neighbors {
+    let n = data.rows();
+    let l = l.max(k);
+    let dist = metric.distance_fn::<T>();
+    let mut out = Neighbors::new(queries.rows(), k);
+    let mut visited = vec![false; n];
+    for q in 0..queries.rows() {
+        let query = queries.row(q);
+        visited.iter_mut().for_each(|v| *v = false);
+        // (distance, id, expanded), ascending.
+        let mut pool: Vec<(f32, NodeId, bool)> = Vec::new();
+        let entries: Vec<NodeId> = if graph.entry_points().is_empty() {
+            vec![0]
+        } else {
+            graph.entry_points().to_vec()
+        };
+        for e in entries {
+            if (e as usize) < n && !visited[e as usize] {
+                visited[e as usize] = true;
+                pool.push((dist.eval(query, data.row(e as usize)), e, false));
+            }
+        }
+        pool.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pool.truncate(l);
+        while let Some(i) = pool.iter().position(|c| !c.2) {
+            pool[i].2 = true;
+            let v = pool[i].1;
+            for &u in graph.neighbors(v) {
+                if (u as usize) >= n || visited[u as usize] {
+                    continue;
+                }
+                visited[u as usize] = true;
+                let d = dist.eval(query, data.row(u as usize));
+                if pool.len() < l || d < pool[pool.len() - 1].0 {
+                    let pos = pool.partition_point(|c| c.0 <= d);
+                    pool.insert(pos, (d, u, false));
+                    pool.truncate(l);
+                }
+            }
+        }
+        let mut rows = out.as_mut();
+        let (ids, dists) = rows.row_mut(q);
+        for (j, c) in pool.iter().take(k).enumerate() {
+            ids[j] = c.1;
+            dists[j] = c.0;
+        }
+    }
+    out
+}
+
+/// Checks the structure of a graph over `n` vertices: `num_nodes() == n`, every row within
+/// `max_degree()`, ids in range, no self-loop, no duplicate, entry points in range.
+pub fn check_graph_view<G: GraphView + ?Sized>(
+    graph: &G,
+    n: usize,
+) -> std::result::Result<(), String> {
+    if graph.num_nodes() != n {
+        return Err(format!(
+            "graph has {} vertices, data has {n}",
+            graph.num_nodes()
+        ));
+    }
+    let mut row = Vec::new();
+    for v in 0..n {
+        let nb = graph.neighbors(v as NodeId);
+        if nb.len() > graph.max_degree() {
+            return Err(format!(
+                "vertex {v} has {} neighbours, above max_degree {}",
+                nb.len(),
+                graph.max_degree()
+            ));
+        }
+        row.clear();
+        row.extend_from_slice(nb);
+        if let Some(&u) = row.iter().find(|&&u| u as usize >= n) {
+            return Err(format!("vertex {v}: neighbour {u} out of range"));
+        }
+        if row.contains(&(v as NodeId)) {
+            return Err(format!("vertex {v}: self-loop"));
+        }
+        row.sort_unstable();
+        if let Some(w) = row.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!("vertex {v}: neighbour {} twice", w[0]));
+        }
+    }
+    if let Some(&e) = graph.entry_points().iter().find(|&&e| e as usize >= n) {
+        return Err(format!("entry point {e} out of range"));
+    }
+    Ok(())
+}
+
+/// One measured case of a suite.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    /// What was run (`f32 d=32 l2`, ...).
+    pub name: String,
+    /// Recall@10 reached.
+    pub recall: f64,
+    /// The threshold it had to reach.
+    pub min_recall: f64,
+}
+
+/// What a suite measured (it has already panicked if anything failed).
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The recall cases.
+    pub cases: Vec<CaseResult>,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in &self.cases {
+            writeln!(
+                f,
+                "{:<24} recall@10 {:.4} (min {:.2})",
+                c.name, c.recall, c.min_recall
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Options of [`run_graph_suite`]. [`GraphSuite::new`] sets the defaults.
+#[derive(Clone, Debug)]
+pub struct GraphSuite<P> {
+    /// Parameters of the builds (their seeds come from the suite).
+    pub params: P,
+    /// Minimum recall@10 for L2 and cosine cases.
+    pub min_recall: f64,
+    /// Minimum recall@10 for inner-product cases (pruned proximity graphs are not designed for
+    /// maximum inner product search; default: `min_recall / 2`).
+    pub min_recall_ip: f64,
+    /// Beam size of the reference search used to measure recall (default 20: small enough
+    /// that a poor graph cannot reach the threshold by visiting most points).
+    pub search_l: usize,
+    /// Points per case (default 2000; 100 queries each).
+    pub n: usize,
+    /// Check that the same seed gives the same graph on 1 and 2 threads (default true).
+    pub check_determinism: bool,
+    /// Parameters that must be rejected with [`Error::InvalidParams`].
+    pub invalid_params: Vec<P>,
+}
+
+impl<P> GraphSuite<P> {
+    /// The default suite for `params` with recall threshold `min_recall`.
+    pub fn new(params: P, min_recall: f64) -> Self {
+        GraphSuite {
+            params,
+            min_recall,
+            min_recall_ip: min_recall / 2.0,
+            search_l: 20,
+            n: 2000,
+            check_determinism: true,
+            invalid_params: Vec::new(),
+        }
+    }
+}
+
+/// The (element type, dimension, metric) cases of the suites: f32 at d in {8, 32, 128} with
+/// every metric at d = 8 and d = 32, plus `u8` and `f16`.
+pub(crate) fn cases() -> Vec<(DType, usize, Metric)> {
+    let mut v = Vec::new();
+    for m in Metric::ALL {
+        v.push((DType::F32, 8, m));
+        v.push((DType::F32, 32, m));
+    }
+    v.push((DType::F32, 128, Metric::L2Squared));
+    v.push((DType::U8, 32, Metric::L2Squared));
+    v.push((DType::F16, 32, Metric::Cosine));
+    v
+}
+
+/// Runs `f`, turning a panic into an `Err` naming `what`.
+pub(crate) fn no_panic<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => panic!("{what}: panicked instead of returning a typed result"),
+    }
+}
+
+/// Runs the [`GraphSuite`] defaults for `builder` with `params`: see [`run_graph_suite`].
+pub fn check_graph_builder<B: GraphBuilder>(
+    builder: &B,
+    params: B::Params,
+    min_recall: f64,
+) -> Report {
+    run_graph_suite(builder, &GraphSuite::new(params, min_recall))
+}
+
+fn graph_case<B: GraphBuilder, T: Element>(
+    builder: &B,
+    suite: &GraphSuite<B::Params>,
+    dim: usize,
+    metric: Metric,
+    seed: u64,
+) -> CaseResult {
+    let name = format!("{} d={dim} {metric}", T::DTYPE);
+    let (base, queries) = gaussian_mixture::<T>(suite.n, 100, dim, 12, seed);
+    let ctx = BuildCtx::new(seed);
+    let graph = no_panic(&name, || {
+        builder.build(base.view(), metric, &suite.params, &ctx)
+    })
+    .unwrap_or_else(|e| panic!("{name}: build failed: {e}"));
+    if let Err(e) = check_graph_view(&graph, suite.n) {
+        panic!("{name}: invalid graph: {e}");
+    }
+    let truth = ground_truth(base.view(), queries.view(), metric, 10).expect("ground truth");
+    let found = reference_beam_search(
+        &graph,
+        base.view(),
+        queries.view(),
+        metric,
+        10,
+        suite.search_l,
+    );
+    let recall = recall_at_k(&found, &truth, 10);
+    let min_recall = if metric == Metric::InnerProduct {
+        suite.min_recall_ip
+    } else {
+        suite.min_recall
+    };
+    assert!(
+        recall >= min_recall,
+        "{name}: recall@10 {recall:.4} below {min_recall}"
+    );
+    if suite.check_determinism && dim == 32 && metric == Metric::L2Squared {
+        let one = BuildCtx::new(seed).with_threads(Some(1));
+        let two = BuildCtx::new(seed).with_threads(Some(2));
+        let a = builder
+            .build(base.view(), metric, &suite.params, &one)
+            .expect("build");
+        let b = builder
+            .build(base.view(), metric, &suite.params, &two)
+            .expect("build");
+        for v in 0..suite.n as NodeId {
+            assert_eq!(
+                a.neighbors(v),
+                b.neighbors(v),
+                "{name}: same seed, 1 vs 2 threads: vertex {v} differs"
+            );
+            assert_eq!(
+                a.neighbors(v),
+                graph.neighbors(v),
+                "{name}: same seed, two runs: vertex {v} differs"
+            );
+        }
+        assert_eq!(
+            a.entry_points(),
+            b.entry_points(),
+            "{name}: entry points differ"
+        );
+    }
+    CaseResult {
+        name,
+        recall,
+        min_recall,
+    }
+}
+
+/// Expects `r` to be `Ok` with a structurally valid graph over `n` vertices, or a typed error
+/// other than a panic.
+fn expect_valid_or_typed<G: GraphView>(what: &str, r: Result<G>, n: usize, must_succeed: bool) {
+    match r {
+        Ok(g) => {
+            if let Err(e) = check_graph_view(&g, n) {
+                panic!("{what}: invalid graph: {e}");
+            }
+        }
+        Err(e) if must_succeed => panic!("{what}: failed: {e}"),
+        Err(_) => {}
+    }
+}
+
+/// The builder suite: for every case of f32 (d in {8, 32, 128}, every metric), `u8` and `f16`,
+/// builds a graph over a seeded Gaussian mixture, checks its structure and that the reference
+/// beam search over it reaches the recall threshold; then checks determinism (same seed on 1
+/// and 2 threads), a pre-cancelled token (`Error::Cancelled`), empty data, NaN data, a single
+/// point, two points and all-identical vectors (a valid graph, never a panic) and the
+/// `invalid_params` (`Error::InvalidParams`).
+pub fn run_graph_suite<B: GraphBuilder>(builder: &B, suite: &GraphSuite<B::Params>) -> Report {
+    let mut report = Report::default();
+    for (i, (dtype, dim, metric)) in cases().into_iter().enumerate() {
+        let seed = 1000 + i as u64;
+        let case = match dtype {
+            DType::U8 => graph_case::<B, u8>(builder, suite, dim, metric, seed),
+            DType::I8 => graph_case::<B, i8>(builder, suite, dim, metric, seed),
+            DType::F16 => graph_case::<B, half::f16>(builder, suite, dim, metric, seed),
+            _ => graph_case::<B, f32>(builder, suite, dim, metric, seed),
+        };
+        report.cases.push(case);
+    }
+    let p = &suite.params;
+    let name = builder.name();
+
+    // Cancellation.
+    let (base, _) = gaussian_mixture::<f32>(300, 0, 8, 4, 7);
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let ctx = BuildCtx::new(1).with_cancel(cancel);
+    let r = no_panic("cancelled build", || {
+        builder.build(base.view(), Metric::L2Squared, p, &ctx)
+    });
+    assert!(
+        matches!(r, Err(Error::Cancelled)),
+        "{name}: a pre-cancelled build must return Error::Cancelled, got {:?}",
+        r.err()
+    );
+
+    // Degenerate inputs.
+    let ctx = BuildCtx::new(1);
+    let empty: Vec<f32> = Vec::new();
+    let view = DatasetView::new(&empty, 0, 8).expect("view");
+    let r = no_panic("empty data", || {
+        builder.build(view, Metric::L2Squared, p, &ctx)
+    });
+    assert!(
+        matches!(
+            r,
+            Err(Error::InvalidInput(_)) | Err(Error::InvalidParams { .. })
+        ),
+        "{name}: empty data must be rejected with a typed error, got {:?}",
+        r.err()
+    );
+    let mut nan = base.as_slice().to_vec();
+    nan[17] = f32::NAN;
+    let view = DatasetView::new(&nan, 300, 8).expect("view");
+    let r = no_panic("NaN data", || {
+        builder.build(view, Metric::L2Squared, p, &ctx)
+    });
+    assert!(r.is_err(), "{name}: NaN data must be rejected");
+    for rows in [1usize, 2] {
+        let view = base.view().slice_rows(0..rows).expect("rows");
+        let what = format!("{name}: {rows} point(s)");
+        let r = no_panic(&what, || builder.build(view, Metric::L2Squared, p, &ctx));
+        expect_valid_or_typed(&what, r, rows, false);
+    }
+    let same = vec![0.25f32; 64 * 8];
+    let view = DatasetView::new(&same, 64, 8).expect("view");
+    let what = format!("{name}: identical vectors");
+    let r = no_panic(&what, || builder.build(view, Metric::L2Squared, p, &ctx));
+    expect_valid_or_typed(&what, r, 64, true);
+
+    // Invalid parameters.
+    for bad in &suite.invalid_params {
+        let r = no_panic("invalid params", || {
+            builder.build(base.view(), Metric::L2Squared, bad, &ctx)
+        });
+        assert!(
+            matches!(r, Err(Error::InvalidParams { .. })),
+            "{name}: {bad:?} must be rejected with Error::InvalidParams, got {:?}",
+            r.err().map(|e| e.to_string())
+        );
+    }
+    report
+}

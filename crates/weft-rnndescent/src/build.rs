@@ -1,0 +1,426 @@
+//! The CPU builder.
+
+use rayon::prelude::*;
+use weft_core::rng::{SplitMix64, hash3};
+use weft_core::{
+    BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, GraphBuilder, INVALID, MAX_NODES,
+    Metric, NodeId, Params, Result,
+};
+
+use crate::RnnDescentParams;
+
+/// One candidate of a neighbour list.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    id: NodeId,
+    dist: f32,
+    /// Not yet compared with the list's other entries ("new" in NN-Descent terms).
+    new: bool,
+}
+
+/// One work item's output of a scatter: `(target, entry)` pairs per target block.
+type Buckets = Vec<Vec<(NodeId, Entry)>>;
+
+/// Number of target blocks of the deterministic scatter (fixed, so results do not depend on the
+/// thread count).
+const BLOCKS: usize = 256;
+/// Source vertices per work item of a scatter.
+const SRC_CHUNK: usize = 256;
+
+/// RNN-Descent on the CPU (name `rnndescent`), after Ono & Matsui's reference code (digest §2).
+///
+/// Random `S`-neighbour start, then `T1` outer iterations of `T2` UpdateNeighbors rounds with the
+/// RNG rule and redirection (a pruned candidate `n` of `v`, beaten by a closer kept `n'`, becomes
+/// the candidate `n' -> n`), new/old flags so old-old pairs are never compared twice, and
+/// reverse edges with the in-degree cap `R` and out-degree cap `R` between outer iterations.
+/// Every metric and element type.
+///
+/// **Deterministic** for a given seed whatever the thread count: rounds are Jacobi-style. Each
+/// vertex's update reads only its own list and the data, the redirects it emits are collected in
+/// source order and appended to their targets' lists in a fixed (source-vertex) order, which
+/// also holds for reverse edges; all randomness comes from per-vertex streams of the seed. (The
+/// reference code is Gauss-Seidel with per-vertex locks, so its output depends on scheduling;
+/// redirects here become visible at the next round instead of within the same one.)
+///
+/// The output is a [`FixedDegreeGraph`] of degree [`RnnDescentParams::degree`] whose rows are
+/// the closest entries of each final list, ascending by distance, with one entry point: the point
+/// nearest the data's mean (an approximate medoid).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RnnDescentCpu;
+
+impl GraphBuilder for RnnDescentCpu {
+    type Params = RnnDescentParams;
+    type Output = FixedDegreeGraph;
+
+    fn name(&self) -> &'static str {
+        "rnndescent"
+    }
+
+    fn build<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        params: &RnnDescentParams,
+        ctx: &BuildCtx,
+    ) -> Result<FixedDegreeGraph> {
+        self.build_with_stats(data, metric, params, ctx)
+            .map(|(g, _)| g)
+    }
+}
+
+impl RnnDescentCpu {
+    /// [`GraphBuilder::build`], also returning what the build did.
+    pub fn build_with_stats<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        params: &RnnDescentParams,
+        ctx: &BuildCtx,
+    ) -> Result<(FixedDegreeGraph, BuildStats)> {
+        let n = data.rows();
+        if n == 0 {
+            return Err(Error::InvalidInput(
+                "cannot build a graph over an empty set".into(),
+            ));
+        }
+        if n > MAX_NODES {
+            return Err(Error::InvalidInput(format!(
+                "{n} vectors exceed the largest indexable count {MAX_NODES}"
+            )));
+        }
+        params.validate(n, data.dim())?;
+        ctx.check_cancelled()?;
+        data.check_finite()?;
+        ctx.install(|| Builder::new(data, metric, params, ctx).run())?
+    }
+}
+
+/// The state of one build.
+struct Builder<'a, T: Element> {
+    data: DatasetView<'a, T>,
+    dist: weft_core::distance::DistanceFn<T>,
+    params: &'a RnnDescentParams,
+    ctx: &'a BuildCtx,
+    lists: Vec<Vec<Entry>>,
+    stats: BuildStats,
+}
+
+/// What a build did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BuildStats {
+    /// Distance evaluations between data points (initialisation and updates).
+    pub distance_computations: u64,
+    /// UpdateNeighbors rounds run (`t1 * t2`).
+    pub rounds: u64,
+    /// Edges of the final lists before the cut to the output degree.
+    pub edges_before_cut: u64,
+}
+
+/// Sorts `list` by (distance, id) and removes repeated ids, keeping one copy (the "new" one if
+/// any copy is new, the smallest distance).
+fn sort_dedup(list: &mut Vec<Entry>) {
+    list.sort_unstable_by(|a, b| a.id.cmp(&b.id).then(a.dist.total_cmp(&b.dist)));
+    list.dedup_by(|later, kept| {
+        if later.id == kept.id {
+            kept.new |= later.new;
+            true
+        } else {
+            false
+        }
+    });
+    list.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
+}
+
+/// Appends `items[chunk][block]` (target, entry) pairs to `lists[target]`, in chunk order:
+/// parallel over target blocks, deterministic.
+fn scatter(lists: &mut [Vec<Entry>], items: &[Buckets]) {
+    let block_len = lists.len().div_ceil(BLOCKS).max(1);
+    lists
+        .par_chunks_mut(block_len)
+        .enumerate()
+        .for_each(|(b, block)| {
+            let base = b * block_len;
+            for chunk in items {
+                for &(t, e) in &chunk[b] {
+                    block[t as usize - base].push(e);
+                }
+            }
+        });
+}
+
+impl<'a, T: Element> Builder<'a, T> {
+    fn new(
+        data: DatasetView<'a, T>,
+        metric: Metric,
+        params: &'a RnnDescentParams,
+        ctx: &'a BuildCtx,
+    ) -> Self {
+        Builder {
+            data,
+            dist: metric.distance_fn::<T>(),
+            params,
+            ctx,
+            lists: Vec::new(),
+            stats: BuildStats::default(),
+        }
+    }
+
+    #[inline]
+    fn d(&self, a: NodeId, b: NodeId) -> f32 {
+        // `+ 0.0` turns -0.0 into 0.0 so that equal distances compare equal bit for bit.
+        self.dist
+            .eval(self.data.row(a as usize), self.data.row(b as usize))
+            + 0.0
+    }
+
+    fn run(mut self) -> Result<(FixedDegreeGraph, BuildStats)> {
+        let p = self.params;
+        let n = self.data.rows();
+        let progress = self.ctx.progress();
+        progress.begin("rnndescent", Some((p.t1 * p.t2) as u64));
+        self.init();
+        for t1 in 0..p.t1 {
+            for _ in 0..p.t2 {
+                self.ctx.check_cancelled()?;
+                self.update_round();
+                self.stats.rounds += 1;
+                progress.advance(1);
+            }
+            if t1 + 1 != p.t1 {
+                self.ctx.check_cancelled()?;
+                self.add_reverse_edges();
+            }
+        }
+        progress.end();
+        self.ctx.check_cancelled()?;
+
+        let degree = p.degree;
+        let mut ids = vec![INVALID; n * degree];
+        let lists = std::mem::take(&mut self.lists);
+        self.stats.edges_before_cut = lists.iter().map(|l| l.len() as u64).sum();
+        ids.par_chunks_mut(degree)
+            .zip(lists.into_par_iter())
+            .for_each(|(row, mut list)| {
+                sort_dedup(&mut list);
+                for (slot, e) in row.iter_mut().zip(&list) {
+                    *slot = e.id;
+                }
+            });
+        let entry = self.entry_point();
+        let graph = FixedDegreeGraph::new(n, degree, ids)?.with_entry_points(vec![entry]);
+        Ok((graph, self.stats))
+    }
+
+    /// Random start: `min(S, n - 1)` distinct random neighbours per vertex, all new.
+    fn init(&mut self) {
+        let n = self.data.rows();
+        let want = self.params.s.min(n - 1);
+        let seed = self.ctx.seed();
+        let lists: Vec<Vec<Entry>> = (0..n)
+            .into_par_iter()
+            .map_init(Vec::new, |perm: &mut Vec<NodeId>, v| {
+                let mut rng = SplitMix64::new(hash3(seed, v as u64, 0x1a17));
+                let mut ids: Vec<NodeId> = Vec::with_capacity(want);
+                if want * 2 >= n - 1 {
+                    // Small set: a partial Fisher-Yates shuffle of everything but v.
+                    perm.clear();
+                    perm.extend((0..n as NodeId).filter(|&u| u as usize != v));
+                    for i in 0..want {
+                        let j = i + rng.below((perm.len() - i) as u64) as usize;
+                        perm.swap(i, j);
+                    }
+                    ids.extend_from_slice(&perm[..want]);
+                } else {
+                    while ids.len() < want {
+                        let u = rng.below(n as u64) as NodeId;
+                        if u as usize != v && !ids.contains(&u) {
+                            ids.push(u);
+                        }
+                    }
+                }
+                ids.into_iter()
+                    .map(|u| Entry {
+                        id: u,
+                        dist: self.d(v as NodeId, u),
+                        new: true,
+                    })
+                    .collect()
+            })
+            .collect();
+        self.stats.distance_computations += lists.iter().map(|l| l.len() as u64).sum::<u64>();
+        self.lists = lists;
+    }
+
+    /// One UpdateNeighbors round over every vertex (digest §2.4), Jacobi-style.
+    fn update_round(&mut self) {
+        let n = self.data.rows();
+        let block_len = n.div_ceil(BLOCKS).max(1);
+        let nblocks = n.div_ceil(block_len);
+        let p = self.params;
+        let mut lists = std::mem::take(&mut self.lists);
+        let this = &*self;
+        let (redirects, counts): (Vec<Buckets>, Vec<u64>) = lists
+            .par_chunks_mut(SRC_CHUNK)
+            .map(|chunk| {
+                let mut out: Vec<Vec<(NodeId, Entry)>> = vec![Vec::new(); nblocks];
+                let mut kept: Vec<Entry> = Vec::new();
+                let mut count = 0u64;
+                for list in chunk.iter_mut() {
+                    sort_dedup(list);
+                    if p.truncate_updates {
+                        list.truncate(p.r);
+                    }
+                    kept.clear();
+                    for &e in list.iter() {
+                        let mut keep = true;
+                        for k in kept.iter() {
+                            if p.new_old_flags && !e.new && !k.new {
+                                continue;
+                            }
+                            let d = this.d(e.id, k.id);
+                            count += 1;
+                            let prune = if p.strict_prune {
+                                d < e.dist
+                            } else {
+                                d <= e.dist
+                            };
+                            if prune {
+                                keep = false;
+                                out[k.id as usize / block_len].push((
+                                    k.id,
+                                    Entry {
+                                        id: e.id,
+                                        dist: d,
+                                        new: true,
+                                    },
+                                ));
+                                break;
+                            }
+                        }
+                        if keep {
+                            kept.push(e);
+                        }
+                    }
+                    list.clear();
+                    list.extend(kept.iter().map(|e| Entry { new: false, ..*e }));
+                }
+                (out, count)
+            })
+            .unzip();
+        self.stats.distance_computations += counts.iter().sum::<u64>();
+        scatter(&mut lists, &redirects);
+        self.lists = lists;
+    }
+
+    /// AddReverseEdges with the reference code's semantics (digest §2.5): `w -> u` exists
+    /// afterwards iff `{u, w}` were adjacent in either direction and `w` is among `u`'s `R`
+    /// closest in- and out-neighbours; every list is then capped at `R`.
+    fn add_reverse_edges(&mut self) {
+        let n = self.data.rows();
+        let r = self.params.r;
+        let block_len = n.div_ceil(BLOCKS).max(1);
+        let nblocks = n.div_ceil(block_len);
+        // rev[w] += (u, d, flag) for every edge u -> w.
+        let incoming = self.emit(nblocks, block_len, |u, e| (e.id, Entry { id: u, ..e }));
+        let mut rev: Vec<Vec<Entry>> = vec![Vec::new(); n];
+        scatter(&mut rev, &incoming);
+        drop(incoming);
+        // rev[u] += N_u as new, then sort, dedupe, cap at R (in-degree cap).
+        let lists = std::mem::take(&mut self.lists);
+        rev.par_iter_mut()
+            .zip(lists.into_par_iter())
+            .for_each(|(rv, out)| {
+                let incoming = rv.len();
+                rv.extend(out.into_iter().map(|e| Entry { new: true, ..e }));
+                // A pair adjacent both ways yields one edge `w -> u` that already exists: it keeps
+                // its own flag (the incoming copy), only true reverse edges are new.
+                let mut order: Vec<(u32, usize)> =
+                    rv.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
+                order.sort_unstable();
+                let mut merged: Vec<Entry> = Vec::with_capacity(rv.len());
+                for (j, &(id, i)) in order.iter().enumerate() {
+                    if j > 0 && order[j - 1].0 == id {
+                        continue;
+                    }
+                    // The first copy in (id, index) order is the incoming one when there is one
+                    // (incoming entries sit below index `incoming`).
+                    let _ = incoming;
+                    merged.push(rv[i]);
+                }
+                merged.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
+                merged.truncate(r);
+                *rv = merged;
+            });
+        // N_w += (u, d, flag) for every w in rev[u].
+        self.lists = rev;
+        let back = self.emit(nblocks, block_len, |u, e| (e.id, Entry { id: u, ..e }));
+        let mut lists: Vec<Vec<Entry>> = vec![Vec::new(); n];
+        scatter(&mut lists, &back);
+        drop(back);
+        lists.par_iter_mut().for_each(|l| {
+            sort_dedup(l);
+            l.truncate(r);
+        });
+        self.lists = lists;
+    }
+
+    /// For every entry `e` of every list `u`, the pair `f(u, e) = (target, entry)`, bucketed by
+    /// target block in source order.
+    fn emit(
+        &self,
+        nblocks: usize,
+        block_len: usize,
+        f: impl Fn(NodeId, Entry) -> (NodeId, Entry) + Sync,
+    ) -> Vec<Buckets> {
+        self.lists
+            .par_chunks(SRC_CHUNK)
+            .enumerate()
+            .map(|(c, chunk)| {
+                let mut out: Vec<Vec<(NodeId, Entry)>> = vec![Vec::new(); nblocks];
+                for (i, list) in chunk.iter().enumerate() {
+                    let u = (c * SRC_CHUNK + i) as NodeId;
+                    for &e in list {
+                        let (t, x) = f(u, e);
+                        out[t as usize / block_len].push((t, x));
+                    }
+                }
+                out
+            })
+            .collect()
+    }
+
+    /// The point nearest (squared L2) to the mean of the data: an approximate medoid, found
+    /// deterministically (row-order `f64` sum, ties to the lowest id).
+    fn entry_point(&self) -> NodeId {
+        let (n, dim) = (self.data.rows(), self.data.dim());
+        let mut mean = vec![0f64; dim];
+        for row in self.data.iter() {
+            for (m, x) in mean.iter_mut().zip(row) {
+                *m += x.to_f32() as f64;
+            }
+        }
+        let center: Vec<T> = mean
+            .iter()
+            .map(|&s| T::from_f32((s / n as f64) as f32))
+            .collect();
+        let l2 = Metric::L2Squared.distance_fn::<T>();
+        let (_, best) = (0..n)
+            .into_par_iter()
+            .map(|i| (l2.eval(self.data.row(i), &center), i))
+            .reduce(
+                || (f32::INFINITY, usize::MAX),
+                |a, b| {
+                    if b.0 < a.0 || (b.0 == a.0 && b.1 < a.1) {
+                        b
+                    } else {
+                        a
+                    }
+                },
+            );
+        if best == usize::MAX {
+            0
+        } else {
+            best as NodeId
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The parameters of RNN-Descent, shared with GRNND on the GPU.
+
+use serde::{Deserialize, Serialize};
+use weft_core::{Error, Params, Result};
+
+/// In which order GRNND's update kernel visits the candidate pairs of a vertex (paper Fig. 7).
+/// **GPU only**: the CPU builder always visits candidates in ascending distance, as the
+/// reference RNN-Descent code does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateOrder {
+    /// A seeded random permutation of the pairs ("disordered" propagation; the paper's choice).
+    #[default]
+    Random,
+    /// Ascending distance from the vertex.
+    Ascending,
+    /// Descending distance from the vertex.
+    Descending,
+}
+
+/// Which `ceil(rho * k)` neighbours of a vertex GRNND's reverse-edge sampling uses (digest §7
+/// A11). **GPU only**: the CPU builder adds every reverse edge under the in-degree cap `r`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReverseSampling {
+    /// The closest ones (after sorting the pool).
+    #[default]
+    Closest,
+    /// The first ones in pool order (effectively random).
+    PoolOrder,
+}
+
+/// Parameters of RNN-Descent (Ono & Matsui, ACM MM 2023) and of its GPU version GRNND.
+///
+/// Defaults: `s = 20, r = 64, t1 = 3, t2 = 10, degree = 32`, strict pruning, truncation to `r`
+/// inside updates, new/old flags on; GPU-only: `rho = 0.6`, random update order, closest reverse
+/// sampling. The reference code uses `r = 96, t1 = 4, t2 = 15` and no truncation; on a
+/// 100k x 128 SIFT-like set the defaults here give a graph that needs as few distance
+/// evaluations per query at recall@10 = 0.95 for under half the build work (truncation stops hub
+/// vertices, whose lists grow to over a thousand candidates, from costing quadratic time).
+///
+/// The built graph keeps, for every vertex, the `degree` closest entries of its final
+/// (distance-sorted, RNG-pruned) list: its out-degree is at most `degree` (the reference code's
+/// search-time cap `K`), rows with fewer entries are padded with `INVALID`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RnnDescentParams {
+    /// `S`: random neighbours per vertex at the start (at least 1, at most `r`). A vertex of a
+    /// set of `n` points gets `min(s, n - 1)` distinct ones.
+    pub s: usize,
+    /// `R`: the capacity of a neighbour list: the in-degree cap and the out-degree cap of the
+    /// reverse-edge step (at least 1).
+    pub r: usize,
+    /// `T1`: outer iterations (at least 1); reverse edges are added between them.
+    pub t1: usize,
+    /// `T2`: neighbour-update rounds per outer iteration (at least 1).
+    pub t2: usize,
+    /// `K`: the out-degree of the exported search graph (`1 <= degree <= r`).
+    pub degree: usize,
+    /// Prune with the strict rule `d(n, n') < d(v, n)` (the reference code, digest §7 A1);
+    /// `false` prunes on `<=`, which also removes one of two equidistant candidates.
+    pub strict_prune: bool,
+    /// Keep only the `r` closest candidates of a list before each update (GRNND Alg. 2 line 4,
+    /// digest §7 A2; on by default); the reference code does not.
+    pub truncate_updates: bool,
+    /// Skip candidate pairs that are both "old" (already compared in an earlier round), the
+    /// NN-Descent trick of the reference code (digest §7 A3). GRNND's paper-faithful GPU mode has
+    /// them off.
+    pub new_old_flags: bool,
+    /// **GPU only** (GRNND): the fraction `rho` in `(0, 1]` of each pool whose reverse edges are
+    /// inserted between outer iterations. The paper's best trade-off is 0.6.
+    pub rho: f32,
+    /// **GPU only** (GRNND): the order in which candidate pairs are evaluated.
+    pub update_order: UpdateOrder,
+    /// **GPU only** (GRNND): which part of a pool reverse sampling uses.
+    pub reverse_sampling: ReverseSampling,
+}
+
+impl Default for RnnDescentParams {
+    fn default() -> Self {
+        RnnDescentParams {
+            s: 20,
+            r: 64,
+            t1: 3,
+            t2: 10,
+            degree: 32,
+            strict_prune: true,
+            truncate_updates: true,
+            new_old_flags: true,
+            rho: 0.6,
+            update_order: UpdateOrder::Random,
+            reverse_sampling: ReverseSampling::Closest,
+        }
+    }
+}
+
+impl Params for RnnDescentParams {
+    fn validate(&self, _rows: usize, _dim: usize) -> Result<()> {
+        if self.r == 0 {
+            return Err(Error::invalid_param(
+                "r",
+                "the list capacity R must be at least 1",
+            ));
+        }
+        if self.s == 0 || self.s > self.r {
+            return Err(Error::invalid_param(
+                "s",
+                format!(
+                    "the initial neighbour count S = {} must be in 1..=R (R = {})",
+                    self.s, self.r
+                ),
+            ));
+        }
+        if self.t1 == 0 {
+            return Err(Error::invalid_param(
+                "t1",
+                "at least one outer iteration is needed",
+            ));
+        }
+        if self.t2 == 0 {
+            return Err(Error::invalid_param(
+                "t2",
+                "at least one update round is needed",
+            ));
+        }
+        if self.degree == 0 || self.degree > self.r {
+            return Err(Error::invalid_param(
+                "degree",
+                format!(
+                    "the output degree K = {} must be in 1..=R (R = {})",
+                    self.degree, self.r
+                ),
+            ));
+        }
+        if !(self.rho > 0.0 && self.rho <= 1.0) {
+            return Err(Error::invalid_param(
+                "rho",
+                format!("the reverse-edge ratio must be in (0, 1], got {}", self.rho),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_bad_values_do_not() {
+        RnnDescentParams::default().validate(1000, 8).unwrap();
+        let bad = [
+            RnnDescentParams {
+                r: 0,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                s: 0,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                s: 65,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                t1: 0,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                t2: 0,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                degree: 0,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                degree: 65,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                rho: 0.0,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                rho: f32::NAN,
+                ..Default::default()
+            },
+        ];
+        for p in bad {
+            assert!(
+                matches!(p.validate(1000, 8), Err(Error::InvalidParams { .. })),
+                "{p:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! Greedy best-first beam search on the CPU.
+
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use weft_core::error::check_k;
+use weft_core::rng::{SplitMix64, hash3};
+use weft_core::{
+    DatasetView, Element, Error, GraphView, INVALID, Metric, NeighborsMut, NodeId, Params, Result,
+    SearchStats, Searcher,
+};
+
+/// Where each query's search starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryPoints {
+    /// The graph's own entry points ([`GraphView::entry_points`], e.g. a medoid); when the graph
+    /// has none, one seeded random vertex per query (as [`EntryPoints::Random`] with count 1).
+    #[default]
+    Graph,
+    /// `count` seeded random vertices per query, drawn from stream `(seed, query index)`, so the
+    /// result does not depend on the thread count.
+    Random {
+        /// Vertices drawn per query (at least 1; duplicates are drawn only once).
+        count: usize,
+    },
+    /// The same fixed list of vertices for every query.
+    Fixed {
+        /// The entry vertices (non-empty, all below the number of vertices).
+        ids: Vec<NodeId>,
+    },
+}
+
+/// Parameters of [`BeamSearch`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BeamSearchParams {
+    /// Candidate-list (beam) size `L`; must be at least the `k` of the search. Larger is slower
+    /// and more accurate. Default 64.
+    pub l: usize,
+    /// Where searches start. Default: the graph's entry points.
+    pub entry_points: EntryPoints,
+    /// Seed of the random entry points. Default 0.
+    pub seed: u64,
+    /// Stop a query after expanding this many vertices (`None`: run to convergence).
+    pub max_hops: Option<usize>,
+    /// Stop a query after this many distance evaluations (`None`: no budget).
+    pub max_distance_computations: Option<usize>,
+}
+
+impl Default for BeamSearchParams {
+    fn default() -> Self {
+        BeamSearchParams {
+            l: 64,
+            entry_points: EntryPoints::Graph,
+            seed: 0,
+            max_hops: None,
+            max_distance_computations: None,
+        }
+    }
+}
+
+impl BeamSearchParams {
+    /// Default parameters with beam size `l`.
+    pub fn with_l(l: usize) -> Self {
+        BeamSearchParams {
+            l,
+            ..Default::default()
+        }
+    }
+}
+
+impl Params for BeamSearchParams {
+    fn validate(&self, rows: usize, _dim: usize) -> Result<()> {
+        if self.l == 0 {
+            return Err(Error::invalid_param(
+                "l",
+                "the beam size L must be at least 1",
+            ));
+        }
+        match &self.entry_points {
+            EntryPoints::Graph => {}
+            EntryPoints::Random { count } => {
+                if *count == 0 {
+                    return Err(Error::invalid_param(
+                        "entry_points.count",
+                        "at least one random entry point is needed",
+                    ));
+                }
+            }
+            EntryPoints::Fixed { ids } => {
+                if ids.is_empty() {
+                    return Err(Error::invalid_param(
+                        "entry_points.ids",
+                        "the fixed entry-point list is empty",
+                    ));
+                }
+                if let Some(&e) = ids.iter().find(|&&e| e as usize >= rows) {
+                    return Err(Error::invalid_param(
+                        "entry_points.ids",
+                        format!("entry point {e} is out of range (n = {rows})"),
+                    ));
+                }
+            }
+        }
+        if self.max_hops == Some(0) {
+            return Err(Error::invalid_param(
+                "max_hops",
+                "must be at least 1 (leave it unset for no limit)",
+            ));
+        }
+        if self.max_distance_computations == Some(0) {
+            return Err(Error::invalid_param(
+                "max_distance_computations",
+                "must be at least 1 (leave it unset for no limit)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Greedy best-first beam search (name `beam`), the search of HNSW's bottom layer, NSG, and
+/// RNN-Descent's reference code.
+///
+/// Per query it keeps a sorted candidate list of at most `L` vertices, repeatedly expands the
+/// closest unexpanded one (computing distances to its unvisited out-neighbours and inserting
+/// those that beat the current worst) and stops when every candidate is expanded or a budget
+/// runs out; the first `k` candidates are the answer, ascending by distance, without duplicates,
+/// padded with [`INVALID`] / infinity when fewer than `k` vertices were reached.
+///
+/// Queries run in parallel on the current rayon pool (call it inside
+/// [`BuildCtx::install`](weft_core::BuildCtx::install) to choose the thread count). Each worker
+/// thread owns a generation-stamped visited array and candidate buffers, created for this call
+/// and reused across its queries. Results are deterministic: each query depends only on its own
+/// inputs and the seed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BeamSearch;
+
+/// One entry of the candidate list.
+#[derive(Clone, Copy, Debug)]
+struct Cand {
+    dist: f32,
+    id: NodeId,
+    expanded: bool,
+}
+
+/// Per-thread buffers, reused across the queries of one search call.
+struct Scratch {
+    /// `visited[v] == stamp` iff `v` was seen by the current query.
+    visited: Vec<u32>,
+    stamp: u32,
+    pool: Vec<Cand>,
+    fresh: Vec<NodeId>,
+    stats: SearchStats,
+}
+
+impl Scratch {
+    fn new(n: usize, l: usize) -> Self {
+        Scratch {
+            visited: vec![0; n],
+            stamp: 0,
+            pool: Vec::with_capacity(l + 1),
+            fresh: Vec::new(),
+            stats: SearchStats::default(),
+        }
+    }
+
+    /// Starts a new query: a fresh stamp (clearing the array only when the stamp wraps).
+    fn next_query(&mut self) {
+        if self.stamp == u32::MAX {
+            self.visited.fill(0);
+            self.stamp = 0;
+        }
+        self.stamp += 1;
+        self.pool.clear();
+    }
+}
+
+/// Inserts `(dist, id)` into the sorted list `pool` of capacity `l`; returns its position, or
+/// `None` when the list is full and `dist` does not beat the worst entry.
+#[inline]
+fn insert(pool: &mut Vec<Cand>, l: usize, dist: f32, id: NodeId) -> Option<usize> {
+    if pool.len() >= l {
+        match pool.last() {
+            Some(worst) if dist < worst.dist => {
+                pool.pop();
+            }
+            _ => return None,
+        }
+    }
+    let pos = pool.partition_point(|c| c.dist <= dist);
+    pool.insert(
+        pos,
+        Cand {
+            dist,
+            id,
+            expanded: false,
+        },
+    );
+    Some(pos)
+}
+
+/// How many bytes of neighbour vectors the search keeps in flight ahead of its distance loop.
+const PREFETCH_BYTES: usize = 16 * 1024;
+
+/// Hints the CPU to fetch `bytes` bytes at `ptr` into cache.
+#[inline(always)]
+fn prefetch(ptr: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: prefetch is a hint that never faults, even on an invalid address; SSE is
+            // part of the x86_64 baseline. `wrapping_add` keeps the pointer arithmetic defined.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr.wrapping_add(off) as *const i8) };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (ptr, bytes);
+    }
+}
+
+impl BeamSearch {
+    /// Checks shapes and parameters before any work.
+    fn check<G: GraphView + ?Sized, T: Element>(
+        graph: &G,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        params: &BeamSearchParams,
+        out: &NeighborsMut<'_>,
+    ) -> Result<()> {
+        let n = data.rows();
+        if n == 0 {
+            return Err(Error::InvalidInput("cannot search an empty set".into()));
+        }
+        params.validate(n, data.dim())?;
+        data.check_same_dim(&queries, "base vs query dimension")?;
+        if graph.num_nodes() != n {
+            return Err(Error::dim_mismatch(
+                "graph vertices vs data rows",
+                n,
+                graph.num_nodes(),
+            ));
+        }
+        if out.rows() != queries.rows() {
+            return Err(Error::dim_mismatch(
+                "output rows vs queries",
+                queries.rows(),
+                out.rows(),
+            ));
+        }
+        let k = out.k();
+        check_k(k, n)?;
+        if params.l < k {
+            return Err(Error::invalid_param(
+                "l",
+                format!("the beam size L = {} is below k = {k}", params.l),
+            ));
+        }
+        if let Some(&e) = graph.entry_points().iter().find(|&&e| e as usize >= n) {
+            return Err(Error::InvalidGraph(format!(
+                "entry point {e} is out of range (n = {n})"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One query's search state and inputs.
+struct QueryCtx<'a, G: ?Sized, T> {
+    graph: &'a G,
+    data: DatasetView<'a, T>,
+    dist: weft_core::distance::DistanceFn<T>,
+    params: &'a BeamSearchParams,
+    row_bytes: usize,
+    /// How many vectors ahead of the distance loop to prefetch.
+    ahead: usize,
+}
+
+impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
+    /// Searches for `query` (number `qi`), leaving the candidate list in `s.pool`.
+    fn run(&self, s: &mut Scratch, qi: usize, query: &[T]) {
+        let n = self.data.rows();
+        let l = self.params.l;
+        let max_hops = self.params.max_hops.unwrap_or(usize::MAX);
+        let budget = self.params.max_distance_computations.unwrap_or(usize::MAX);
+        s.next_query();
+        let stamp = s.stamp;
+        let mut dc = 0usize;
+
+        // Entry points.
+        s.fresh.clear();
+        let graph_entries = self.graph.entry_points();
+        match &self.params.entry_points {
+            EntryPoints::Graph if !graph_entries.is_empty() => {
+                s.fresh.extend_from_slice(graph_entries)
+            }
+            EntryPoints::Fixed { ids } => s.fresh.extend_from_slice(ids),
+            EntryPoints::Graph | EntryPoints::Random { .. } => {
+                let count = match self.params.entry_points {
+                    EntryPoints::Random { count } => count,
+                    _ => 1,
+                };
+                let mut rng = SplitMix64::new(hash3(self.params.seed, qi as u64, 0xe7));
+                for _ in 0..count {
+                    s.fresh.push(rng.below(n as u64) as NodeId);
+                }
+            }
+        }
+        for i in 0..s.fresh.len() {
+            let e = s.fresh[i];
+            let slot = &mut s.visited[e as usize];
+            if *slot == stamp {
+                continue;
+            }
+            *slot = stamp;
+            let d = self.dist.eval(query, self.data.row(e as usize));
+            dc += 1;
+            insert(&mut s.pool, l, d, e);
+        }
+
+        let mut hops = 0usize;
+        let mut cur = 0usize;
+        while cur < s.pool.len() && hops < max_hops && dc < budget {
+            if s.pool[cur].expanded {
+                cur += 1;
+                continue;
+            }
+            s.pool[cur].expanded = true;
+            let v = s.pool[cur].id;
+            hops += 1;
+
+            // Unvisited out-neighbours, marked and prefetched before any distance.
+            s.fresh.clear();
+            for &u in self.graph.neighbors(v) {
+                let ui = u as usize;
+                if ui >= n {
+                    continue; // padding or a corrupt id: never followed
+                }
+                let slot = &mut s.visited[ui];
+                if *slot != stamp {
+                    *slot = stamp;
+                    s.fresh.push(u);
+                }
+            }
+            // Respect the distance budget, then issue the loads of the next `ahead` vectors
+            // before computing any distance, so that their cache misses overlap; distances go
+            // four at a time through the one-query-to-many kernel.
+            let cnt = s.fresh.len().min(budget - dc);
+            let ahead = self.ahead.min(cnt);
+            for &u in &s.fresh[..ahead] {
+                prefetch(
+                    self.data.row(u as usize).as_ptr() as *const u8,
+                    self.row_bytes,
+                );
+            }
+            let mut best = usize::MAX;
+            let mut d4 = [0f32; 4];
+            let mut j = 0;
+            while j < cnt {
+                let end = (j + 4).min(cnt);
+                for &u in s
+                    .fresh
+                    .get(j + ahead..(end + ahead).min(cnt))
+                    .unwrap_or(&[])
+                {
+                    prefetch(
+                        self.data.row(u as usize).as_ptr() as *const u8,
+                        self.row_bytes,
+                    );
+                }
+                let ids = &s.fresh[j..end];
+                self.dist.eval_many(query, self.data, ids, &mut d4);
+                for (&u, &d) in ids.iter().zip(&d4) {
+                    if let Some(p) = insert(&mut s.pool, l, d, u) {
+                        best = best.min(p);
+                    }
+                }
+                j = end;
+            }
+            dc += cnt;
+            if best <= cur {
+                cur = best;
+            } else {
+                cur += 1;
+            }
+        }
+        s.stats.queries += 1;
+        s.stats.hops += hops as u64;
+        s.stats.distance_computations += dc as u64;
+    }
+}
+
+impl<G: GraphView + ?Sized> Searcher<G> for BeamSearch {
+    type Params = BeamSearchParams;
+
+    fn name(&self) -> &'static str {
+        "beam"
+    }
+
+    fn search<T: Element>(
+        &self,
+        graph: &G,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &BeamSearchParams,
+        mut out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        Self::check(graph, data, queries, params, &out)?;
+        let n = data.rows();
+        let k = out.k();
+        let ctx = QueryCtx {
+            graph,
+            data,
+            dist: metric.distance_fn::<T>(),
+            params,
+            row_bytes: data.dim() * std::mem::size_of::<T>(),
+            ahead: (PREFETCH_BYTES / (data.dim() * std::mem::size_of::<T>()).max(1)).max(1),
+        };
+        let slots: Vec<Mutex<Option<Scratch>>> = (0..rayon::current_num_threads().max(1))
+            .map(|_| Mutex::new(None))
+            .collect();
+        out.par_rows_mut()
+            .with_min_len(4)
+            .for_each(|(qi, (ids, dists))| {
+                let t = rayon::current_thread_index().unwrap_or(0) % slots.len();
+                let mut guard = slots[t].lock().unwrap_or_else(|e| e.into_inner());
+                let s = guard.get_or_insert_with(|| Scratch::new(n, params.l));
+                ctx.run(s, qi, queries.row(qi));
+                for j in 0..k {
+                    match s.pool.get(j) {
+                        Some(c) => {
+                            ids[j] = c.id;
+                            dists[j] = c.dist;
+                        }
+                        None => {
+                            ids[j] = INVALID;
+                            dists[j] = f32::INFINITY;
+                        }
+                    }
+                }
+            });
+        let mut stats = SearchStats::default();
+        for slot in slots {
+            if let Some(s) = slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                stats.merge(&s.stats);
+            }
+        }
+        Ok(stats)
+    }
+}
