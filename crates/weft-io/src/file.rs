@@ -71,7 +71,8 @@ impl ReadOptions {
 }
 
 /// What a file holds, learned from its header and length without reading the data.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Serializes (e.g. to JSON for `weft info --json`) with the field names below.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct FileInfo {
     /// The file.
     pub path: PathBuf,

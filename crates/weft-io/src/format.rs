@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
 use weft_core::{DType, Error, Result};
 
 /// A vector or id file format.
@@ -18,7 +19,8 @@ use weft_core::{DType, Error, Result};
 /// | `npy` | NumPy `.npy` v1/v2/v3, 2-D, C or Fortran order | `f32`, `f16`, `u8`, `i8` (ids: `i32`, `u32`, `i64`, `u64`) |
 ///
 /// All integers in headers are little-endian.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Format {
     /// TEXMEX `.fvecs`: `f32` rows, each preceded by its dimension.
     Fvecs,
@@ -175,7 +177,8 @@ impl std::str::FromStr for Format {
 }
 
 /// The element type stored in a file: a vector element type, or an integer id type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StoredElement {
     /// 32-bit float vectors.
     F32,
@@ -254,7 +257,7 @@ impl std::fmt::Display for StoredElement {
 }
 
 /// The memory order of a 2-D array in an `.npy` file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Order {
     /// Row-major (`fortran_order: False`).
     C,

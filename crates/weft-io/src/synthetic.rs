@@ -45,6 +45,7 @@ use std::ops::Range;
 
 use rand_core::Rng;
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use weft_core::rng::{Xoshiro256PlusPlus, hash3, rng_for};
 use weft_core::{Dataset, Element, Error, Metric, Result};
 
@@ -57,7 +58,8 @@ const ROWS_PER_TASK: usize = 256;
 const ROWS_PER_BATCH: u64 = 1 << 16;
 
 /// How generated values are mapped into the range of the imitated data (step 5 of the model).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Shaping {
     /// Values are left as generated (roughly zero-mean, unit-variance coordinates).
     Identity,
@@ -82,7 +84,7 @@ pub enum Shaping {
 }
 
 /// The parameters of a synthetic dataset (see the [module docs](self) for the model).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SyntheticSpec {
     /// Elements per vector.
     pub dim: usize,
@@ -166,7 +168,8 @@ impl SyntheticSpec {
 }
 
 /// Benchmark-shaped presets (see the [module docs](self)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Preset {
     /// SIFT-like: 128-d non-negative integer values in `[0, 255]`, L2.
     Sift,

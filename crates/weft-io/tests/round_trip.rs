@@ -278,6 +278,11 @@ fn info_reports_without_reading_data() {
         i.to_string(),
         "npy: 7 x 5 i8, 163 bytes (data at byte 128), C order, npy 1.0"
     );
+    let json = serde_json::to_value(&i).unwrap();
+    assert_eq!(json["format"], "npy");
+    assert_eq!(json["element"], "i8");
+    assert_eq!(json["order"], "C");
+    assert_eq!(json["rows"], 7);
 }
 
 #[test]
