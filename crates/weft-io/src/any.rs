@@ -92,6 +92,18 @@ impl AnyDataset {
         })
     }
 
+    /// The typed dataset by reference; fails when the element type is not `T`.
+    pub fn as_typed<T: Element>(&self) -> Result<&Dataset<T>> {
+        let any: &dyn Any = with_dataset!(self, d => d);
+        any.downcast_ref::<Dataset<T>>().ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "the dataset holds {} vectors but {} vectors were requested",
+                self.dtype(),
+                T::DTYPE
+            ))
+        })
+    }
+
     /// Converts to `f32` vectors (no copy when already `f32`). Integer and `f16` values convert
     /// exactly.
     pub fn into_f32(self) -> Dataset<f32> {
@@ -137,6 +149,8 @@ mod tests {
             any.clone().into_typed::<f32>(),
             Err(Error::InvalidInput(_))
         ));
+        assert_eq!(any.as_typed::<u8>().unwrap().row(1), &[3, 250]);
+        assert!(any.as_typed::<i8>().is_err());
         assert_eq!(any.into_typed::<u8>().unwrap().as_slice(), d.as_slice());
         let h = AnyDataset::from_typed(Dataset::from_vec(vec![f16::from_f32(0.5)], 1, 1).unwrap());
         assert_eq!(h.dtype(), DType::F16);
