@@ -54,8 +54,8 @@ use crate::write::VectorWriter;
 /// Rows generated per parallel task.
 const ROWS_PER_TASK: usize = 256;
 
-/// Rows generated per batch when streaming to a writer.
-const ROWS_PER_BATCH: u64 = 1 << 16;
+/// Bytes of `f32` values generated per batch when streaming to a writer.
+const BYTES_PER_BATCH: usize = 32 << 20;
 
 /// How generated values are mapped into the range of the imitated data (step 5 of the model).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -500,9 +500,10 @@ impl Generator {
                 writer.dim(),
             ));
         }
+        let rows_per_batch = (BYTES_PER_BATCH / (4 * self.spec.dim)).max(1) as u64;
         let mut start = 0u64;
         while start < n {
-            let end = (start + ROWS_PER_BATCH).min(n);
+            let end = (start + rows_per_batch).min(n);
             let batch = self.generate::<T>(split, start..end)?;
             writer.push_rows(batch.view())?;
             start = end;
