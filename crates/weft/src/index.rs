@@ -229,7 +229,7 @@ impl Index {
         k: usize,
         params: &SearchParams,
     ) -> Result<SearchOutput> {
-        let data: &Dataset<T> = typed(&self.data)?;
+        let data: &Dataset<T> = self.data.as_typed()?;
         self.search_typed(data.view(), queries, k, params)
     }
 
@@ -318,28 +318,4 @@ impl Index {
         let data = weft_io::read_any(&data_path, &ReadOptions::new())?;
         Index::from_parts(data, graph, meta)
     }
-}
-
-fn typed<T: Element>(data: &AnyDataset) -> Result<&Dataset<T>> {
-    let err = || {
-        Error::InvalidInput(format!(
-            "queries are {} but the indexed data is {}",
-            T::DTYPE,
-            data.dtype()
-        ))
-    };
-    // Each arm casts only when the types are the same, checked through DTYPE.
-    match data {
-        AnyDataset::F32(d) if T::DTYPE == DType::F32 => Ok(cast(d)),
-        AnyDataset::F16(d) if T::DTYPE == DType::F16 => Ok(cast(d)),
-        AnyDataset::U8(d) if T::DTYPE == DType::U8 => Ok(cast(d)),
-        AnyDataset::I8(d) if T::DTYPE == DType::I8 => Ok(cast(d)),
-        _ => Err(err()),
-    }
-}
-
-fn cast<A: Element, B: Element>(d: &Dataset<A>) -> &Dataset<B> {
-    (d as &dyn std::any::Any)
-        .downcast_ref::<Dataset<B>>()
-        .expect("element types checked by DTYPE")
 }
