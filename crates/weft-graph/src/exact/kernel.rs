@@ -225,7 +225,7 @@ mod avx2 {
     }
 }
 
-/// AVX-512: a 12 x 32 tile (24 accumulator registers, two base loads and one broadcast per
+/// AVX-512: a 14 x 32 tile (28 accumulator registers, two base loads and one broadcast per
 /// step).
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
@@ -233,7 +233,7 @@ mod avx512 {
 
     use super::Hit;
 
-    pub(super) const MR: usize = 12;
+    pub(super) const MR: usize = 14;
     pub(super) const NR: usize = 32;
 
     #[target_feature(enable = "avx512f")]
