@@ -113,8 +113,10 @@ def main():
         )
     base, queries, base_p, query_p = make_data(args)
 
+    load = os.getloadavg()[0]
     print(f"exact k-NN, {args.n} x {args.dim} base, {args.nq} queries, L2, "
-          f"{args.threads} threads, median of {args.reps} after a warm-up, faiss {faiss.__version__}")
+          f"{args.threads} threads, median of {args.reps} after a warm-up, faiss {faiss.__version__}, "
+          f"load average {load:.2f} on {os.cpu_count()} CPUs" + (" (busy: timings are noisy)" if load > 0.5 else ""))
     print()
     print("| k | faiss IndexFlatL2 QPS | weft exact_search QPS | weft / faiss | recall weft vs faiss |")
     print("|---|---:|---:|---:|---:|")
@@ -125,7 +127,8 @@ def main():
         r = recall(w_ids, f_ids.astype(np.int64).ravel(), k)
         print(f"| {k} | {f_qps:.0f} | {w['qps']:.0f} | {w['qps'] / f_qps:.2f} | {r:.4f} |", flush=True)
         print(f"<!-- k={k} faiss times {[round(t, 3) for t in f_times]}, "
-              f"weft times {[round(t, 3) for t in w['times_s']]}, weft isa {w['isa']} -->", flush=True)
+              f"weft times {[round(t, 3) for t in w['times_s']]}, weft CPU seconds per search "
+              f"{w.get('cpu_s')}, weft isa {w['isa']} -->", flush=True)
 
 
 if __name__ == "__main__":

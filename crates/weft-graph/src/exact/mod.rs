@@ -6,20 +6,24 @@
 //!
 //! # Algorithm
 //!
-//! Distances are filtered in blocks, GEMM style: for a panel of queries and a panel of base
-//! vectors (both converted to `f32` and packed), a register-blocked matrix product (AVX-512,
-//! AVX2 + FMA or portable, chosen at run time) gives approximate distances
+//! Distances are filtered in tiles, GEMM style: for a panel of queries and a panel of base
+//! vectors (both converted to `f32` and packed), a register-blocked matrix product (a 14 x 32
+//! AVX-512 tile, 6 x 16 AVX2 + FMA, or portable, chosen at run time) gives approximate distances
 //! `|q|^2 + |x|^2 - 2 q.x` (L2, on vectors centred on the base mean), `-q.x` (inner product) or
-//! `1 - q.x` (cosine, on normalised vectors). Each is compared against its query's threshold: the
-//! current k-th exact distance plus a bound on the rounding error of both computations. Only the
-//! few candidates that pass are evaluated with the exact [`DistanceFn`] and offered to the
-//! query's bounded max-heap, so the approximate products never decide the result: the output
-//! equals a naive scan's.
+//! `1 - q.x` (cosine, on normalised vectors), compared in registers against the query's bound.
+//! The few candidates that pass are appended to the query's list, which is compacted with
+//! `select_nth_unstable` when full: the bound becomes the k-th approximate value plus twice a
+//! bound on the rounding error of the expanded form and of [`DistanceFn`]. Whatever survives is
+//! evaluated with the exact [`DistanceFn`] at the end and sorted by `(distance, id)`, so the
+//! approximate products never decide the result: the output equals a naive scan's. (Vectors
+//! whose norms could over- or underflow bypass the filter and are evaluated exactly.)
 //!
-//! The base is packed in superblocks of about 64 MiB shared by all threads, and walked in blocks
-//! sized for the L2 cache; the parallel work items are blocks of queries (and, when there are too
-//! few queries to occupy every thread, ranges of base blocks whose top-k lists are merged).
-//! Cancellation is checked between blocks.
+//! The base is packed in superblocks of about 64 MiB shared by all threads. The parallel work
+//! items are blocks of 24 query panels; each base panel (16 KiB at dimension 128) is loaded into
+//! L1 once and meets all of them, while the packed queries stay in L2. When there are too few
+//! queries to occupy every thread, ranges of base blocks are shared out too and their candidate
+//! lists merged; below 32 queries the base is scanned directly with [`DistanceFn`]. Cancellation
+//! is checked between blocks of base panels.
 
 mod cands;
 mod kernel;
