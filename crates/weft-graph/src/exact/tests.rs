@@ -331,6 +331,33 @@ fn cancellation_is_reported() {
 }
 
 #[test]
+fn cancellation_midway_stops_the_work() {
+    use std::sync::Arc;
+    /// Cancels its token at the first progress report.
+    struct CancelOnAdvance(CancelToken);
+    impl weft_core::Progress for CancelOnAdvance {
+        fn begin(&self, _: &str, _: Option<u64>) {}
+        fn advance(&self, _: u64) {
+            self.0.cancel();
+        }
+    }
+    let base = random_set::<f32>(20_000, 8, 1, 0, false);
+    let queries = random_set::<f32>(1000, 8, 2, 0, false);
+    for nq in [1000, 3] {
+        let q = DatasetView::new(&queries.as_slice()[..nq * 8], nq, 8).unwrap();
+        let cancel = CancelToken::new();
+        let ctx = BuildCtx::default()
+            .with_threads(Some(2))
+            .with_cancel(cancel.clone())
+            .with_progress(Arc::new(CancelOnAdvance(cancel)));
+        assert!(matches!(
+            exact_search(base.view(), q, Metric::L2Squared, 5, &ctx),
+            Err(Error::Cancelled)
+        ));
+    }
+}
+
+#[test]
 fn progress_is_reported() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
