@@ -53,6 +53,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         times.push(t.elapsed().as_secs_f64());
         assert_eq!(res.ids, first.ids, "searches disagree");
     }
+    // Check a sample of queries against the CPU oracle (several chunks, mid-row flushes).
+    let sample = 16.min(nq);
+    let sq = queries.view().slice_rows(0..sample)?;
+    let cpu = weft_graph::exact::exact_search(
+        base.view(),
+        sq,
+        Metric::L2Squared,
+        k,
+        &weft_core::BuildCtx::new(0),
+    )?;
+    let (mut max_err, mut bad) = (0f32, 0usize);
+    for i in 0..sample * k {
+        let (g, c) = (first.dists[i], cpu.dists[i]);
+        max_err = max_err.max((g - c).abs());
+        if (g - c).abs() > 1e-3 * c.abs().max(1.0) {
+            bad += 1;
+        }
+    }
+    println!(
+        "oracle check on {sample} queries: max |gpu - cpu| distance {max_err:.2e}, {bad} distances off by more than 1e-3 relative"
+    );
+    if bad > 0 {
+        return Err("GPU results disagree with the CPU oracle".into());
+    }
     let mut up = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();

@@ -254,7 +254,7 @@ fn oracle_case<T: Element>(
             k,
             false,
         )?;
-        if nb > k {
+        if nb > k && nb <= 2000 {
             let g = exact
                 .build(base.view(), metric, k, &NoParams {}, &bctx)
                 .map_err(|e| TestCaseError::fail(format!("{what} graph: {e}")))?;
@@ -323,6 +323,17 @@ fn exact_bytes_match_cpu() {
     let (nb, nq) = if small() { (150, 5) } else { (500, 40) };
     oracle_case::<u8>(&ctx, nb, nq, 50, 20, 1).unwrap();
     oracle_case::<i8>(&ctx, nb, nq, 50, 20, 2).unwrap();
+}
+
+/// Enough base rows per chunk that the select kernel's buffer fills and flushes in the middle of
+/// a row (thousands of candidates while the threshold is still infinite), for small and large k.
+#[test]
+fn exact_select_flushes_midway() {
+    let Some(ctx) = gpu_or_skip("exact_select_flushes_midway") else {
+        return;
+    };
+    oracle_case::<f32>(&ctx, 4000, 3, 4, 5, 11).unwrap();
+    oracle_case::<f32>(&ctx, 4000, 3, 4, 1024, 12).unwrap();
 }
 
 #[test]
