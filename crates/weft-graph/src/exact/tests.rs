@@ -290,11 +290,14 @@ fn neighbors_of_matches_graph_rows() {
         .build(data.view(), Metric::L2Squared, 12, &NoParams {}, &ctx)
         .unwrap();
     g.validate().unwrap();
-    let rows = [5u32, 299, 0, 5];
-    let nb = exact_neighbors_of(data.view(), Metric::L2Squared, &rows, 12, &ctx).unwrap();
-    for (i, &r) in rows.iter().enumerate() {
-        assert_eq!(nb.row_ids(i), g.row_ids(r as usize));
-        assert_eq!(nb.row_dists(i), g.row_dists(r as usize));
+    // A few rows (direct scan) and many, with repeats (blocked path).
+    let many: Vec<u32> = (0..120u32).map(|i| (i * 37) % 300).collect();
+    for rows in [&[5u32, 299, 0, 5][..], &many[..]] {
+        let nb = exact_neighbors_of(data.view(), Metric::L2Squared, rows, 12, &ctx).unwrap();
+        for (i, &r) in rows.iter().enumerate() {
+            assert_eq!(nb.row_ids(i), g.row_ids(r as usize));
+            assert_eq!(nb.row_dists(i), g.row_dists(r as usize));
+        }
     }
     assert_eq!(ExactKnn.name(), "exact");
 }
