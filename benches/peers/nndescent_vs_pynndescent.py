@@ -13,7 +13,7 @@ Run from the workspace root. It
      like SIFT); or reads --data;
   3. computes exact k neighbours (self excluded) of a seeded sample of points by numpy brute
      force and writes them to target/peers/gt_*.bin for the Rust side;
-  4. runs pynndescent (JIT warm-up on a tiny set first, excluded) --repeats times with
+  4. runs pynndescent (JIT warm-up on a tiny set and one untimed full-size build first) --repeats times with
      n_neighbors = k + 1 (pynndescent lists the point itself first; it is dropped, so both sides
      return k non-self neighbours) and n_jobs = --threads;
   5. builds and runs the weft example (release) --repeats times with --threads;
@@ -113,8 +113,10 @@ def run_pynndescent(x, k, threads, sample, truth, repeats, seed):
     from pynndescent import NNDescent
 
     numba.set_num_threads(threads)
-    # JIT warm-up on a tiny set (excluded from timing).
+    # JIT warm-up, excluded from timing: a tiny set first, then one untimed build on the full
+    # set (some numba paths compile only at full size: a first full build is ~2x slower).
     NNDescent(x[:2000], n_neighbors=k + 1, metric="euclidean", n_jobs=threads, random_state=seed)
+    NNDescent(x, n_neighbors=k + 1, metric="euclidean", n_jobs=threads, random_state=seed + 99)
     times, recalls = [], []
     for r in range(repeats):
         t0 = time.perf_counter()

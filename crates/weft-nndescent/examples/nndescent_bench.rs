@@ -6,9 +6,10 @@
 //!     [--k 32] [--seed 0] [--threads N] [--params '{"max_candidates": 24}']
 //! ```
 //! - `DATA.fbin`: u32 rows, u32 dim, then rows x dim f32 (little endian, row-major).
-//! - `GT.bin`: u32 m, u32 k, m u32 sample ids, then m x k u32 exact neighbour ids (self
+//! - `GT.bin` (or `-` for none): u32 m, u32 k, m u32 sample ids, then m x k u32 exact neighbour ids (self
 //!   excluded), as written by `benches/peers/nndescent_vs_pynndescent.py`.
 
+use std::io::Read;
 use std::time::Instant;
 
 use weft_core::{BuildCtx, DatasetView, KnnGraphBuilder, Metric};
@@ -64,25 +65,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         i += 2;
     }
-    let raw = std::fs::read(&args[1])?;
-    if raw.len() < 8 {
-        return Err("data file too short".into());
-    }
-    let hdr = read_u32s(&raw[..8]);
+    // Read in slices so that peak memory stays at one copy of the data.
+    let mut file = std::fs::File::open(&args[1])?;
+    let mut hdr = [0u8; 8];
+    file.read_exact(&mut hdr)?;
+    let hdr = read_u32s(&hdr);
     let (rows, dim) = (hdr[0] as usize, hdr[1] as usize);
-    let body = &raw[8..];
-    if body.len() != rows * dim * 4 {
+    if file.metadata()?.len() != 8 + (rows * dim * 4) as u64 {
         return Err("data file size does not match its header".into());
     }
-    let data: Vec<f32> = body
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    drop(raw);
-    let gt = read_u32s(&std::fs::read(&args[2])?);
+    let mut data: Vec<f32> = Vec::with_capacity(rows * dim);
+    let mut slice = vec![0u8; 1 << 20];
+    while data.len() < rows * dim {
+        let want = ((rows * dim - data.len()) * 4).min(slice.len());
+        file.read_exact(&mut slice[..want])?;
+        data.extend(
+            slice[..want]
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+    }
+    drop(slice);
+    // GT.bin `-`: no recall (memory and time runs on sets without ground truth).
+    let gt = if args[2] == "-" {
+        vec![0, 1]
+    } else {
+        read_u32s(&std::fs::read(&args[2])?)
+    };
+    if gt.len() < 2 {
+        return Err("ground-truth file too short".into());
+    }
     let (m, gk) = (gt[0] as usize, gt[1] as usize);
+    if gt.len() != 2 + m + m * gk {
+        return Err("ground-truth file size does not match its header".into());
+    }
     let sample = &gt[2..2 + m];
-    let truth = &gt[2 + m..2 + m + m * gk];
+    let truth = &gt[2 + m..];
     let view = DatasetView::new(&data, rows, dim)?;
     let ctx = BuildCtx::new(seed).with_threads(threads);
     let c0 = cpu_secs();
@@ -98,7 +116,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = &truth[j * gk..j * gk + kk];
         hits += row.iter().filter(|x| t.contains(x)).count();
     }
-    let recall = hits as f64 / (m * kk) as f64;
+    let recall = if m == 0 {
+        f64::NAN
+    } else {
+        hits as f64 / (m * kk) as f64
+    };
     let _ = NnDescentCpu.name();
     println!(
         "{}",
@@ -111,7 +133,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "recall": recall,
             "iterations": stats.iterations,
             "distance_computations": stats.distance_computations,
-            "candidates": stats.candidates, "init_s": stats.init_secs, "sample_s": stats.sample_secs, "join_s": stats.join_secs, "apply_s": stats.apply_secs,
+            "candidates": stats.candidates, "updates": stats.updates, "init_s": stats.init_secs, "sample_s": stats.sample_secs, "join_s": stats.join_secs, "apply_s": stats.apply_secs,
             "peak_rss_mib": peak_rss_kib() as f64 / 1024.0,
             "params": params,
         })

@@ -94,8 +94,10 @@ impl KnnGraphBuilder for NnDescentCpu {
 }
 
 /// What a build did, for benchmarks and tuning.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct BuildStats {
+    /// List entries changed by each iteration (insertions still present at its end).
+    pub updates: Vec<i64>,
     /// NN-Descent iterations run (after the initialisation).
     pub iterations: usize,
     /// Distances computed (initialisation included).
@@ -176,7 +178,7 @@ fn apply_one(
     if dist > wd || (dist == wd && id >= wi) {
         return 0;
     }
-    if ids.contains(&id) {
+    if holds(ids, id) {
         return 0;
     }
     let evicted_fresh = wi != INVALID && flags[k - 1] == FRESH;
@@ -222,25 +224,6 @@ impl Sink<'_> {
             });
         }
     }
-
-    /// Offers the pair `{a, b}` at distance `d` to both lists.
-    #[inline(always)]
-    fn offer(&mut self, a: NodeId, b: NodeId, d: f32) {
-        if d <= self.worst[a as usize] {
-            self.buckets[a as usize / self.rows_per_block].push(Cand {
-                target: a,
-                id: b,
-                dist: d,
-            });
-        }
-        if d <= self.worst[b as usize] {
-            self.buckets[b as usize / self.rows_per_block].push(Cand {
-                target: b,
-                id: a,
-                dist: d,
-            });
-        }
-    }
 }
 
 /// Candidate buffers reused across chunks: `parts x blocks` vectors.
@@ -272,7 +255,8 @@ where
     let n = state.worst.len();
     let threads = rayon::current_num_threads();
     let nparts = threads * 4;
-    let rows_per_block = n.div_ceil(threads * 4).max(1);
+    // Blocks of about 1024 rows (a few hundred KB of lists: applied in cache).
+    let rows_per_block = 1024.min(n.div_ceil(threads * 4)).max(1);
     let nblocks = n.div_ceil(rows_per_block);
     pool.parts.resize_with(nparts, Vec::new);
     for p in &mut pool.parts {
@@ -343,6 +327,32 @@ where
     Ok(updates)
 }
 
+/// Hints the CPU to start loading `v` into the cache (a no-op off x86-64).
+#[inline(always)]
+fn prefetch_slice<T>(v: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p = v.as_ptr().cast::<i8>();
+        let bytes = std::mem::size_of_val(v);
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: prefetching never faults and reads nothing observable; the address is
+            // inside `v`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(off)) };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
+}
+
+/// Whether `row` holds `id`: a branch-free scan that vectorises (rows are short).
+#[inline(always)]
+fn holds(row: &[NodeId], id: NodeId) -> bool {
+    row.iter().fold(false, |acc, &x| acc | (x == id))
+}
+
 /// The distance of the pair `{a, b}`, always evaluated with the smaller id first.
 #[inline(always)]
 fn pair_dist<T: Element>(
@@ -378,12 +388,17 @@ fn priority(seed: u64, iter: u64, a: NodeId, b: NodeId) -> u64 {
     hash3(seed, iter, (u64::from(lo) << 32) | u64::from(hi)) >> 32
 }
 
-/// A reverse edge waiting to be pushed into its target's sample.
+/// A reverse edge `src -> target` waiting to be pushed into `target`'s sample.
 #[derive(Clone, Copy)]
 struct RevEdge {
     target: NodeId,
-    key: u64,
+    priority: u32,
+    src: NodeId,
 }
+
+/// Source rows whose reverse edges are buffered at once (bounds the buffers at
+/// `SAMPLE_ROUND_EDGES` edges of 12 bytes).
+const SAMPLE_ROUND_EDGES: usize = 1 << 22;
 
 /// Reverse-edge buffers reused across iterations: `parts x blocks x {new, old}`.
 #[derive(Default)]
@@ -410,66 +425,74 @@ fn sample(
     let k = state.k;
     let n = state.worst.len();
     let threads = rayon::current_num_threads();
-    let nparts = (threads * 4).min(n);
-    let rows_per_part = n.div_ceil(nparts);
     let rows_per_block = (32_768 / s).clamp(64, n.max(64));
     let nblocks = n.div_ceil(rows_per_block);
-    pool.parts.resize_with(nparts, Vec::new);
-    for p in &mut pool.parts {
-        p.resize_with(nblocks, Default::default);
-        for b in p.iter_mut() {
-            b[0].clear();
-            b[1].clear();
-        }
-    }
+    let round_rows = (SAMPLE_ROUND_EDGES / k).max(1);
     let (ids, flags) = (&state.ids[..], &state.flags[..]);
-    // Forward pushes and reverse scatter, by part of rows.
-    new_keys
-        .par_chunks_mut(rows_per_part * s)
-        .zip(old_keys.par_chunks_mut(rows_per_part * s))
-        .zip(pool.parts.par_iter_mut())
-        .enumerate()
-        .for_each(|(p, ((nk, ok), buckets))| {
-            nk.fill(u64::MAX);
-            ok.fill(u64::MAX);
-            let lo = p * rows_per_part;
-            let hi = (lo + rows_per_part).min(n);
-            for i in lo..hi {
-                let r = i - lo;
-                let row = &ids[i * k..(i + 1) * k];
-                let frow = &flags[i * k..(i + 1) * k];
-                for (&u, &f) in row.iter().zip(frow) {
-                    if u == INVALID {
-                        break;
-                    }
-                    let pr = priority(seed, iter, i as NodeId, u) << 32;
-                    let which = usize::from(f == OLD);
-                    let heap = if which == 0 { &mut *nk } else { &mut *ok };
-                    push_key(&mut heap[r * s..(r + 1) * s], pr | u64::from(u));
-                    buckets[u as usize / rows_per_block][which].push(RevEdge {
-                        target: u,
-                        key: pr | i as u64,
-                    });
-                }
+    new_keys.fill(u64::MAX);
+    old_keys.fill(u64::MAX);
+    let mut round_start = 0;
+    while round_start < n {
+        let round_end = (round_start + round_rows).min(n);
+        let nparts = (threads * 4).min(round_end - round_start);
+        let rows_per_part = (round_end - round_start).div_ceil(nparts);
+        pool.parts.resize_with(nparts, Vec::new);
+        for p in &mut pool.parts {
+            p.resize_with(nblocks, Default::default);
+            for b in p.iter_mut() {
+                b[0].clear();
+                b[1].clear();
             }
-        });
-    // Reverse pushes, by block of target rows.
-    let parts = &pool.parts;
-    new_keys
-        .par_chunks_mut(rows_per_block * s)
-        .zip(old_keys.par_chunks_mut(rows_per_block * s))
-        .enumerate()
-        .for_each(|(b, (nk, ok))| {
-            let first = b * rows_per_block;
-            for part in parts {
-                for (which, heap) in [(0, &mut *nk), (1, &mut *ok)] {
-                    for e in &part[b][which] {
-                        let r = e.target as usize - first;
-                        push_key(&mut heap[r * s..(r + 1) * s], e.key);
+        }
+        // Forward pushes and reverse scatter, by part of the round's rows.
+        new_keys[round_start * s..round_end * s]
+            .par_chunks_mut(rows_per_part * s)
+            .zip(old_keys[round_start * s..round_end * s].par_chunks_mut(rows_per_part * s))
+            .zip(pool.parts.par_iter_mut())
+            .enumerate()
+            .for_each(|(p, ((nk, ok), buckets))| {
+                let lo = round_start + p * rows_per_part;
+                let hi = (lo + rows_per_part).min(round_end);
+                for i in lo..hi {
+                    let r = i - lo;
+                    let row = &ids[i * k..(i + 1) * k];
+                    let frow = &flags[i * k..(i + 1) * k];
+                    for (&u, &f) in row.iter().zip(frow) {
+                        if u == INVALID {
+                            break;
+                        }
+                        let pr = priority(seed, iter, i as NodeId, u);
+                        let which = usize::from(f == OLD);
+                        let heap = if which == 0 { &mut *nk } else { &mut *ok };
+                        push_key(&mut heap[r * s..(r + 1) * s], (pr << 32) | u64::from(u));
+                        buckets[u as usize / rows_per_block][which].push(RevEdge {
+                            target: u,
+                            priority: pr as u32,
+                            src: i as NodeId,
+                        });
                     }
                 }
-            }
-        });
+            });
+        // Reverse pushes, by block of target rows.
+        let parts = &pool.parts;
+        new_keys
+            .par_chunks_mut(rows_per_block * s)
+            .zip(old_keys.par_chunks_mut(rows_per_block * s))
+            .enumerate()
+            .for_each(|(b, (nk, ok))| {
+                let first = b * rows_per_block;
+                for part in parts {
+                    for (which, heap) in [(0, &mut *nk), (1, &mut *ok)] {
+                        for e in &part[b][which] {
+                            let r = e.target as usize - first;
+                            let key = (u64::from(e.priority) << 32) | u64::from(e.src);
+                            push_key(&mut heap[r * s..(r + 1) * s], key);
+                        }
+                    }
+                }
+            });
+        round_start = round_end;
+    }
     // Sampled forward NEW entries become OLD.
     let new_keys = &*new_keys;
     state
@@ -552,11 +575,15 @@ fn build_impl<T: Element>(
     let t_init = Instant::now();
     progress.begin("nndescent", Some(params.max_iters as u64 + 1));
 
+    // The order in which the joins visit vertices: the first tree's leaf order when there are
+    // trees (neighbours are then processed close together in time), else `0..n`.
+    let mut order: Vec<NodeId> = Vec::new();
     // 1. Initialisation: RP-tree leaves, then random fill.
     if params.n_trees > 0 {
         let leaf = params.leaf_size_for(k).min(n);
         let forest: Vec<RpTree> = build_forest(data, metric, leaf, params.n_trees, seed);
         ctx.check_cancelled()?;
+        order = forest[0].perm.clone();
         let pair_per_leaf = (leaf * (leaf - 1) / 2).max(1);
         let chunk = (CHUNK_PAIRS / pair_per_leaf).max(1);
         for tree in &forest {
@@ -568,11 +595,25 @@ fn build_impl<T: Element>(
                 ctx,
                 &mut stats,
                 |l, sink| {
+                    if l + 1 < tree.leaves() {
+                        for &u in tree.leaf(l + 1) {
+                            prefetch_slice(data.row(u as usize));
+                        }
+                    }
                     let leaf = tree.leaf(l);
+                    let ids_ro = sink.ids;
                     let mut c = 0;
                     for (a_i, &a) in leaf.iter().enumerate() {
+                        let row_a = &ids_ro[a as usize * k..(a as usize + 1) * k];
                         for &b in &leaf[a_i + 1..] {
-                            sink.offer(a, b, pair_dist(&dist, &data, a, b));
+                            // Pairs met in an earlier tree are usually in both lists already.
+                            let a_has = holds(row_a, b);
+                            let b_has = holds(&ids_ro[b as usize * k..(b as usize + 1) * k], a);
+                            if a_has && b_has {
+                                continue;
+                            }
+                            let d = pair_dist(&dist, &data, a, b);
+                            sink.offer_masked(a, b, d, !a_has, !b_has);
                             c += 1;
                         }
                     }
@@ -620,7 +661,20 @@ fn build_impl<T: Element>(
             &mut pool,
             ctx,
             &mut stats,
-            |v, sink| {
+            |i, sink| {
+                // Vertices in a spatially coherent order: consecutive vertices share many
+                // candidates, which then come from the cache.
+                let v = order.get(i).map_or(i, |&v| v as usize);
+                // Start loading the next vertex's candidates while this one is joined.
+                if i + 1 < n {
+                    let w = order.get(i + 1).map_or(i + 1, |&w| w as usize);
+                    let next = w * s..(w + 1) * s;
+                    for &key in nk[next.clone()].iter().chain(&ok[next]) {
+                        if key != u64::MAX {
+                            prefetch_slice(data.row(key as NodeId as usize));
+                        }
+                    }
+                }
                 let mut newl = [0 as NodeId; crate::params::MAX_CANDIDATES_LIMIT];
                 let mut oldl = [0 as NodeId; crate::params::MAX_CANDIDATES_LIMIT];
                 let mut nn = 0;
@@ -650,9 +704,10 @@ fn build_impl<T: Element>(
                 let ids_ro = sink.ids;
                 let mut join = |a: NodeId, b: NodeId, sink: &mut Sink<'_>| {
                     // Skip what both lists already hold (the graph is read-only within a chunk).
-                    let a_has = ids_ro[a as usize * k..(a as usize + 1) * k].contains(&b);
-                    let b_has = ids_ro[b as usize * k..(b as usize + 1) * k].contains(&a);
-                    if a_has && b_has {
+                    // `a`'s row is hot across the inner loop; `b`'s is read only when needed.
+                    let a_has = holds(&ids_ro[a as usize * k..(a as usize + 1) * k], b);
+                    let b_has = a_has && holds(&ids_ro[b as usize * k..(b as usize + 1) * k], a);
+                    if b_has {
                         return;
                     }
                     computed += 1;
@@ -670,6 +725,7 @@ fn build_impl<T: Element>(
                 computed
             },
         )?;
+        stats.updates.push(updates);
         progress.advance(1);
         if updates <= threshold {
             break;

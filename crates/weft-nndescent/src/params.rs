@@ -25,7 +25,7 @@ pub struct NnDescentParams {
     pub rho: f32,
     /// Upper bound on the sampled NEW (and OLD) candidates per vertex per iteration
     /// (pynndescent's `max_candidates`), in `1..=256`. The sample size is
-    /// `min(ceil(rho * k), max_candidates)`. Default 24. CPU.
+    /// `min(ceil(rho * k), max_candidates)`. Default 16. CPU.
     pub max_candidates: usize,
     /// Early-termination precision δ in [0, 1): stop when an iteration changes fewer than
     /// `delta * n * k` list entries. Default 0.001. CPU and GPU.
@@ -48,7 +48,7 @@ impl Default for NnDescentParams {
     fn default() -> Self {
         NnDescentParams {
             rho: 1.0,
-            max_candidates: 24,
+            max_candidates: 16,
             delta: 0.001,
             max_iters: 12,
             n_trees: 8,
@@ -139,7 +139,7 @@ mod tests {
     fn defaults_validate_and_bad_values_are_rejected() {
         let p = NnDescentParams::default();
         p.validate(1000, 16).unwrap();
-        assert_eq!(p.sample_size(32), 24);
+        assert_eq!(p.sample_size(32), 16);
         assert_eq!(p.sample_size(8), 8);
         let bad = [
             NnDescentParams {

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 use weft_core::rng::{SplitMix64, hash3};
-use weft_core::{DatasetView, Element, Metric, NodeId};
+use weft_core::{DType, DatasetView, Element, Metric, NodeId};
 
 /// Margins closer to the hyperplane than this go to a random side.
 const EPS: f32 = 1e-8;
@@ -67,6 +67,7 @@ pub(crate) fn build_tree<T: Element>(
     let mut a = vec![0.0f32; dim];
     let mut b = vec![0.0f32; dim];
     let angular = metric != Metric::L2Squared;
+    let ip = Metric::InnerProduct.distance_fn::<T>();
     // Depth-first, left before right, so leaves come out in perm order.
     let mut stack = vec![(0usize, n)];
     while let Some((lo, hi)) = stack.pop() {
@@ -109,8 +110,15 @@ pub(crate) fn build_tree<T: Element>(
             offset = o;
         }
         let mut left = 0usize;
+        // f32 data: the vectorised kernel of weft-core (`-a.b` under inner product).
+        let h_t: Option<&[T]> = (T::DTYPE == DType::F32).then(|| bytemuck::cast_slice(&h[..]));
         for t in lo..hi {
-            let m = offset + dot_f32(data.row(perm[t] as usize), &h);
+            let row = data.row(perm[t] as usize);
+            let m = offset
+                + match h_t {
+                    Some(ht) => -ip.eval(row, ht),
+                    None => dot_f32(row, &h),
+                };
             let s = if m.abs() < EPS || !m.is_finite() {
                 rng.next_u64() & 1 == 0
             } else {
