@@ -1,4 +1,6 @@
 //! Times `weft_graph::exact::exact_search` on `.fbin` files (u32 rows, u32 dim, f32 row-major).
+//! (Named `exact_cpu_bench` because `weft-gpu` has an `exact_bench` example: two examples of one
+//! name overwrite each other in `target/release/examples/`.)
 //!
 //! ```text
 //! cargo run --release -p weft-graph --example exact_cpu_bench -- \
@@ -6,8 +8,9 @@
 //!     [--ids-out ids.u32]
 //! ```
 //!
-//! Runs one warm-up and `--reps` timed searches and prints one JSON object with the median time
-//! and the queries per second. `--ids-out` writes the result ids (queries x k, u32 little-endian)
+//! Runs one warm-up and `--reps` timed searches and prints one JSON object with the median wall
+//! time, the queries per second and the median CPU seconds per search (all threads; steadier than
+//! wall time on a busy machine). `--ids-out` writes the result ids (queries x k, u32 little-endian)
 //! for comparison with another library. Without `--base`, searches random data
 //! (`--n`, `--nq`, `--dim`).
 
