@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release -p weft-rnndescent --example rnnd_bench -- \
 //!     --base base.fbin --query query.fbin --gt gt.ibin [--threads 2] [--s 20] [--r 64] \
-//!     [--t1 3] [--t2 10] [--degree 32] [--truncate true] [--ls 10,16,24,32,48,64,96,128] [--reps 3] [--seed 1]
+//!     [--t1 3] [--t2 10] [--degree 32] [--truncate true] [--final-reverse false] [--ls 10,16,24,32,48,64,96,128] [--reps 3] [--seed 1]
 //! ```
 //!
 //! `.fbin`: u32 rows, u32 dim, then rows * dim little-endian f32; `.ibin` the same with i32.
@@ -71,6 +71,7 @@ fn main() {
         t2: arg(&args, "--t2", d.t2),
         degree: arg(&args, "--degree", d.degree),
         truncate_updates: arg(&args, "--truncate", d.truncate_updates),
+        final_reverse_edges: arg(&args, "--final-reverse", d.final_reverse_edges),
         ..d
     };
     let k = 10;

@@ -186,7 +186,7 @@ impl<'a, T: Element> Builder<'a, T> {
                 self.stats.rounds += 1;
                 progress.advance(1);
             }
-            if t1 + 1 != p.t1 {
+            if t1 + 1 != p.t1 || p.final_reverse_edges {
                 self.ctx.check_cancelled()?;
                 self.add_reverse_edges();
             }

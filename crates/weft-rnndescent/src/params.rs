@@ -33,8 +33,8 @@ pub enum ReverseSampling {
 /// Parameters of RNN-Descent (Ono & Matsui, ACM MM 2023) and of its GPU version GRNND.
 ///
 /// Defaults: `s = 20, r = 64, t1 = 3, t2 = 10, degree = 32`, strict pruning, truncation to `r`
-/// inside updates, new/old flags on; GPU-only: `rho = 0.6`, random update order, closest reverse
-/// sampling. The reference code uses `r = 96, t1 = 4, t2 = 15` and no truncation; on a
+/// inside updates, new/old flags on, no final reverse edges; GPU-only: `rho = 0.6`, random update order, closest reverse
+/// sampling, every pair. The reference code uses `r = 96, t1 = 4, t2 = 15` and no truncation; on a
 /// 100k x 128 SIFT-like set the defaults here give a graph that needs as few distance
 /// evaluations per query at recall@10 = 0.95 for under half the build work (truncation stops hub
 /// vertices, whose lists grow to over a thousand candidates, from costing quadratic time).
@@ -67,6 +67,9 @@ pub struct RnnDescentParams {
     /// NN-Descent trick of the reference code (digest §7 A3). GRNND's paper-faithful GPU mode has
     /// them off.
     pub new_old_flags: bool,
+    /// Add reverse edges once more after the last outer iteration (not in the reference code,
+    /// whose last iteration ends with pruning): denser, better connected search graphs.
+    pub final_reverse_edges: bool,
     /// **GPU only** (GRNND): the fraction `rho` in `(0, 1]` of each pool whose reverse edges are
     /// inserted between outer iterations. The paper's best trade-off is 0.6.
     pub rho: f32,
@@ -74,6 +77,9 @@ pub struct RnnDescentParams {
     pub update_order: UpdateOrder,
     /// **GPU only** (GRNND): which part of a pool reverse sampling uses.
     pub reverse_sampling: ReverseSampling,
+    /// **GPU only** (GRNND): at most this many candidate pairs evaluated per vertex and round
+    /// (digest §7 A4, a speed knob not in the paper; `None`: every pair).
+    pub max_pairs: Option<usize>,
 }
 
 impl Default for RnnDescentParams {
@@ -87,9 +93,11 @@ impl Default for RnnDescentParams {
             strict_prune: true,
             truncate_updates: true,
             new_old_flags: true,
+            final_reverse_edges: false,
             rho: 0.6,
             update_order: UpdateOrder::Random,
             reverse_sampling: ReverseSampling::Closest,
+            max_pairs: None,
         }
     }
 }
@@ -138,6 +146,12 @@ impl Params for RnnDescentParams {
                 format!("the reverse-edge ratio must be in (0, 1], got {}", self.rho),
             ));
         }
+        if self.max_pairs == Some(0) {
+            return Err(Error::invalid_param(
+                "max_pairs",
+                "must be at least 1 (leave it unset for every pair)",
+            ));
+        }
         Ok(())
     }
 }
@@ -184,6 +198,10 @@ mod tests {
             },
             RnnDescentParams {
                 rho: f32::NAN,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                max_pairs: Some(0),
                 ..Default::default()
             },
         ];

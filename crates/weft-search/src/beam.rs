@@ -374,7 +374,14 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
                     );
                 }
                 let ids = &s.fresh[j..end];
-                self.dist.eval_many(query, self.data, ids, &mut d4);
+                if ids.len() == 1 {
+                    d4[0] = self.dist.eval(query, self.data.row(ids[0] as usize));
+                } else {
+                    // Two or three left: one four-row kernel call (repeating the last row) is
+                    // cheaper than separate calls.
+                    let row = |i: usize| self.data.row(ids[i.min(ids.len() - 1)] as usize);
+                    d4 = self.dist.eval_x4(query, [row(0), row(1), row(2), row(3)]);
+                }
                 for (&u, &d) in ids.iter().zip(&d4) {
                     if let Some(p) = insert(&mut s.pool, l, d, u) {
                         best = best.min(p);

@@ -2,7 +2,7 @@
 //! Gaussian-mixture data, exact ground truth, recall, a plain reference beam search and a
 //! structural check of any [`GraphView`].
 //!
-//! ```ignore
+//! ```text
 //! let report = weft_testkit::graph::check_graph_builder(&MyBuilder, MyParams::default(), 0.9);
 //! println!("{report}");
 //! ```
