@@ -60,12 +60,14 @@ __device__ __forceinline__ void distances(const T* __restrict__ q, u32 nq,
                                           const float* __restrict__ qnorm,
                                           const float* __restrict__ bnorm, i32 metric,
                                           float* __restrict__ out, u32 ldo) {
-    __shared__ float qs[DK][TQ + PAD];
-    __shared__ float bs[DK][TB + PAD];
+    __shared__ __align__(16) float qs[DK][TQ + PAD];
+    __shared__ __align__(16) float bs[DK][TB + PAD];
     const u32 tx = threadIdx.x % 16;
     const u32 ty = threadIdx.x / 16;
     const u32 q0 = blockIdx.y * TQ;
     const u32 b0 = blockIdx.x * TB;
+    // Thread (tx, ty) owns queries ty*4 + {0..3} and 64 + ty*4 + {0..3} of the tile, and base
+    // rows likewise with tx: 16-byte shared-memory reads, conflict-free across each 8 threads.
     float acc[TM][TM];
 #pragma unroll
     for (u32 i = 0; i < TM; ++i)
@@ -78,11 +80,12 @@ __device__ __forceinline__ void distances(const T* __restrict__ q, u32 nq,
         __syncthreads();
 #pragma unroll
         for (u32 kk = 0; kk < DK; ++kk) {
-            float a[TM], c[TM];
-#pragma unroll
-            for (u32 i = 0; i < TM; ++i) a[i] = qs[kk][ty + 16 * i];
-#pragma unroll
-            for (u32 j = 0; j < TM; ++j) c[j] = bs[kk][tx + 16 * j];
+            const float4 a0 = *reinterpret_cast<const float4*>(&qs[kk][ty * 4]);
+            const float4 a1 = *reinterpret_cast<const float4*>(&qs[kk][64 + ty * 4]);
+            const float4 c0 = *reinterpret_cast<const float4*>(&bs[kk][tx * 4]);
+            const float4 c1 = *reinterpret_cast<const float4*>(&bs[kk][64 + tx * 4]);
+            const float a[TM] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float c[TM] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
 #pragma unroll
             for (u32 i = 0; i < TM; ++i)
 #pragma unroll
@@ -93,15 +96,26 @@ __device__ __forceinline__ void distances(const T* __restrict__ q, u32 nq,
 
 #pragma unroll
     for (u32 i = 0; i < TM; ++i) {
-        const u32 qi = q0 + ty + 16 * i;
+        const u32 qi = q0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + (i - 4));
         if (qi >= nq) continue;
         const float nqi = metric == METRIC_IP ? 0.0f : qnorm[qi];
+        float* orow = out + (u64)qi * ldo;
 #pragma unroll
-        for (u32 j = 0; j < TM; ++j) {
-            const u32 bj = b0 + tx + 16 * j;
-            if (bj >= nb) continue;
-            const float nbj = metric == METRIC_IP ? 0.0f : bnorm[bj];
-            out[(u64)qi * ldo + bj] = distance_from_dot(metric, acc[i][j], nqi, nbj);
+        for (u32 h = 0; h < 2; ++h) {
+            const u32 bj = b0 + h * 64 + tx * 4;
+            float d[4];
+#pragma unroll
+            for (u32 e = 0; e < 4; ++e) {
+                const float nbj = (metric == METRIC_IP || bj + e >= nb) ? 0.0f : bnorm[bj + e];
+                d[e] = distance_from_dot(metric, acc[i][h * 4 + e], nqi, nbj);
+            }
+            if (bj + 3 < nb && (ldo % 4) == 0) {
+                *reinterpret_cast<float4*>(orow + bj) = make_float4(d[0], d[1], d[2], d[3]);
+            } else {
+#pragma unroll
+                for (u32 e = 0; e < 4; ++e)
+                    if (bj + e < nb) orow[bj + e] = d[e];
+            }
         }
     }
 }
