@@ -101,9 +101,10 @@ impl Cands {
         if self.approx.len() <= k {
             return;
         }
+        // Only the k-th value matters (not which of several equal pairs sits there).
         let (_, &mut (a, _), _) = self
             .approx
-            .select_nth_unstable_by(k - 1, |x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+            .select_nth_unstable_by(k - 1, |x, y| x.0.total_cmp(&y.0));
         let tau = a + 2.0 * row.err;
         self.approx.retain(|&(v, _)| v <= tau);
         self.tau = tau;
