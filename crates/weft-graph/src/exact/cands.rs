@@ -118,6 +118,12 @@ impl Cands {
         }
     }
 
+    /// Compacts without spilling and releases the spare capacity (between superblocks).
+    pub(crate) fn settle(&mut self, k: usize, row: &RowParams, exact: &dyn Fn(NodeId) -> f32) {
+        self.compact(k, usize::MAX / 4, row, exact);
+        self.approx.shrink_to_fit();
+    }
+
     /// Appends the final candidates, exactly evaluated, to `out`.
     pub(crate) fn finish(
         &mut self,

@@ -778,5 +778,12 @@ fn process<'a, T: Element>(
         }
         start = end;
     }
+    // Between superblocks only the survivors are kept: the lists of all queries stay near k long,
+    // and only the running tasks' lists grow to `cap`.
+    for (r, (c, row)) in cands.iter_mut().zip(rows).enumerate() {
+        let (qv, _) = query(base, queries, q0 + r);
+        let exact = |id: NodeId| dist.eval(qv, base.row(id as usize)) + 0.0;
+        c.settle(k, row, &exact);
+    }
     Ok(())
 }
