@@ -54,7 +54,7 @@ const DIRECT_QUERIES: usize = 32;
 /// Base rows per work item of the direct scan.
 const DIRECT_CHUNK: usize = 4096;
 /// Query panels per task: every base panel, once in L1, meets all of them (their packed
-/// vectors, about 150 KiB at dimension 128, stay in L2).
+/// vectors, about 170 KiB at dimension 128, stay in L2).
 const TASK_PANELS: usize = 24;
 /// Unit round-off of `f32`.
 const U: f32 = f32::EPSILON / 2.0;
