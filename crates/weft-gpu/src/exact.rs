@@ -67,7 +67,8 @@ impl<'c> ExactGpu<'c> {
         self
     }
 
-    /// Plans a search of `nq` queries over `nb` base rows of `dim` elements of `T`.
+    /// Plans a search of `nq` queries over `nb` base rows of `dim` elements of `T`, both on the
+    /// host.
     pub fn plan<T: Element>(
         &self,
         nq: usize,
@@ -75,15 +76,36 @@ impl<'c> ExactGpu<'c> {
         dim: usize,
         k: usize,
     ) -> Result<ExactPlan> {
+        self.plan_for::<T>(nq, nb, dim, k, false, false)
+    }
+
+    /// Plans a search; `*_resident`: that set is already a [`DeviceMatrix`] (no copy needed).
+    fn plan_for<T: Element>(
+        &self,
+        nq: usize,
+        nb: usize,
+        dim: usize,
+        k: usize,
+        queries_resident: bool,
+        base_resident: bool,
+    ) -> Result<ExactPlan> {
         let list = k.next_power_of_two().max(32);
         let budget = match self.budget {
             Some(b) => b.min(self.ctx.memory()?.0),
             None => self.ctx.default_budget()?,
         };
-        let row_bytes = DeviceMatrix::<T>::bytes_for(1, dim);
-        // Resident: queries, their norms and their lists.
-        let fixed =
-            DeviceMatrix::<T>::bytes_for(nq, dim) + nq as u64 * 4 + nq as u64 * list as u64 * 8;
+        let row_bytes = if base_resident {
+            0
+        } else {
+            DeviceMatrix::<T>::bytes_for(1, dim)
+        };
+        let query_bytes = if queries_resident {
+            0
+        } else {
+            DeviceMatrix::<T>::bytes_for(nq, dim)
+        };
+        // Held for the whole search: queries, their norms and their lists.
+        let fixed = query_bytes + nq as u64 * 4 + nq as u64 * list as u64 * 8;
         let per_base_row = row_bytes + 4;
         // The smallest useful base chunk, and a query batch whose buffer holds it.
         let min_bc = nb.clamp(1, 128);
@@ -145,7 +167,15 @@ impl<'c> ExactGpu<'c> {
                 out.rows(),
             ));
         }
-        self.run(base, queries, metric, k, false, None, &mut out)?;
+        self.run(
+            Rows::Host(base),
+            Rows::Host(queries),
+            metric,
+            k,
+            false,
+            None,
+            &mut out,
+        )?;
         Ok(SearchStats {
             queries: queries.rows() as u64,
             distance_computations: queries.rows() as u64 * base.rows() as u64,
@@ -163,15 +193,75 @@ impl<'c> ExactGpu<'c> {
     ) -> Result<KnnGraph> {
         check_graph_k(k, data.rows())?;
         let mut nb = Neighbors::new(data.rows(), k);
-        self.run(data, data, metric, k, true, Some(ctx), &mut nb.as_mut())?;
+        self.run(
+            Rows::Host(data),
+            Rows::Host(data),
+            metric,
+            k,
+            true,
+            Some(ctx),
+            &mut nb.as_mut(),
+        )?;
+        KnnGraph::from_parts(data.rows(), k, nb.ids, nb.dists)
+    }
+
+    /// Like [`ExactGpu::search`] for sets already on the device (nothing is copied to the
+    /// device; the results come back to the host).
+    pub fn search_device<T: Element>(
+        &self,
+        base: &DeviceMatrix<T>,
+        queries: &DeviceMatrix<T>,
+        metric: Metric,
+        k: usize,
+    ) -> Result<Neighbors> {
+        if base.dim() != queries.dim() {
+            return Err(Error::dim_mismatch(
+                "base vs queries",
+                base.dim(),
+                queries.dim(),
+            ));
+        }
+        check_k(k, base.rows())?;
+        let mut out = Neighbors::new(queries.rows(), k);
+        self.run(
+            Rows::Device(base),
+            Rows::Device(queries),
+            metric,
+            k,
+            false,
+            None,
+            &mut out.as_mut(),
+        )?;
+        Ok(out)
+    }
+
+    /// Like [`ExactGpu::knn_graph`] for a set already on the device.
+    pub fn knn_graph_device<T: Element>(
+        &self,
+        data: &DeviceMatrix<T>,
+        metric: Metric,
+        k: usize,
+        ctx: &BuildCtx,
+    ) -> Result<KnnGraph> {
+        check_graph_k(k, data.rows())?;
+        let mut nb = Neighbors::new(data.rows(), k);
+        self.run(
+            Rows::Device(data),
+            Rows::Device(data),
+            metric,
+            k,
+            true,
+            Some(ctx),
+            &mut nb.as_mut(),
+        )?;
         KnnGraph::from_parts(data.rows(), k, nb.ids, nb.dists)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn run<T: Element>(
         &self,
-        base: DatasetView<'_, T>,
-        queries: DatasetView<'_, T>,
+        base: Rows<'_, T>,
+        queries: Rows<'_, T>,
         metric: Metric,
         k: usize,
         exclude_self: bool,
@@ -185,6 +275,9 @@ impl<'c> ExactGpu<'c> {
             ));
         }
         let (nq, nb, dim) = (queries.rows(), base.rows(), base.dim());
+        if queries.dim() != dim {
+            return Err(Error::dim_mismatch("base vs queries", dim, queries.dim()));
+        }
         if nb >= INVALID as usize || nq >= INVALID as usize {
             return Err(Error::InvalidInput(format!(
                 "{nb} base rows / {nq} queries exceed the id range"
@@ -194,11 +287,25 @@ impl<'c> ExactGpu<'c> {
             return Ok(());
         }
         let ctx = self.ctx;
-        let plan = self.plan::<T>(nq, nb, dim, k)?;
+        let plan = self.plan_for::<T>(
+            nq,
+            nb,
+            dim,
+            k,
+            matches!(queries, Rows::Device(_)),
+            matches!(base, Rows::Device(_)),
+        )?;
         ctx.check_fits(plan.bytes, self.budget)?;
         let list = plan.list;
 
-        let qm = DeviceMatrix::upload(ctx, queries)?;
+        let q_owned;
+        let qm = match queries {
+            Rows::Host(v) => {
+                q_owned = DeviceMatrix::upload(ctx, v)?;
+                &q_owned
+            }
+            Rows::Device(m) => m,
+        };
         let stride = qm.stride() as u32;
         let mut qnorm = ctx.alloc_zeros::<f32>(nq)?;
         launch::exact_norms::<T>(
@@ -210,7 +317,10 @@ impl<'c> ExactGpu<'c> {
         )?;
         let mut top_d = ctx.upload(&vec![f32::INFINITY; nq * list])?;
         let mut top_i = ctx.upload(&vec![INVALID; nq * list])?;
-        let mut bm = DeviceMatrix::<T>::with_capacity(ctx, plan.base_chunk, dim)?;
+        let mut bm = match base {
+            Rows::Host(_) => Some(DeviceMatrix::<T>::with_capacity(ctx, plan.base_chunk, dim)?),
+            Rows::Device(_) => None,
+        };
         let mut bnorm = ctx.alloc_zeros::<f32>(plan.base_chunk)?;
         let ldd = plan.base_chunk.next_multiple_of(4);
         let mut dist = ctx.alloc_zeros::<f32>(plan.query_batch * ldd)?;
@@ -221,11 +331,20 @@ impl<'c> ExactGpu<'c> {
                 b.check_cancelled()?;
             }
             let bc = plan.base_chunk.min(nb - b0);
-            bm.upload_rows(ctx, base.slice_rows(b0..b0 + bc)?)?;
+            let bview = match (base, bm.as_mut()) {
+                (Rows::Host(v), Some(m)) => {
+                    m.upload_rows(ctx, v.slice_rows(b0..b0 + bc)?)?;
+                    m.rows_view(0, bc)?
+                }
+                (Rows::Device(m), _) => m.rows_view(b0, b0 + bc)?,
+                (Rows::Host(_), None) => {
+                    return Err(Error::Gpu("internal: no base staging buffer".into()));
+                }
+            };
             if metric != Metric::InnerProduct {
                 launch::exact_norms::<T>(
                     ctx,
-                    &bm.rows_view(0, bc)?,
+                    &bview,
                     bc as u32,
                     stride,
                     &mut bnorm.slice_mut(0..bc),
@@ -237,7 +356,7 @@ impl<'c> ExactGpu<'c> {
                 let tile = DistanceTile {
                     q: &qm.rows_view(q0, q0 + qc)?,
                     nq: qc as u32,
-                    b: &bm.rows_view(0, bc)?,
+                    b: &bview,
                     nb: bc as u32,
                     stride,
                     qnorm: &qnorm.slice(q0..q0 + qc),
@@ -289,6 +408,29 @@ impl<'c> ExactGpu<'c> {
             }
         }
         Ok(())
+    }
+}
+
+/// Where a vector set is: borrowed on the host (streamed in chunks) or already on the device.
+#[derive(Clone, Copy)]
+enum Rows<'a, T: Element> {
+    Host(DatasetView<'a, T>),
+    Device(&'a DeviceMatrix<T>),
+}
+
+impl<T: Element> Rows<'_, T> {
+    fn rows(&self) -> usize {
+        match self {
+            Rows::Host(v) => v.rows(),
+            Rows::Device(m) => m.rows(),
+        }
+    }
+
+    fn dim(&self) -> usize {
+        match self {
+            Rows::Host(v) => v.dim(),
+            Rows::Device(m) => m.dim(),
+        }
     }
 }
 

@@ -336,6 +336,34 @@ fn exact_select_flushes_midway() {
     oracle_case::<f32>(&ctx, 4000, 3, 4, 1024, 12).unwrap();
 }
 
+/// Device-resident inputs give exactly the host path's results.
+#[test]
+fn exact_device_resident_matches_host() {
+    let Some(ctx) = gpu_or_skip("exact_device_resident_matches_host") else {
+        return;
+    };
+    let base = random::<f16>(900, 37, 21);
+    let queries = random::<f16>(50, 37, 22);
+    let (db, dq) = (
+        DeviceMatrix::upload(&ctx, base.view()).unwrap(),
+        DeviceMatrix::upload(&ctx, queries.view()).unwrap(),
+    );
+    let e = ExactGpu::new(&ctx).with_max_distance_buffer(50 * 300 * 4);
+    let bctx = BuildCtx::new(0);
+    for m in Metric::ALL {
+        let host = e.search(base.view(), queries.view(), m, 40).unwrap();
+        let dev = e.search_device(&db, &dq, m, 40).unwrap();
+        assert_eq!(host, dev, "{m:?}");
+        let gh = e.knn_graph(base.view(), m, 12, &bctx).unwrap();
+        let gd = e.knn_graph_device(&db, m, 12, &bctx).unwrap();
+        assert_eq!(
+            (gh.ids(), gh.dists()),
+            (gd.ids(), gd.dists()),
+            "{m:?} graph"
+        );
+    }
+}
+
 #[test]
 fn exact_says_out_of_memory_before_allocating() {
     let Some(ctx) = gpu_or_skip("exact_says_out_of_memory_before_allocating") else {
