@@ -49,6 +49,7 @@ pub fn run(args: &[String]) -> Result<()> {
     for (name, exe) in &tests {
         copy_stripped(exe, &pack.join("tests").join(name))?;
     }
+    let mut others = 0usize;
     let examples = executables(&[
         "build",
         "--release",
@@ -59,6 +60,7 @@ pub fn run(args: &[String]) -> Result<()> {
     ])?;
     for (name, exe) in &examples {
         copy_stripped(exe, &pack.join("bin").join(name))?;
+        others += 1;
     }
     if cli {
         match executables(&[
@@ -73,6 +75,7 @@ pub fn run(args: &[String]) -> Result<()> {
             Ok(bins) => {
                 for (name, exe) in &bins {
                     copy_stripped(exe, &pack.join("bin").join(name))?;
+                    others += 1;
                 }
             }
             Err(e) => eprintln!("device-pack: weft-cli does not build yet, left out: {e:#}"),
@@ -84,7 +87,7 @@ pub fn run(args: &[String]) -> Result<()> {
     eprintln!(
         "device-pack: {} test binaries, {} other binaries, {:.1} MiB in {}",
         tests.len(),
-        examples.len(),
+        others,
         total as f64 / (1 << 20) as f64,
         pack.display()
     );
