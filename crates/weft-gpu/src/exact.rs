@@ -10,6 +10,10 @@
 //! L2 distances are computed by expansion (`|q|^2 + |b|^2 - 2 q.b`, clamped at 0), as GPU
 //! brute-force searches usually do: near-duplicates get distances within float rounding of
 //! the norms (about 1e-7 relative to `|q|^2 + |b|^2`) rather than exact zeros.
+//!
+//! Inputs are not scanned for NaN or infinite values (that would cost a pass over the data):
+//! a NaN distance is never selected, so rows that see only NaN come back padded with
+//! [`INVALID`] / infinity. Validate with `DatasetView::check_finite` where that matters.
 
 use weft_core::error::{check_graph_k, check_k};
 use weft_core::{
