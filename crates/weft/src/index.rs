@@ -127,7 +127,7 @@ impl Index {
             ));
         }
         with_view!(&data, |view| view.check_finite())?;
-        let builder = registry.get(algorithm, backend, false)?;
+        let builder = registry.get(algorithm, backend)?;
         let resolved = builder.resolve_params(params, data.rows(), data.dim())?;
         let graph = builder.build(&data, metric, k, &resolved, ctx)?;
         graph.validate()?;

@@ -26,7 +26,11 @@ pub mod index;
 pub mod registry;
 
 pub use index::{Index, SearchOutput, SearchParams};
-pub use registry::{AlgorithmInfo, Backend, DynBuilder, Produces, Registry};
+pub use registry::{AlgorithmInfo, Backend, DynBuilder, GpuStatus, Produces, Registry};
+
+/// The GPU runtime (device probe, context, exact GPU k-NN), with the `cuda` feature.
+#[cfg(feature = "cuda")]
+pub use weft_gpu as gpu;
 
 pub use weft_core as core;
 pub use weft_graph as graph;

@@ -292,9 +292,120 @@ pub const PLANNED: &[(&str, &str)] = &[
     ),
 ];
 
-/// The algorithms available in this build, by name and backend.
+/// The algorithms available in this build, by name and backend, and the GPU they run on.
 pub struct Registry {
     entries: Vec<Box<dyn DynBuilder>>,
+    gpu: GpuStatus,
+}
+
+/// Whether this process has a usable GPU, and which.
+#[derive(Clone)]
+pub enum GpuStatus {
+    /// A device was found; the GPU back ends run on it.
+    #[cfg(feature = "cuda")]
+    Available(std::sync::Arc<weft_gpu::GpuContext>),
+    /// No device: the reason (no driver, no device, built without the `cuda` feature, ...).
+    Unavailable(String),
+}
+
+impl GpuStatus {
+    /// Looks for a GPU (never panics; without the `cuda` feature, says so).
+    pub fn probe() -> Self {
+        #[cfg(feature = "cuda")]
+        {
+            match weft_gpu::probe() {
+                Ok(ctx) => GpuStatus::Available(std::sync::Arc::new(ctx)),
+                Err(e) => GpuStatus::Unavailable(e.to_string()),
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            GpuStatus::Unavailable("built without the `cuda` feature".into())
+        }
+    }
+
+    /// Whether a GPU is usable.
+    pub fn is_available(&self) -> bool {
+        !matches!(self, GpuStatus::Unavailable(_))
+    }
+
+    /// A JSON description for reports: device, memory, driver and kernel delivery, or the reason.
+    pub fn describe(&self) -> Value {
+        match self {
+            #[cfg(feature = "cuda")]
+            GpuStatus::Available(ctx) => {
+                let (free, total) = ctx.memory().unwrap_or((0, 0));
+                serde_json::json!({
+                    "available": true,
+                    "device": ctx.info(),
+                    "free_memory": free,
+                    "total_memory": total,
+                    "kernel_mode": format!("{:?}", ctx.kernel_mode()),
+                    "cubins": weft_gpu::loader::embedded_modules(),
+                    "nvrtc_cache": weft_gpu::loader::cache_dir(),
+                })
+            }
+            GpuStatus::Unavailable(reason) => {
+                serde_json::json!({ "available": false, "reason": reason })
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for GpuStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            #[cfg(feature = "cuda")]
+            GpuStatus::Available(ctx) => write!(f, "GPU {}", ctx.info().name),
+            GpuStatus::Unavailable(r) => write!(f, "no GPU ({r})"),
+        }
+    }
+}
+
+/// The exact k-NN graph on the GPU, registered as `exact` with the GPU back end.
+#[cfg(feature = "cuda")]
+struct ExactGpuEntry {
+    ctx: std::sync::Arc<weft_gpu::GpuContext>,
+}
+
+#[cfg(feature = "cuda")]
+impl DynBuilder for ExactGpuEntry {
+    fn info(&self) -> AlgorithmInfo {
+        AlgorithmInfo {
+            name: "exact",
+            backend: Backend::Gpu,
+            produces: Produces::KnnGraph,
+            description: "exact k-NN graph by tiled brute force on the GPU (ground truth)",
+            default_params: serde_json::json!({}),
+        }
+    }
+
+    fn resolve_params(&self, overrides: &Value, rows: usize, dim: usize) -> Result<Value> {
+        let p: weft_core::NoParams = parse_params("exact", overrides)?;
+        p.validate(rows, dim)?;
+        Ok(serde_json::json!({}))
+    }
+
+    fn build(
+        &self,
+        data: &AnyDataset,
+        metric: Metric,
+        k: Option<usize>,
+        _params: &Value,
+        ctx: &BuildCtx,
+    ) -> Result<StoredGraph> {
+        let k =
+            k.ok_or_else(|| Error::invalid_param("k", "`exact` builds a k-NN graph and needs k"))?;
+        let exact = weft_gpu::ExactGpu::new(&self.ctx);
+        let graph = with_view!(data, |view| exact.build(
+            view,
+            metric,
+            k,
+            &weft_core::NoParams {},
+            ctx
+        ))?;
+        Ok(StoredGraph::Knn(graph))
+    }
 }
 
 impl Default for Registry {
@@ -304,16 +415,29 @@ impl Default for Registry {
 }
 
 impl Registry {
-    /// An empty registry (add entries with [`Registry::register`]).
+    /// An empty registry with no GPU (add entries with [`Registry::register`]).
     pub fn empty() -> Self {
         Registry {
             entries: Vec::new(),
+            gpu: GpuStatus::Unavailable("not probed".into()),
         }
     }
 
-    /// Every algorithm implemented in this build.
+    /// Every algorithm implemented in this build; the GPU back ends when a GPU is present.
     pub fn available() -> Self {
+        Self::with_gpu(GpuStatus::probe())
+    }
+
+    /// Every CPU algorithm, and the GPU back ends when `gpu` is available.
+    pub fn with_gpu(gpu: GpuStatus) -> Self {
         let mut r = Registry::empty();
+        #[cfg(feature = "cuda")]
+        if let GpuStatus::Available(ctx) = &gpu {
+            r.register(ExactGpuEntry {
+                ctx: std::sync::Arc::clone(ctx),
+            });
+        }
+        r.gpu = gpu;
         r.register(KnnEntry::new(
             weft_graph::exact::ExactKnn,
             Backend::Cpu,
@@ -332,6 +456,72 @@ impl Registry {
         r
     }
 
+    /// The GPU this registry's GPU back ends run on, or why there is none.
+    pub fn gpu(&self) -> &GpuStatus {
+        &self.gpu
+    }
+
+    /// Exact k-NN of every query among `base` (same element type): on the GPU when there is one
+    /// (unless `backend` says otherwise), else on the CPU. Returns the backend that ran.
+    pub fn exact_search(
+        &self,
+        base: &AnyDataset,
+        queries: &AnyDataset,
+        metric: Metric,
+        k: usize,
+        backend: Option<Backend>,
+        ctx: &BuildCtx,
+    ) -> Result<(weft_core::Neighbors, Backend)> {
+        if base.dtype() != queries.dtype() {
+            return Err(Error::InvalidInput(format!(
+                "base vectors are {} but queries are {}",
+                base.dtype(),
+                queries.dtype()
+            )));
+        }
+        if base.dim() != queries.dim() {
+            return Err(Error::dim_mismatch(
+                "queries vs base vectors",
+                base.dim(),
+                queries.dim(),
+            ));
+        }
+        let use_gpu = match backend {
+            Some(Backend::Gpu) => {
+                if !self.gpu.is_available() {
+                    return Err(Error::Unsupported(format!(
+                        "no GPU back end: {:?}",
+                        self.gpu
+                    )));
+                }
+                true
+            }
+            Some(Backend::Cpu) => false,
+            None => self.gpu.is_available(),
+        };
+        macro_rules! pair {
+            ($f:expr) => {
+                match (base, queries) {
+                    (AnyDataset::F32(b), AnyDataset::F32(q)) => $f(b.view(), q.view()),
+                    (AnyDataset::F16(b), AnyDataset::F16(q)) => $f(b.view(), q.view()),
+                    (AnyDataset::U8(b), AnyDataset::U8(q)) => $f(b.view(), q.view()),
+                    (AnyDataset::I8(b), AnyDataset::I8(q)) => $f(b.view(), q.view()),
+                    _ => unreachable!("element types compared above"),
+                }
+            };
+        }
+        if use_gpu {
+            #[cfg(feature = "cuda")]
+            if let GpuStatus::Available(gpu) = &self.gpu {
+                let exact = weft_gpu::ExactGpu::new(gpu);
+                let found = pair!(|b, q| exact.search(b, q, metric, k))?;
+                return Ok((found, Backend::Gpu));
+            }
+        }
+        let found = pair!(|b, q| weft_graph::exact::exact_search(b, q, metric, k, ctx))?;
+        Ok((found, Backend::Cpu))
+    }
+
     /// Adds an algorithm (a later entry with the same name and backend replaces the earlier).
     pub fn register(&mut self, entry: impl DynBuilder + 'static) {
         let info = entry.info();
@@ -347,14 +537,8 @@ impl Registry {
         self.entries.iter().map(|e| e.info()).collect()
     }
 
-    /// The algorithm `name` on `backend` (`None`: the GPU one when `gpu_available` and registered,
-    /// else the CPU one).
-    pub fn get(
-        &self,
-        name: &str,
-        backend: Option<Backend>,
-        gpu_available: bool,
-    ) -> Result<&dyn DynBuilder> {
+    /// The algorithm `name` on `backend` (`None`: the GPU one when registered, else the CPU one).
+    pub fn get(&self, name: &str, backend: Option<Backend>) -> Result<&dyn DynBuilder> {
         let name = name.to_ascii_lowercase();
         let find = |b: Backend| {
             self.entries
@@ -367,8 +551,7 @@ impl Registry {
         };
         let found = match backend {
             Some(b) => find(b),
-            None if gpu_available => find(Backend::Gpu).or_else(|| find(Backend::Cpu)),
-            None => find(Backend::Cpu),
+            None => find(Backend::Gpu).or_else(|| find(Backend::Cpu)),
         };
         if let Some(f) = found {
             return Ok(f);
@@ -408,25 +591,25 @@ mod tests {
     #[test]
     fn unknown_and_planned_algorithms_are_clear_errors() {
         let r = Registry::available();
+        assert!(matches!(r.get("cagra", None), Err(Error::Unsupported(_))));
         assert!(matches!(
-            r.get("cagra", None, false),
-            Err(Error::Unsupported(_))
-        ));
-        assert!(matches!(
-            r.get("nope", None, false),
+            r.get("nope", None),
             Err(Error::InvalidParams { .. })
         ));
         assert!(matches!(
-            r.get("exact", Some(Backend::Gpu), false),
+            r.get("exact", Some(Backend::Gpu)),
             Err(Error::Unsupported(_))
         ));
-        assert_eq!(r.get("exact", None, false).unwrap().info().name, "exact");
+        assert_eq!(
+            r.get("exact", Some(Backend::Cpu)).unwrap().info().name,
+            "exact"
+        );
     }
 
     #[test]
     fn unknown_parameter_is_refused() {
         let r = Registry::available();
-        let e = r.get("nndescent", None, false).unwrap();
+        let e = r.get("nndescent", None).unwrap();
         let err = e
             .resolve_params(&serde_json::json!({"no_such_knob": 1}), 100, 8)
             .unwrap_err();

@@ -6,7 +6,7 @@ use anyhow::{Result, anyhow};
 use serde_json::json;
 use weft::graph::stats::graph_stats;
 use weft::io::{IdMatrix, Preset};
-use weft::{AnyDataset, Index, Produces, Registry, SearchParams};
+use weft::{AnyDataset, Index, Produces, Registry};
 
 use super::eval::{Point, sweep, table};
 use super::{Report, secs};
@@ -68,16 +68,27 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
 
     let mut results = vec![];
     let mut text = format!(
-        "weft demo: {} x {} {}-like vectors, {} queries, metric {}, k = {}, {} threads\n",
+        "weft demo: {} x {} {}-like vectors, {} queries, metric {}, k = {}, {} threads, GPU: {:?}\n",
         args.n,
         base.dim(),
         preset.name(),
         args.queries,
         metric,
         args.k,
-        s.threads()
+        s.threads(),
+        registry.gpu()
     );
-    let mut gt: Option<IdMatrix> = None;
+    s.stage("exact ground truth");
+    let start = Instant::now();
+    let (exact, gt_backend) = registry.exact_search(&base, &queries, metric, args.k, None, &ctx)?;
+    s.done();
+    let gt_seconds = start.elapsed().as_secs_f64();
+    text += &format!(
+        "ground truth: exact search on the {} in {}\n",
+        gt_backend.name(),
+        secs(gt_seconds)
+    );
+    let gt = IdMatrix::new(exact.ids, args.queries, args.k)?;
     for algo in algos {
         let k = matches!(algo.produces, Produces::KnnGraph).then_some(args.graph_k);
         s.stage(&format!("building {} ({})", algo.name, algo.backend.name()));
@@ -95,39 +106,25 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         let build_seconds = start.elapsed().as_secs_f64();
         s.done();
         let stats = graph_stats(index.graph().as_view(), None)?;
-        let truth = match &gt {
-            Some(t) => t.clone(),
-            None => {
-                s.stage("exact ground truth");
-                let exact =
-                    ctx.install(|| index.search_any(&queries, args.k, &SearchParams::exact()))??;
-                s.done();
-                let t = IdMatrix::new(exact.neighbors.ids, args.queries, args.k)?;
-                gt = Some(t.clone());
-                t
-            }
-        };
+        let truth = &gt;
         let points: Vec<Point> = if algo.name == "exact" {
-            // The exact builder's graph is searched exhaustively: the reference point.
-            let out =
-                ctx.install(|| index.search_any(&queries, args.k, &SearchParams::exact()))??;
-            let recall = weft::graph::recall::search_recall(
-                &out.neighbors,
-                truth.as_slice(),
-                truth.cols(),
-                args.k,
-            )?;
+            // The exact builder is the reference: search exhaustively on its own back end.
+            let start = Instant::now();
+            let (found, _) =
+                registry.exact_search(&base, &queries, metric, args.k, Some(algo.backend), &ctx)?;
+            let seconds = start.elapsed().as_secs_f64();
+            let recall =
+                weft::graph::recall::search_recall(&found, truth.as_slice(), truth.cols(), args.k)?;
             vec![Point {
                 beam: 0,
                 recall: recall.mean,
-                qps: args.queries as f64 / out.elapsed.as_secs_f64().max(1e-9),
-                distances_per_query: out.stats.distance_computations as f64
-                    / args.queries.max(1) as f64,
+                qps: args.queries as f64 / seconds.max(1e-9),
+                distances_per_query: base.rows() as f64,
             }]
         } else {
             let beams: Vec<usize> = [1, 2, 4, 8, 16].iter().map(|m| m * args.k).collect();
             s.stage(&format!("searching {}", algo.name));
-            let p = sweep(&index, &queries, &truth, args.k, &beams, 1, s)?;
+            let p = sweep(&index, &queries, truth, args.k, &beams, 1, s)?;
             s.done();
             p
         };
@@ -156,7 +153,8 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     Ok(Report {
         json: json!({
             "preset": preset.name(), "n": args.n, "queries": args.queries, "dim": base.dim(), "metric": metric,
-            "k": args.k, "threads": s.threads(), "seed": args.seed, "gpu": false, "results": results,
+            "k": args.k, "threads": s.threads(), "seed": args.seed, "gpu": registry.gpu().describe(),
+            "ground_truth": { "backend": gt_backend, "seconds": gt_seconds }, "results": results,
         }),
         text,
     })

@@ -3,10 +3,11 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use weft::io::IdMatrix;
-use weft::{AnyDataset, Metric};
+use weft::{Metric, Registry};
 
+use super::build::BackendArg;
 use super::{Report, parse_metric, read_vectors, secs};
 use crate::progress::Session;
 
@@ -28,36 +29,27 @@ pub struct Args {
     /// Output id file (ivecs, ibin or npy by extension).
     #[arg(long, short)]
     pub out: PathBuf,
+    /// Where to compute: the GPU when there is one (auto), or the CPU or GPU explicitly.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
 }
 
 /// Exact k-NN of every query, written as ids.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let base = read_vectors(&args.base, false)?;
     let queries = read_vectors(&args.queries, false)?;
-    if base.dtype() != queries.dtype() {
-        bail!(
-            "base is {} but queries are {}",
-            base.dtype(),
-            queries.dtype()
-        );
-    }
     let ctx = s.ctx(0);
+    let registry = Registry::available();
+    s.stage("exact search");
     let start = Instant::now();
-    let found = match (&base, &queries) {
-        (AnyDataset::F32(b), AnyDataset::F32(q)) => {
-            weft::graph::exact::exact_search(b.view(), q.view(), args.metric, args.k, &ctx)?
-        }
-        (AnyDataset::F16(b), AnyDataset::F16(q)) => {
-            weft::graph::exact::exact_search(b.view(), q.view(), args.metric, args.k, &ctx)?
-        }
-        (AnyDataset::U8(b), AnyDataset::U8(q)) => {
-            weft::graph::exact::exact_search(b.view(), q.view(), args.metric, args.k, &ctx)?
-        }
-        (AnyDataset::I8(b), AnyDataset::I8(q)) => {
-            weft::graph::exact::exact_search(b.view(), q.view(), args.metric, args.k, &ctx)?
-        }
-        _ => unreachable!("element types compared above"),
-    };
+    let (found, backend) = registry.exact_search(
+        &base,
+        &queries,
+        args.metric,
+        args.k,
+        args.backend.backend(),
+        &ctx,
+    )?;
     let elapsed = start.elapsed().as_secs_f64();
     s.done();
     let ids = IdMatrix::new(found.ids.clone(), found.rows(), found.k())?;
@@ -66,15 +58,17 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     Ok(Report {
         json: serde_json::json!({
             "out": args.out, "queries": found.rows(), "base": base.rows(), "k": args.k,
-            "metric": args.metric, "seconds": elapsed, "qps": qps, "backend": "cpu",
+            "metric": args.metric, "seconds": elapsed, "qps": qps, "backend": backend,
+            "gpu": registry.gpu().describe(),
         }),
         text: format!(
-            "exact {}-NN of {} queries among {} vectors ({}) in {} ({qps:.0} queries/s, CPU)\nwrote {}\n",
+            "exact {}-NN of {} queries among {} vectors ({}) in {} ({qps:.0} queries/s, {})\nwrote {}\n",
             args.k,
             found.rows(),
             base.rows(),
             args.metric,
             secs(elapsed),
+            backend.name(),
             args.out.display()
         ),
     })

@@ -93,16 +93,40 @@ fn describe(path: &Path) -> Result<(Value, String)> {
 fn machine(s: &Session) -> Report {
     let isa = weft::core::distance::detect_isa();
     let threads = s.threads();
-    let gpu = "not available in this build (the GPU back ends arrive with the weft-gpu crate)";
+    let registry = weft::Registry::available();
+    let gpu = registry.gpu().describe();
+    let gpu_text = if gpu["available"] == true {
+        format!(
+            "{} (sm_{}, {} SMs), {:.1} of {:.1} GiB free, driver API {}, kernels: {} (cubins built in: {}; NVRTC cache: {})",
+            gpu["device"]["name"].as_str().unwrap_or("?"),
+            gpu["device"]["compute_capability"][0].as_u64().unwrap_or(0) * 10
+                + gpu["device"]["compute_capability"][1].as_u64().unwrap_or(0),
+            gpu["device"]["sm_count"],
+            gpu["free_memory"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
+            gpu["total_memory"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
+            gpu["device"]["driver_version"],
+            gpu["kernel_mode"].as_str().unwrap_or("?"),
+            gpu["cubins"],
+            gpu["nvrtc_cache"],
+        )
+    } else {
+        format!("none ({})", gpu["reason"].as_str().unwrap_or("unknown"))
+    };
+    let algos: Vec<String> = registry
+        .list()
+        .iter()
+        .map(|a| format!("{} ({})", a.name, a.backend.name()))
+        .collect();
     let text = format!(
-        "weft {}\nCPU: {threads} threads, distance kernels: {}\nGPU: {gpu}\n",
+        "weft {}\nCPU: {threads} threads, distance kernels: {}\nGPU: {gpu_text}\nalgorithms: {}\n",
         env!("CARGO_PKG_VERSION"),
-        isa.name()
+        isa.name(),
+        algos.join(", ")
     );
     Report {
         json: json!({
             "version": env!("CARGO_PKG_VERSION"), "cpu": { "threads": threads, "distance_isa": isa.name() },
-            "gpu": { "available": false, "reason": gpu },
+            "gpu": gpu, "algorithms": algos,
         }),
         text,
     }
