@@ -41,7 +41,7 @@ pub fn load_index(data: &Path, graph: &Path) -> Result<Index> {
     let vectors = read_vectors(data, false)?;
     let (g, meta) = storage::load(graph, LoadOptions::mmap())
         .with_context(|| format!("loading graph {}", graph.display()))?;
-    Ok(Index::from_parts(vectors, g, meta).context("the graph does not belong to this data")?)
+    Index::from_parts(vectors, g, meta).context("the graph does not belong to this data")
 }
 
 /// Searches and writes the neighbour ids.
