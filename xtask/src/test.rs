@@ -9,7 +9,14 @@ pub fn run(args: &[String]) -> Result<()> {
     let lint = args.iter().any(|a| a == "--lint");
     if lint {
         sh(cargo().args(["fmt", "--all", "--check"]))?;
-        sh(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+        sh(cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
     }
     sh(cargo().args(["test", "--workspace"]))?;
     Ok(())
