@@ -209,7 +209,8 @@ fn apply_one(
 /// by the targets' worst distances as of the chunk start.
 struct Sink<'a> {
     buckets: &'a mut [Vec<Cand>],
-    rows_per_block: usize,
+    /// log2 of the rows per bucket.
+    block_shift: u32,
     worst: &'a [f32],
     /// The lists' ids as of the chunk start (read-only while the chunk emits).
     ids: &'a [NodeId],
@@ -220,14 +221,14 @@ impl Sink<'_> {
     #[inline(always)]
     fn offer_masked(&mut self, a: NodeId, b: NodeId, d: f32, to_a: bool, to_b: bool) {
         if to_a && d <= self.worst[a as usize] {
-            self.buckets[a as usize / self.rows_per_block].push(Cand {
+            self.buckets[a as usize >> self.block_shift].push(Cand {
                 target: a,
                 id: b,
                 dist: d,
             });
         }
         if to_b && d <= self.worst[b as usize] {
-            self.buckets[b as usize / self.rows_per_block].push(Cand {
+            self.buckets[b as usize >> self.block_shift].push(Cand {
                 target: b,
                 id: a,
                 dist: d,
@@ -266,7 +267,9 @@ where
     let threads = rayon::current_num_threads();
     let nparts = threads * 4;
     // Blocks of about 1024 rows (a few hundred KB of lists: applied in cache).
-    let rows_per_block = 1024.min(n.div_ceil(threads * 4)).max(1);
+    // (A power of two: the bucket of a row is a shift away.)
+    let rows_per_block = 1024.min(n.div_ceil(threads * 4)).next_power_of_two();
+    let block_shift = rows_per_block.trailing_zeros();
     let nblocks = n.div_ceil(rows_per_block);
     pool.parts.resize_with(nparts, Vec::new);
     for p in &mut pool.parts {
@@ -293,7 +296,7 @@ where
                 let hi = (lo + sub).min(end);
                 let mut sink = Sink {
                     buckets,
-                    rows_per_block,
+                    block_shift,
                     worst,
                     ids: ids_ro,
                 };
@@ -435,7 +438,8 @@ fn sample(
     let k = state.k;
     let n = state.worst.len();
     let threads = rayon::current_num_threads();
-    let rows_per_block = (32_768 / s).clamp(64, n.max(64));
+    let rows_per_block = (32_768 / s).clamp(64, n.max(64)).next_power_of_two();
+    let block_shift = rows_per_block.trailing_zeros();
     let nblocks = n.div_ceil(rows_per_block);
     let round_rows = (SAMPLE_ROUND_EDGES / k).max(1);
     let (ids, flags) = (&state.ids[..], &state.flags[..]);
@@ -475,7 +479,7 @@ fn sample(
                         let which = usize::from(f == OLD);
                         let heap = if which == 0 { &mut *nk } else { &mut *ok };
                         push_key(&mut heap[r * s..(r + 1) * s], (pr << 32) | u64::from(u));
-                        buckets[u as usize / rows_per_block][which].push(RevEdge {
+                        buckets[u as usize >> block_shift][which].push(RevEdge {
                             target: u,
                             priority: pr as u32,
                             src: i as NodeId,

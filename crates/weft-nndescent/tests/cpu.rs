@@ -268,3 +268,57 @@ fn bad_params_are_invalid_params_not_panics() {
         Err(Error::InvalidParams { .. })
     ));
 }
+
+#[test]
+fn i8_and_small_leaves_and_large_k() {
+    let (n, dim, k) = (800, 16, 12);
+    let data = gaussian_mixture(n, dim, 6, 21);
+    let bytes: Vec<i8> = data
+        .iter()
+        .map(|&x| weft_core::Element::from_f32(x * 10.0))
+        .collect();
+    let view = DatasetView::new(&bytes, n, dim).unwrap();
+    for (params, min) in [
+        (NnDescentParams::default(), 0.95),
+        (
+            NnDescentParams {
+                leaf_size: Some(2),
+                n_trees: 3,
+                ..Default::default()
+            },
+            0.9,
+        ),
+        (
+            NnDescentParams {
+                max_candidates: 1,
+                max_iters: 50,
+                ..Default::default()
+            },
+            0.5,
+        ),
+    ] {
+        for metric in [Metric::L2Squared, Metric::Cosine] {
+            let g = NnDescentCpu
+                .build(view, metric, k, &params, &BuildCtx::new(3))
+                .unwrap();
+            check_graph_shape(&g, view, metric, k, "i8");
+            let exact = exact_knn(view, metric, k);
+            let r = graph_recall(&g, view, metric, &exact);
+            assert!(r >= min, "{params:?} {metric}: recall {r}");
+        }
+    }
+    // k larger than the leaf size and than max_candidates.
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let g = NnDescentCpu
+        .build(
+            view,
+            Metric::L2Squared,
+            100,
+            &NnDescentParams::default(),
+            &BuildCtx::new(3),
+        )
+        .unwrap();
+    check_graph_shape(&g, view, Metric::L2Squared, 100, "k = 100");
+    let exact = exact_knn(view, Metric::L2Squared, 100);
+    assert!(graph_recall(&g, view, Metric::L2Squared, &exact) >= 0.95);
+}
