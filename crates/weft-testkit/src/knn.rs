@@ -6,9 +6,11 @@
 //!   distances ascending), full rows (`k < n` so every row can be filled), shape `n x k`, and
 //!   the reported distances equal the metric's distances (relative tolerance 1e-3);
 //! - **recall** against an exact brute-force k-NN computed here, at least the declared
-//!   threshold, for d in {8, 32, 128} under every metric on `f32`, plus `u8` and `f16` sets. A
-//!   returned neighbour counts as a hit when it is no farther than the true k-th neighbour, so
-//!   ties (common on `u8`) are not penalised;
+//!   threshold, for d in {8, 32, 128} under every metric on `f32`, plus `u8` (L2, cosine) and
+//!   `f16` (inner product, L2) sets. Inner product may declare its own threshold
+//!   ([`KnnSuite::min_recall_ip`]): it is not a metric and neighbour-of-neighbour methods are
+//!   weaker there. A returned neighbour counts as a hit when it is no farther than the true
+//!   k-th neighbour, so ties (common on `u8`) are not penalised;
 //! - **strided views** are honoured (a view with `stride > dim` gives a valid graph of the same
 //!   recall; the same graph for deterministic builders);
 //! - **determinism** (optional, [`KnnSuite::deterministic`]; GPU builders are not): the same
