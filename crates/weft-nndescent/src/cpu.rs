@@ -21,18 +21,16 @@
 //!   row by row, reverse ones bucketed by block of target rows and pushed block by block).
 //! - RP trees draw from one seeded stream per tree; random fills from one stream per vertex.
 //! - The joins (and the leaf joins) run over fixed chunks of vertices (leaves). Within a chunk
-//!   the graph is read-only: each thread emits candidates `(target, id, dist)` into its own
-//!   buckets (one per block of ~1024 target rows), pre-filtered by the target's worst distance
-//!   as of the chunk start and skipping pairs that both lists already hold. Then the blocks are
-//!   applied in parallel (disjoint rows), each by UpdateNN with ties broken by id.
-//! - Applying a set of candidates to a row gives the same row in any order: the `k` smallest
-//!   distinct `(dist, id)` of the row and the candidates, because the distance of a pair is
-//!   always evaluated with the smaller id first and is therefore bit-identical wherever it is
-//!   computed. So neither the split of work among threads nor the order of the buckets matters,
-//!   and no sort is needed.
+//!   the graph is read-only. A chunk is cut into [`JOIN_PARTS`] contiguous slices (a constant,
+//!   not the thread count); the slices are emitted in parallel, each into its own buckets (one
+//!   per block of ~1024 target rows), pre-filtered by the target's worst distance as of the
+//!   chunk start and skipping pairs that both lists already hold. Distances from one vertex to
+//!   its partners are computed four at a time ([`DistanceFn::eval_many`]).
+//! - The blocks are then applied in parallel (disjoint rows); within a block the candidates are
+//!   applied slice after slice, in emission order, by UpdateNN with ties broken by id. That
+//!   order is the same for any number of threads, hence so is every list.
 //! - The update count of an iteration (for `delta`) counts insertions minus evictions of entries
-//!   inserted in the same iteration: the number of its insertions still present at its end,
-//!   which is order-independent too.
+//!   inserted in the same iteration: the number of its insertions still present at its end.
 //! - Results are bit-identical on one machine; the distance kernels are chosen at run time per
 //!   instruction set (AVX-512 / AVX2 / scalar), so another CPU may round differently.
 //!
@@ -49,6 +47,7 @@
 use std::time::Instant;
 
 use rayon::prelude::*;
+use weft_core::distance::DistanceFn;
 use weft_core::error::check_graph_k;
 use weft_core::rng::{below, hash3};
 use weft_core::{
@@ -62,6 +61,9 @@ use crate::rptree::{RpTree, build_forest};
 /// Pairs compared per chunk at most (bounds the candidate buffer: 2 candidates of 12 bytes per
 /// pair).
 pub const CHUNK_PAIRS: usize = 1 << 21;
+
+/// Contiguous slices of items per chunk, emitted in parallel and applied in slice order.
+pub const JOIN_PARTS: usize = 64;
 
 /// Flag of an entry that has not yet been sampled as NEW.
 const NEW: u8 = 1;
@@ -214,9 +216,54 @@ struct Sink<'a> {
     worst: &'a [f32],
     /// The lists' ids as of the chunk start (read-only while the chunk emits).
     ids: &'a [NodeId],
+    /// The degree.
+    k: usize,
 }
 
 impl Sink<'_> {
+    /// Writes to `out` the partners `b` of `a` worth a distance: those that `a`'s and `b`'s
+    /// lists do not both hold already (`b`'s list is read only when `a`'s holds `b`). Returns
+    /// their number.
+    #[inline(always)]
+    fn select<'b>(
+        &self,
+        a: NodeId,
+        partners: impl Iterator<Item = &'b NodeId>,
+        out: &mut [NodeId],
+    ) -> usize {
+        let k = self.k;
+        let row_a = &self.ids[a as usize * k..(a as usize + 1) * k];
+        let mut m = 0;
+        for &b in partners {
+            if holds(row_a, b) && holds(&self.ids[b as usize * k..(b as usize + 1) * k], a) {
+                continue;
+            }
+            out[m] = b;
+            m += 1;
+        }
+        m
+    }
+
+    /// Computes the distances from `a` to `bs` (four at a time) and offers every pair to both
+    /// lists. Returns the number of distances.
+    #[inline(always)]
+    fn join_many<T: Element>(
+        &mut self,
+        a: NodeId,
+        bs: &[NodeId],
+        dist: &DistanceFn<T>,
+        data: &DatasetView<'_, T>,
+    ) -> u64 {
+        let mut out = [0.0f32; 64];
+        for chunk in bs.chunks(64) {
+            dist.eval_many(data.row(a as usize), *data, chunk, &mut out);
+            for (&b, &d) in chunk.iter().zip(&out) {
+                self.offer_masked(a, b, d, true, true);
+            }
+        }
+        bs.len() as u64
+    }
+
     /// Offers `b` to `a`'s list (if `to_a`) and `a` to `b`'s list (if `to_b`).
     #[inline(always)]
     fn offer_masked(&mut self, a: NodeId, b: NodeId, d: f32, to_a: bool, to_b: bool) {
@@ -247,9 +294,8 @@ struct Pool {
 /// next chunk. Returns (net insertions, distance computations).
 ///
 /// The outcome does not depend on how items are split among threads: the graph is read-only
-/// while a chunk emits, and applying a set of candidates to a row gives the same row in any
-/// order (the `k` smallest distinct `(dist, id)`, with the distance of a pair always computed
-/// with the smaller id first, hence bit-identical for duplicates).
+/// while a chunk emits, the chunk is cut into a constant number of slices, and each block
+/// applies its candidates slice after slice in emission order.
 fn run_chunks<F>(
     state: &mut State,
     items: usize,
@@ -265,7 +311,9 @@ where
     let k = state.k;
     let n = state.worst.len();
     let threads = rayon::current_num_threads();
-    let nparts = threads * 4;
+    // A fixed number of parts, independent of the thread count: candidates reach each block in
+    // the same order whatever the threads.
+    let nparts = JOIN_PARTS;
     // Blocks of about 1024 rows (a few hundred KB of lists: applied in cache).
     // (A power of two: the bucket of a row is a shift away.)
     let rows_per_block = 1024.min(n.div_ceil(threads * 4)).next_power_of_two();
@@ -299,6 +347,7 @@ where
                     block_shift,
                     worst,
                     ids: ids_ro,
+                    k,
                 };
                 (lo..hi).map(|i| emit(i, &mut sink)).sum::<u64>()
             })
@@ -369,7 +418,7 @@ fn holds(row: &[NodeId], id: NodeId) -> bool {
 /// The distance of the pair `{a, b}`, always evaluated with the smaller id first.
 #[inline(always)]
 fn pair_dist<T: Element>(
-    dist: &weft_core::distance::DistanceFn<T>,
+    dist: &DistanceFn<T>,
     data: &DatasetView<'_, T>,
     a: NodeId,
     b: NodeId,
@@ -615,21 +664,11 @@ fn build_impl<T: Element>(
                         }
                     }
                     let leaf = tree.leaf(l);
-                    let ids_ro = sink.ids;
+                    let mut bs = vec![0 as NodeId; leaf.len()];
                     let mut c = 0;
                     for (a_i, &a) in leaf.iter().enumerate() {
-                        let row_a = &ids_ro[a as usize * k..(a as usize + 1) * k];
-                        for &b in &leaf[a_i + 1..] {
-                            // Pairs met in an earlier tree are usually in both lists already.
-                            let a_has = holds(row_a, b);
-                            let b_has = holds(&ids_ro[b as usize * k..(b as usize + 1) * k], a);
-                            if a_has && b_has {
-                                continue;
-                            }
-                            let d = pair_dist(&dist, &data, a, b);
-                            sink.offer_masked(a, b, d, !a_has, !b_has);
-                            c += 1;
-                        }
+                        let m = sink.select(a, leaf[a_i + 1..].iter(), &mut bs);
+                        c += sink.join_many(a, &bs[..m], &dist, &data);
                     }
                     c
                 },
@@ -715,26 +754,10 @@ fn build_impl<T: Element>(
                 }
                 let (newl, oldl) = (&newl[..nn], &oldl[..no]);
                 let mut computed = 0u64;
-                let ids_ro = sink.ids;
-                let mut join = |a: NodeId, b: NodeId, sink: &mut Sink<'_>| {
-                    // Skip what both lists already hold (the graph is read-only within a chunk).
-                    // `a`'s row is hot across the inner loop; `b`'s is read only when needed.
-                    let a_has = holds(&ids_ro[a as usize * k..(a as usize + 1) * k], b);
-                    let b_has = a_has && holds(&ids_ro[b as usize * k..(b as usize + 1) * k], a);
-                    if b_has {
-                        return;
-                    }
-                    computed += 1;
-                    let d = pair_dist(&dist, &data, a, b);
-                    sink.offer_masked(a, b, d, !a_has, !b_has);
-                };
+                let mut bs = [0 as NodeId; 2 * crate::params::MAX_CANDIDATES_LIMIT];
                 for (i, &a) in newl.iter().enumerate() {
-                    for &b in &newl[i + 1..] {
-                        join(a, b, sink);
-                    }
-                    for &b in oldl {
-                        join(a, b, sink);
-                    }
+                    let m = sink.select(a, newl[i + 1..].iter().chain(oldl), &mut bs);
+                    computed += sink.join_many(a, &bs[..m], &dist, &data);
                 }
                 computed
             },
