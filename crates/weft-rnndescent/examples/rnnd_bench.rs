@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release -p weft-rnndescent --example rnnd_bench -- \
 //!     --base base.fbin --query query.fbin --gt gt.ibin [--threads 2] [--s 20] [--r 64] \
-//!     [--t1 3] [--t2 10] [--degree 32] [--truncate true] [--final-reverse false] [--ls 10,16,24,32,48,64,96,128] [--reps 3] [--seed 1]
+//!     [--t1 3] [--t2 10] [--degree 32] [--truncate true] [--final-reverse false] [--ls 10,16,24,32,48,64,96,128] [--reps 3] [--seed 1] [--random-entries 0]
 //! ```
 //!
 //! `.fbin`: u32 rows, u32 dim, then rows * dim little-endian f32; `.ibin` the same with i32.
@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use weft_core::{BuildCtx, DatasetView, Metric, Neighbors, Searcher};
 use weft_rnndescent::{RnnDescentCpu, RnnDescentParams};
-use weft_search::{BeamSearch, BeamSearchParams};
+use weft_search::{BeamSearch, BeamSearchParams, EntryPoints};
 
 /// Reads a `.fbin`/`.ibin` file: (rows, dim, raw 4-byte words).
 fn read_bin(path: &str) -> (usize, usize, Vec<u32>) {
@@ -75,6 +75,7 @@ fn main() {
         ..d
     };
     let k = 10;
+    let entries: usize = arg(&args, "--random-entries", 0);
 
     let (n, dim, base) = read_bin(&base_path);
     let base: Vec<f32> = base.into_iter().map(f32::from_bits).collect();
@@ -101,7 +102,14 @@ fn main() {
 
     let mut rows = Vec::new();
     for l in ls.split(',').map(|s| s.trim().parse::<usize>().expect("L")) {
-        let sp = BeamSearchParams::with_l(l.max(k));
+        let sp = BeamSearchParams {
+            entry_points: if entries == 0 {
+                EntryPoints::Graph
+            } else {
+                EntryPoints::Random { count: entries }
+            },
+            ..BeamSearchParams::with_l(l.max(k))
+        };
         let mut out = Neighbors::new(nq, k);
         let mut times = Vec::new();
         let mut cpu_times = Vec::new();

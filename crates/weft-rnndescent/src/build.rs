@@ -45,6 +45,10 @@ const SRC_CHUNK: usize = 256;
 /// The output is a [`FixedDegreeGraph`] of degree [`RnnDescentParams::degree`] whose rows are
 /// the closest entries of each final list, ascending by distance, with one entry point: the point
 /// nearest the data's mean (an approximate medoid).
+///
+/// Cancellation is polled before every round and reverse-edge step; progress is one stage,
+/// `rnndescent`, of `t1 * t2` rounds. Fields of [`RnnDescentParams`] marked "GPU only" are
+/// ignored.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RnnDescentCpu;
 
@@ -330,7 +334,6 @@ impl<'a, T: Element> Builder<'a, T> {
         rev.par_iter_mut()
             .zip(lists.into_par_iter())
             .for_each(|(rv, out)| {
-                let incoming = rv.len();
                 rv.extend(out.into_iter().map(|e| Entry { new: true, ..e }));
                 // A pair adjacent both ways yields one edge `w -> u` that already exists: it keeps
                 // its own flag (the incoming copy), only true reverse edges are new.
@@ -343,8 +346,7 @@ impl<'a, T: Element> Builder<'a, T> {
                         continue;
                     }
                     // The first copy in (id, index) order is the incoming one when there is one
-                    // (incoming entries sit below index `incoming`).
-                    let _ = incoming;
+                    // (incoming entries precede the outgoing ones in `rv`).
                     merged.push(rv[i]);
                 }
                 merged.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));

@@ -458,3 +458,80 @@ pub fn run_graph_suite<B: GraphBuilder>(builder: &B, suite: &GraphSuite<B::Param
     }
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::known_good_graph;
+    use weft_core::{FixedDegreeGraph, NoParams};
+
+    /// A correct builder: exact 16-NN plus random long edges.
+    struct GoodBuilder;
+    impl GraphBuilder for GoodBuilder {
+        type Params = NoParams;
+        type Output = FixedDegreeGraph;
+        fn name(&self) -> &'static str {
+            "good"
+        }
+        fn build<T: Element>(
+            &self,
+            data: DatasetView<'_, T>,
+            metric: Metric,
+            _params: &NoParams,
+            ctx: &BuildCtx,
+        ) -> Result<FixedDegreeGraph> {
+            ctx.check_cancelled()?;
+            if data.is_empty() {
+                return Err(Error::InvalidInput("empty".into()));
+            }
+            data.check_finite()?;
+            Ok(known_good_graph(data, metric, ctx.seed()))
+        }
+    }
+
+    /// A useless builder: a random graph of degree 4.
+    struct RandomBuilder;
+    impl GraphBuilder for RandomBuilder {
+        type Params = NoParams;
+        type Output = FixedDegreeGraph;
+        fn name(&self) -> &'static str {
+            "random"
+        }
+        fn build<T: Element>(
+            &self,
+            data: DatasetView<'_, T>,
+            _metric: Metric,
+            _params: &NoParams,
+            ctx: &BuildCtx,
+        ) -> Result<FixedDegreeGraph> {
+            ctx.check_cancelled()?;
+            let n = data.rows();
+            let mut rng = SplitMix64::new(ctx.seed());
+            let lists: Vec<Vec<NodeId>> = (0..n)
+                .map(|v| {
+                    let mut l: Vec<NodeId> = Vec::new();
+                    for _ in 0..4 {
+                        let u = rng.below(n.max(1) as u64) as NodeId;
+                        if u as usize != v && !l.contains(&u) {
+                            l.push(u);
+                        }
+                    }
+                    l
+                })
+                .collect();
+            FixedDegreeGraph::from_lists(&lists, 4)
+        }
+    }
+
+    #[test]
+    fn the_suite_passes_a_good_builder() {
+        let report = check_graph_builder(&GoodBuilder, NoParams {}, 0.9);
+        assert_eq!(report.cases.len(), cases().len());
+    }
+
+    #[test]
+    fn the_suite_fails_a_random_graph() {
+        let r = catch_unwind(|| check_graph_builder(&RandomBuilder, NoParams {}, 0.9));
+        assert!(r.is_err(), "a random graph must not pass the recall check");
+    }
+}

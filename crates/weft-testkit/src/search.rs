@@ -349,3 +349,46 @@ pub fn run_search_suite<S: Searcher<FixedDegreeGraph>>(
     }
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_core::{NoParams, SearchStats};
+
+    /// A searcher that returns the first k ids, unsorted by distance.
+    struct Bogus;
+    impl Searcher<FixedDegreeGraph> for Bogus {
+        type Params = NoParams;
+        fn name(&self) -> &'static str {
+            "bogus"
+        }
+        fn search<T: Element>(
+            &self,
+            _graph: &FixedDegreeGraph,
+            data: DatasetView<'_, T>,
+            queries: DatasetView<'_, T>,
+            metric: Metric,
+            _params: &NoParams,
+            mut out: NeighborsMut<'_>,
+        ) -> weft_core::Result<SearchStats> {
+            data.check_same_dim(&queries, "dims")?;
+            let k = out.k();
+            weft_core::error::check_k(k, data.rows())?;
+            let dist = metric.distance_fn::<T>();
+            for q in 0..out.rows() {
+                let (ids, dists) = out.row_mut(q);
+                for j in 0..k {
+                    ids[j] = j as NodeId;
+                    dists[j] = dist.eval(queries.row(q), data.row(j));
+                }
+            }
+            Ok(SearchStats::default())
+        }
+    }
+
+    #[test]
+    fn the_suite_fails_a_bogus_searcher() {
+        let r = std::panic::catch_unwind(|| check_searcher(&Bogus, NoParams {}, 0.5));
+        assert!(r.is_err());
+    }
+}
