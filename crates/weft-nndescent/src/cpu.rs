@@ -39,7 +39,7 @@
 //! holds the sampled candidates (`2 n s` u64 keys), reverse-sample buffers bounded at
 //! `SAMPLE_ROUND_EDGES` 12-byte edges (48 MiB), one chunk of join candidates bounded at
 //! [`CHUNK_PAIRS`] pairs (two 12-byte candidates each, 48 MiB) and the RP trees (`n_trees * n`
-//! ids). Measured: 1M x 128 f32, k = 32, defaults: peak RSS 1.23 GiB, 1.7x data plus graph.
+//! ids). Measured: 1M x 128 f32, k = 32, defaults: peak RSS 1.25 GiB, 1.75x data plus graph.
 //!
 //! Builders assume finite data (check with [`DatasetView::check_finite`] upstream); NaN
 //! distances would break the ordering of the lists but not memory safety.
