@@ -202,8 +202,9 @@ def main():
     print(f"data: {args.n} x {args.dim}, {args.nq} queries, {args.threads} threads, "
           f"{args.runs} runs (medians)", file=sys.stderr)
 
-    efs = [10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384]
-    ls = [10, 16, 24, 32, 48, 64, 96, 128, 192, 256]
+    # Fine steps around recall 0.95, so that the interpolation is fair to every index.
+    efs = [10, 16, 20, 24, 28, 32, 40, 48, 64, 96, 128, 192, 256, 384]
+    ls = [10, 16, 20, 24, 28, 32, 40, 48, 64, 96, 128, 192, 256]
     rows = []
     if "hnswlib" not in skip:
         b, cb, s = run_hnswlib(base, queries, gt, args.threads, args.runs, efs, args.reps)

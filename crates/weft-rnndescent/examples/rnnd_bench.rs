@@ -5,7 +5,8 @@
 //! ```text
 //! cargo run --release -p weft-rnndescent --example rnnd_bench -- \
 //!     --base base.fbin --query query.fbin --gt gt.ibin [--threads 2] [--s 20] [--r 64] \
-//!     [--t1 3] [--t2 10] [--degree 32] [--truncate true] [--final-reverse false] [--ls 10,16,24,32,48,64,96,128] [--reps 3] [--seed 1] [--random-entries 0]
+//!     [--t1 3] [--t2 10] [--degree 32] [--truncate true] [--final-reverse false] \
+//!     [--ls 10,16,24,32,48,64,96,128] [--reps 3] [--seed 1] [--random-entries 0]
 //! ```
 //!
 //! `.fbin`: u32 rows, u32 dim, then rows * dim little-endian f32; `.ibin` the same with i32.
@@ -141,7 +142,8 @@ fn main() {
                 .count();
         }
         rows.push(format!(
-            "{{\"l\": {l}, \"recall\": {:.5}, \"qps\": {:.1}, \"cpu_qps\": {:.1}, \"dist_per_query\": {:.1}}}",
+            "{{\"l\": {l}, \"recall\": {:.5}, \"qps\": {:.1}, \"cpu_qps\": {:.1}, \
+             \"dist_per_query\": {:.1}}}",
             hits as f64 / (nq * k) as f64,
             nq as f64 / secs,
             nq as f64 / (cpu_secs / threads as f64),
@@ -150,7 +152,8 @@ fn main() {
     }
     println!(
         "{{\"algorithm\": \"rnndescent\", \"n\": {n}, \"dim\": {dim}, \"threads\": {threads}, \
-         \"s\": {}, \"r\": {}, \"t1\": {}, \"t2\": {}, \"degree\": {}, \"truncate\": {}, \"build_s\": {build_s:.3}, \"build_cpu_s\": {build_cpu_s:.3}, \"build_distances\": {}, \
+         \"s\": {}, \"r\": {}, \"t1\": {}, \"t2\": {}, \"degree\": {}, \"truncate\": {}, \
+         \"build_s\": {build_s:.3}, \"build_cpu_s\": {build_cpu_s:.3}, \"build_distances\": {}, \
          \"avg_degree\": {:.2}, \"sweep\": [{}]}}",
         params.s,
         params.r,
