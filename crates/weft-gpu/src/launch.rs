@@ -19,7 +19,7 @@ const TILE: u32 = 128;
 /// Every caller in this module has checked that each pointer argument covers every element the
 /// kernel reads or writes for the shapes it passes, and passes the arguments in the order and
 /// types of the kernel's `extern "C"` signature.
-fn launch(ctx: &GpuContext, name: &str, mut args: LaunchArgs<'_>, cfg: LaunchConfig) -> Result<()> {
+pub(crate) fn launch(ctx: &GpuContext, name: &str, mut args: LaunchArgs<'_>, cfg: LaunchConfig) -> Result<()> {
     let (gx, gy, gz) = cfg.grid_dim;
     let (bx, by, bz) = cfg.block_dim;
     let threads = bx as u64 * by as u64 * bz as u64;
@@ -44,7 +44,7 @@ fn launch(ctx: &GpuContext, name: &str, mut args: LaunchArgs<'_>, cfg: LaunchCon
     Ok(())
 }
 
-fn cfg(grid: (u32, u32, u32), block: u32, smem: u32) -> LaunchConfig {
+pub(crate) fn cfg(grid: (u32, u32, u32), block: u32, smem: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: grid,
         block_dim: (block, 1, 1),
@@ -52,11 +52,11 @@ fn cfg(grid: (u32, u32, u32), block: u32, smem: u32) -> LaunchConfig {
     }
 }
 
-fn u32_of(v: usize, what: &str) -> Result<u32> {
+pub(crate) fn u32_of(v: usize, what: &str) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::InvalidInput(format!("{what} = {v} exceeds u32")))
 }
 
-fn need(len: usize, needed: u64, what: &str) -> Result<()> {
+pub(crate) fn need(len: usize, needed: u64, what: &str) -> Result<()> {
     if (len as u64) < needed {
         return Err(Error::InvalidInput(format!(
             "{what}: buffer of {len} elements, kernel needs {needed}"
@@ -65,11 +65,11 @@ fn need(len: usize, needed: u64, what: &str) -> Result<()> {
     Ok(())
 }
 
-fn elem_bytes<T: Element>(rows: u32, stride: u32) -> u64 {
+pub(crate) fn elem_bytes<T: Element>(rows: u32, stride: u32) -> u64 {
     rows as u64 * stride as u64 * std::mem::size_of::<T>() as u64
 }
 
-fn check_stride(stride: u32) -> Result<()> {
+pub(crate) fn check_stride(stride: u32) -> Result<()> {
     if stride == 0 || !stride.is_multiple_of(16) {
         return Err(Error::InvalidInput(format!(
             "row stride {stride} is not a positive multiple of 16"
