@@ -1,0 +1,242 @@
+//! The markdown report: one section per dataset (build, graph quality, memory, search at
+//! recall targets), the plots embedded, the environment and the reproducing command.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::pareto::qps_at_recall;
+use crate::schema::Record;
+
+/// Recall@10 targets of the QPS columns.
+pub const TARGETS: [f64; 3] = [0.90, 0.95, 0.99];
+
+/// A run's label in tables and legends: `weft nndescent (cpu)`, `hnswlib hnsw (cpu)`.
+pub fn label(r: &Record) -> String {
+    format!(
+        "{} {} ({})",
+        r.algorithm.library, r.algorithm.name, r.algorithm.backend
+    )
+}
+
+/// Records grouped by dataset name (sorted), in input order within a dataset.
+pub fn by_dataset(records: &[Record]) -> BTreeMap<String, Vec<&Record>> {
+    let mut m: BTreeMap<String, Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        m.entry(r.dataset.name.clone()).or_default().push(r);
+    }
+    m
+}
+
+/// (recall@10, QPS) points of a record at batch size `batch` (`None`: the largest batch).
+pub fn curve(r: &Record, batch: Option<usize>) -> Vec<(f64, f64)> {
+    let b = batch.unwrap_or_else(|| r.sweep.iter().map(|p| p.batch).max().unwrap_or(0));
+    r.sweep
+        .iter()
+        .filter(|p| p.batch == b)
+        .filter_map(|p| p.recall_at_10.map(|rc| (rc, p.qps)))
+        .collect()
+}
+
+fn num(v: Option<f64>, digits: usize) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.digits$}"),
+        _ => "-".into(),
+    }
+}
+
+fn qps(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.0}"),
+        _ => "-".into(),
+    }
+}
+
+/// The markdown of the dataset tables (no title, no environment): what `--update-docs` puts
+/// between the `generated:<suite>` markers, and the body of the full report. `plots` is the
+/// folder prefix of the embedded plots relative to the markdown file (`None`: no images).
+pub fn tables(records: &[Record], plots: Option<&str>) -> String {
+    let mut md = String::new();
+    for (name, runs) in by_dataset(records) {
+        let d = &runs[0].dataset;
+        let _ = writeln!(
+            md,
+            "#### {name}\n\n{} x {} {}, {}, {} queries; source: {}; ground truth: {} neighbours.\n",
+            d.n, d.dim, d.dtype, d.metric, d.nq, d.source, d.gt_k
+        );
+        md += "| run | threads | build s (median, min-max) | warm-up s | graph recall@10 | graph recall@k | out-degree min/mean/max | unreachable | peak RSS MiB | device MiB |";
+        md += "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        for r in &runs {
+            if let Some(e) = &r.error {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | failed: {} | | | | | | | |",
+                    label(r),
+                    r.algorithm.threads,
+                    e.replace('|', "/").lines().next().unwrap_or("")
+                );
+                continue;
+            }
+            let b = r.build.as_ref();
+            let g = r.graph.as_ref();
+            let m = r.memory.as_ref();
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                label(r),
+                r.algorithm.threads,
+                b.map_or("-".into(), |b| format!(
+                    "{:.2} ({:.2}-{:.2}, {} runs)",
+                    b.median_s,
+                    b.min_s,
+                    b.max_s,
+                    b.runs_s.len()
+                )),
+                b.map_or("-".into(), |b| if b.warmup_rows > 0 {
+                    format!("{:.2} ({} rows)", b.warmup_s, b.warmup_rows)
+                } else {
+                    format!("{:.2}", b.warmup_s)
+                }),
+                num(g.map(|g| g.recall_at_10), 4),
+                g.map_or("-".into(), |g| format!("{:.4} (k={})", g.recall_at_k, g.recall_k)),
+                g.map_or("-".into(), |g| format!(
+                    "{:.0}/{:.1}/{:.0}",
+                    g.out_degree[0], g.out_degree[1], g.out_degree[2]
+                )),
+                g.map_or("-".into(), |g| g.unreachable.to_string()),
+                num(m.map(|m| m.peak_rss_mib), 0),
+                num(m.and_then(|m| m.device_peak_mib), 0),
+            );
+        }
+        md += "\nSearch: highest QPS reaching recall@10 of 0.90 / 0.95 / 0.99, at batch = all queries and at batch = 1 (one query per call, one thread); best recall@10 and recall@100 of the sweep.\n\n";
+        md += "| run | swept | batch QPS @0.90 | @0.95 | @0.99 | batch-1 QPS @0.90 | @0.95 | @0.99 | max recall@10 | max recall@100 |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        for r in runs.iter().filter(|r| !r.sweep.is_empty()) {
+            let big = curve(r, None);
+            let one = curve(r, Some(1));
+            let max10 = big.iter().map(|p| p.0).fold(f64::NAN, f64::max);
+            let max100 = r
+                .sweep
+                .iter()
+                .filter_map(|p| p.recall_at_100)
+                .fold(f64::NAN, f64::max);
+            let params: Vec<String> = r
+                .sweep
+                .iter()
+                .filter(|p| p.batch != 1)
+                .map(|p| format!("{}", p.param))
+                .collect();
+            let _ = writeln!(
+                md,
+                "| {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                label(r),
+                r.algorithm.search_param,
+                params.join(","),
+                qps(qps_at_recall(&big, TARGETS[0])),
+                qps(qps_at_recall(&big, TARGETS[1])),
+                qps(qps_at_recall(&big, TARGETS[2])),
+                qps(qps_at_recall(&one, TARGETS[0])),
+                qps(qps_at_recall(&one, TARGETS[1])),
+                qps(qps_at_recall(&one, TARGETS[2])),
+                num(Some(max10), 4),
+                num(Some(max100), 4),
+            );
+        }
+        if let Some(dir) = plots {
+            let f = crate::plots::file_stem(&name);
+            let _ = writeln!(
+                md,
+                "\n![QPS vs recall@10, {name}]({dir}/pareto-{f}.svg) ([PNG]({dir}/pareto-{f}.png))\n"
+            );
+        } else {
+            md += "\n";
+        }
+    }
+    if let Some(dir) = plots {
+        let _ = writeln!(
+            md,
+            "#### Build time\n\n![build time vs graph recall]({dir}/build-vs-recall.svg) ([PNG]({dir}/build-vs-recall.png))\n\n![build time vs n]({dir}/build-vs-n.svg) ([PNG]({dir}/build-vs-n.png))\n"
+        );
+    }
+    md
+}
+
+/// The environment lines: commit, CPU, GPU (device, driver, kernel-load path), suite.
+pub fn environment(records: &[Record]) -> String {
+    let mut md = String::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for r in records {
+        let e = &r.env;
+        let gpu = if e.gpu["available"] == true {
+            let dev = &e.gpu["device"];
+            format!(
+                "{} (sm_{}{}, driver API {}, kernels: {}{})",
+                dev["name"].as_str().unwrap_or("?"),
+                dev["compute_capability"][0],
+                dev["compute_capability"][1],
+                dev["driver_version"],
+                e.gpu["kernel_mode"].as_str().unwrap_or("?"),
+                if e.gpu["cubins"].as_array().is_some_and(|a| !a.is_empty()) {
+                    ", cubins embedded"
+                } else {
+                    ", NVRTC at run time"
+                }
+            )
+        } else {
+            format!(
+                "none ({})",
+                e.gpu["reason"].as_str().unwrap_or("not available")
+            )
+        };
+        let line = format!(
+            "- {} {}: commit `{}`, host `{}`, CPU {} ({} logical CPUs), GPU: {gpu}, suite `{}`",
+            r.algorithm.library,
+            r.algorithm.version,
+            &e.commit[..e.commit.len().min(12)],
+            e.host,
+            e.cpu,
+            e.cpus,
+            r.suite
+        );
+        if seen.insert(line.clone()) {
+            md += &line;
+            md += "\n";
+        }
+    }
+    md
+}
+
+/// The whole report file.
+pub fn full(records: &[Record], command: &str, wall_s: Option<f64>) -> String {
+    let mut md = String::from("# weft benchmark report\n\n");
+    let _ = writeln!(md, "Reproduce: `{command}`\n");
+    if let Some(w) = wall_s {
+        let _ = writeln!(md, "Wall time of the whole run: {w:.0} s.\n");
+    }
+    md += &environment(records);
+    md += "\nBuild times exclude the warm-up build (kernel compilation, JIT, first touches), which is reported apart. Graph recall: the first k out-neighbours of 1,000 sampled vertices against their exact k nearest (distance ties credited). Search recall: ids against the prepared ground truth (the same file for every library). QPS at batch = all queries uses the listed threads; batch 1 is one query per call on one thread.\n\n";
+    md += &tables(records, Some("plots"));
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::tests::sample;
+
+    #[test]
+    fn tables_list_every_run_and_the_qps_at_targets() {
+        let a = sample("weft", "nndescent", &[(0.85, 5000.0), (0.96, 2000.0), (0.995, 500.0)]);
+        let mut b = sample("hnswlib", "hnsw", &[(0.9, 3000.0)]);
+        b.algorithm.search_param = "ef".into();
+        let mut c = sample("weft", "broken", &[]);
+        c.error = Some("out of memory | really".into());
+        c.build = None;
+        let md = tables(&[a, b, c], Some("plots"));
+        assert!(md.contains("#### tiny"));
+        assert!(md.contains("| weft nndescent (cpu) | 2 | 2.00 (1.00-3.00, 3 runs) |"));
+        assert!(md.contains("| 2000 | 2000 | 500 |"), "{md}");
+        assert!(md.contains("| hnswlib hnsw (cpu) | ef"), "{md}");
+        assert!(md.contains("failed: out of memory / really"));
+        assert!(md.contains("plots/pareto-tiny.svg"));
+        assert!(!tables(&[], None).contains("####"));
+    }
+}
