@@ -5,13 +5,19 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits, sys,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice,
+    ValidAsZeroBits, sys,
 };
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Result};
 
 use crate::loader::{self, KernelLoadPath, KernelMode};
 use crate::nvrtc::Nvrtc;
+
+/// Transfers of at least this many bytes go through pinned staging buffers.
+pub const PINNED_TRANSFER_THRESHOLD: usize = 8 << 20;
+/// Bytes in each of the two pinned staging buffers of a large transfer.
+const STAGING_CHUNK: usize = 8 << 20;
 
 /// Maps a CUDA driver error to [`Error::Gpu`], naming what was being done.
 pub(crate) fn gpu_err(
@@ -253,18 +259,28 @@ impl GpuContext {
     }
 
     /// Copies host data into a new device buffer (budget-checked).
-    pub fn upload<T: DeviceRepr + ValidAsZeroBits>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+    /// Large transfers go through pinned staging.
+    pub fn upload<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
+        &self,
+        data: &[T],
+    ) -> Result<CudaSlice<T>> {
         let mut buf = self.alloc_zeros::<T>(data.len())?;
         if !data.is_empty() {
-            self.stream
-                .memcpy_htod(data, &mut buf.slice_mut(0..data.len()))
-                .map_err(gpu_err("copy to the device"))?;
+            let bytes: &[u8] = bytemuck::cast_slice(data);
+            // SAFETY: the buffer holds `data.len()` elements of `T` (Pod: plain bytes, no
+            // padding), i.e. exactly `bytes.len()` bytes.
+            let mut dst = unsafe { buf.transmute_mut::<u8>(bytes.len()) }
+                .ok_or_else(|| Error::Gpu("reinterpret a device buffer as bytes".into()))?;
+            self.upload_staged(&mut dst, bytes.len(), |offset, chunk| {
+                chunk.copy_from_slice(&bytes[offset..offset + chunk.len()])
+            })?;
         }
         Ok(buf)
     }
 
-    /// Copies the first `len` elements of a device buffer to the host.
-    pub fn download<T: DeviceRepr + Default + Clone>(
+    /// Copies the first `len` elements of a device buffer to the host (through pinned staging
+    /// when the transfer is large).
+    pub fn download<T: DeviceRepr + Default + Clone + bytemuck::Pod>(
         &self,
         buf: &CudaSlice<T>,
         len: usize,
@@ -277,12 +293,131 @@ impl GpuContext {
         }
         let mut out = vec![T::default(); len];
         if len > 0 {
-            self.stream
-                .memcpy_dtoh(&buf.slice(0..len), &mut out[..])
-                .map_err(gpu_err("copy from the device"))?;
+            let size = std::mem::size_of::<T>();
+            // SAFETY: reinterpreting a slice of `T` (Pod: any bytes are a valid `T`, no padding)
+            // as bytes of the same length; the device buffer holds at least `len` elements.
+            let src = unsafe { buf.slice(0..len).transmute::<u8>(len * size) }
+                .ok_or_else(|| Error::Gpu("reinterpret a device buffer as bytes".into()))?;
+            let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out[..]);
+            self.download_staged(&src, dst.len(), |offset, chunk| {
+                dst[offset..offset + chunk.len()].copy_from_slice(chunk)
+            })?;
         }
-        self.synchronize()?;
         Ok(out)
+    }
+
+    /// Copies `total` bytes from the device into host memory, through two pinned staging
+    /// buffers when `total` is at least [`PINNED_TRANSFER_THRESHOLD`]: `take(offset, chunk)`
+    /// receives the bytes `offset..offset + chunk.len()` in order. Synchronises before returning.
+    pub(crate) fn download_staged(
+        &self,
+        src: &cudarc::driver::CudaView<'_, u8>,
+        total: usize,
+        mut take: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        if total > src.len() {
+            return Err(Error::InvalidInput(format!(
+                "cannot download {total} bytes from a buffer of {}",
+                src.len()
+            )));
+        }
+        if total < PINNED_TRANSFER_THRESHOLD {
+            let mut host = vec![0u8; total];
+            self.stream
+                .memcpy_dtoh(&src.slice(0..total), &mut host[..])
+                .map_err(gpu_err("copy from the device"))?;
+            self.synchronize()?;
+            take(0, &host);
+            return Ok(());
+        }
+        let mut staging = [
+            self.pinned(STAGING_CHUNK, 0)?,
+            self.pinned(STAGING_CHUNK, 0)?,
+        ];
+        let chunks: Vec<(usize, usize)> = (0..total)
+            .step_by(STAGING_CHUNK)
+            .map(|o| (o, (o + STAGING_CHUNK).min(total)))
+            .collect();
+        // Copy chunk i + 1 while the host reads chunk i.
+        for (i, &(lo, hi)) in chunks.iter().enumerate() {
+            if i == 0 {
+                self.stream
+                    .memcpy_dtoh(&src.slice(lo..hi), &mut staging[0])
+                    .map_err(gpu_err("copy from the device"))?;
+            }
+            if let Some(&(nlo, nhi)) = chunks.get(i + 1) {
+                let next = &mut staging[(i + 1) % 2];
+                self.stream
+                    .memcpy_dtoh(&src.slice(nlo..nhi), next)
+                    .map_err(gpu_err("copy from the device"))?;
+            }
+            let done = staging[i % 2]
+                .as_slice()
+                .map_err(gpu_err("wait for a staged copy"))?;
+            take(lo, &done[..hi - lo]);
+        }
+        self.synchronize()
+    }
+
+    /// Copies `total` bytes into the device buffer `dst` (from its start), through two pinned
+    /// staging buffers when `total` is at least [`PINNED_TRANSFER_THRESHOLD`]: `fill(offset,
+    /// chunk)` writes the bytes `offset..offset + chunk.len()`, so the host can pack one chunk
+    /// while the copy engine moves the other. Returns once the copies are queued.
+    pub(crate) fn upload_staged(
+        &self,
+        dst: &mut cudarc::driver::CudaViewMut<'_, u8>,
+        total: usize,
+        mut fill: impl FnMut(usize, &mut [u8]),
+    ) -> Result<()> {
+        if total > dst.len() {
+            return Err(Error::InvalidInput(format!(
+                "cannot upload {total} bytes into a buffer of {}",
+                dst.len()
+            )));
+        }
+        if total == 0 {
+            return Ok(());
+        }
+        if total < PINNED_TRANSFER_THRESHOLD {
+            let mut host = vec![0u8; total];
+            fill(0, &mut host);
+            self.stream
+                .memcpy_htod(&host[..], &mut dst.slice_mut(0..total))
+                .map_err(gpu_err("copy to the device"))?;
+            // The pageable source is dropped here: wait for the copy.
+            return self.synchronize();
+        }
+        let flags = sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+        let mut staging = [
+            self.pinned(STAGING_CHUNK, flags)?,
+            self.pinned(STAGING_CHUNK, flags)?,
+        ];
+        for (i, lo) in (0..total).step_by(STAGING_CHUNK).enumerate() {
+            let hi = (lo + STAGING_CHUNK).min(total);
+            let buf = &mut staging[i % 2];
+            // Waits until the copy that last used this buffer has finished.
+            let host = buf
+                .as_mut_slice()
+                .map_err(gpu_err("wait for a staged copy"))?;
+            fill(lo, &mut host[..hi - lo]);
+            self.stream
+                .memcpy_htod(&*buf, &mut dst.slice_mut(lo..hi))
+                .map_err(gpu_err("copy to the device"))?;
+        }
+        // The staging buffers wait for their copies when they are dropped.
+        Ok(())
+    }
+
+    /// A zero-filled page-locked host buffer of `len` bytes.
+    fn pinned(&self, len: usize, flags: u32) -> Result<PinnedHostSlice<u8>> {
+        // SAFETY: the allocation is filled with zeros below before anything reads it.
+        let mut buf = unsafe { self.cuda.alloc_pinned_with_flags::<u8>(len, flags) }.map_err(
+            gpu_err(format!("allocate {len} bytes of pinned host memory")),
+        )?;
+        buf.as_mut_slice()
+            .map_err(gpu_err("pinned host memory"))?
+            .fill(0);
+        Ok(buf)
     }
 
     /// Waits for all work on the context's stream; kernel faults surface here.

@@ -2,15 +2,16 @@
 //!
 //! Rows are `stride` elements apart, `stride` the dimension rounded up to a multiple of 16
 //! elements, with the padding zeroed: every row starts 16-byte aligned and can be read in whole
-//! 16-byte vectors, and the zero padding changes no distance. Transfers go through pageable host
-//! memory (one staging copy when rows need padding); cudarc's pinned buffers are not used.
+//! 16-byte vectors, and the zero padding changes no distance. Large transfers go through two
+//! pinned staging buffers (the host packs or unpacks one chunk of padded rows while the copy
+//! engine moves the other); small ones through pageable memory.
 
 use std::marker::PhantomData;
 
 use cudarc::driver::{CudaSlice, CudaView};
 use weft_core::{Dataset, DatasetView, Element, Error, Result};
 
-use crate::context::{GpuContext, gpu_err};
+use crate::context::GpuContext;
 
 /// Elements per padded row for vectors of `dim` elements.
 pub fn padded_stride(dim: usize) -> usize {
@@ -90,44 +91,56 @@ impl<T: Element> DeviceMatrix<T> {
                 self.capacity
             )));
         }
-        let n = data.rows() * self.stride;
-        let staged: Vec<T>;
-        let host: &[T] = match data.as_contiguous() {
-            Some(s) if self.stride == self.dim => s,
-            _ => {
-                let mut v = vec![T::default(); n];
-                for (r, row) in data.iter().enumerate() {
-                    v[r * self.stride..r * self.stride + self.dim].copy_from_slice(row);
+        let elem = std::mem::size_of::<T>();
+        let row_bytes = self.stride * elem;
+        let data_bytes = self.dim * elem;
+        let total = data.rows() * row_bytes;
+        ctx.upload_staged(&mut self.buf.slice_mut(0..total), total, |offset, chunk| {
+            // Write the padded rows' bytes `offset..offset + chunk.len()`.
+            let mut pos = offset;
+            let end = offset + chunk.len();
+            while pos < end {
+                let (r, within) = (pos / row_bytes, pos % row_bytes);
+                let take = (row_bytes - within).min(end - pos);
+                let out = &mut chunk[pos - offset..pos - offset + take];
+                let row: &[u8] = bytemuck::cast_slice(data.row(r));
+                let from_row = data_bytes.saturating_sub(within).min(take);
+                if from_row > 0 {
+                    out[..from_row].copy_from_slice(&row[within..within + from_row]);
                 }
-                staged = v;
-                &staged
+                out[from_row..].fill(0);
+                pos += take;
             }
-        };
-        let bytes: &[u8] = bytemuck::cast_slice(host);
-        if !bytes.is_empty() {
-            ctx.stream()
-                .memcpy_htod(bytes, &mut self.buf.slice_mut(0..bytes.len()))
-                .map_err(gpu_err("copy vectors to the device"))?;
-        }
+        })?;
         self.rows = data.rows();
         Ok(())
     }
 
-    /// Copies the matrix back (without padding).
+    /// Copies the matrix back (without padding; through pinned staging when it is large).
     pub fn download(&self, ctx: &GpuContext) -> Result<Dataset<T>> {
-        let n = self.rows * self.stride;
-        let mut host = vec![T::default(); n];
-        if n > 0 {
-            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut host);
-            let len = bytes.len();
-            ctx.stream()
-                .memcpy_dtoh(&self.buf.slice(0..len), bytes)
-                .map_err(gpu_err("copy vectors from the device"))?;
-            ctx.synchronize()?;
-        }
-        let mut out = Vec::with_capacity(self.rows * self.dim);
-        for r in 0..self.rows {
-            out.extend_from_slice(&host[r * self.stride..r * self.stride + self.dim]);
+        let elem = std::mem::size_of::<T>();
+        let row_bytes = self.stride * elem;
+        let data_bytes = self.dim * elem;
+        let mut out = vec![T::default(); self.rows * self.dim];
+        if !out.is_empty() {
+            let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out[..]);
+            let total = self.rows * row_bytes;
+            ctx.download_staged(&self.buf.slice(0..total), total, |offset, chunk| {
+                // Keep the data part of the padded rows' bytes `offset..offset + chunk.len()`.
+                let mut pos = offset;
+                let end = offset + chunk.len();
+                while pos < end {
+                    let (r, within) = (pos / row_bytes, pos % row_bytes);
+                    let take = (row_bytes - within).min(end - pos);
+                    let keep = data_bytes.saturating_sub(within).min(take);
+                    if keep > 0 {
+                        let at = r * data_bytes + within;
+                        dst[at..at + keep]
+                            .copy_from_slice(&chunk[pos - offset..pos - offset + keep]);
+                    }
+                    pos += take;
+                }
+            })?;
         }
         Dataset::from_vec(out, self.rows, self.dim)
     }

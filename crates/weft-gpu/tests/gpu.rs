@@ -156,6 +156,33 @@ fn device_matrix_round_trip() {
     assert_eq!(m.download(&ctx).unwrap().as_slice(), b.as_slice());
 }
 
+#[test]
+fn device_matrix_round_trip_through_pinned_staging() {
+    let Some(ctx) = gpu_or_skip("device_matrix_round_trip_through_pinned_staging") else {
+        return;
+    };
+    // 20 MiB padded (three staging chunks, the last partial); rows of 37 u8 padded to 48 so
+    // rows straddle chunk boundaries, and an f32 set without padding.
+    let a = random::<u8>(20 * (1 << 20) / 48 + 7, 37, 11);
+    let m = DeviceMatrix::upload(&ctx, a.view()).unwrap();
+    assert_eq!(m.download(&ctx).unwrap().as_slice(), a.as_slice());
+    let b = random::<f32>(3 * (1 << 20) / 32 + 5, 32, 12);
+    let m = DeviceMatrix::upload(&ctx, b.view()).unwrap();
+    assert_eq!(m.download(&ctx).unwrap().as_slice(), b.as_slice());
+    // Re-uploading fewer rows into the same matrix replaces them, padding included.
+    let c = random::<u8>(1000, 37, 13);
+    let mut m = DeviceMatrix::upload(&ctx, a.view()).unwrap();
+    m.upload_rows(&ctx, c.view()).unwrap();
+    assert_eq!(m.download(&ctx).unwrap().as_slice(), c.as_slice());
+    // Plain buffers above the threshold.
+    let ids: Vec<u32> = (0..5_000_000u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    let buf = ctx.upload(&ids).unwrap();
+    assert_eq!(ctx.download(&buf, ids.len()).unwrap(), ids);
+    assert_eq!(ctx.download(&buf, 3).unwrap(), ids[..3]);
+}
+
 #[allow(clippy::too_many_arguments)]
 /// Checks GPU results against the CPU oracle: distances agree within tolerance, and where ids
 /// differ the distances tie.
