@@ -19,7 +19,12 @@ const TILE: u32 = 128;
 /// Every caller in this module has checked that each pointer argument covers every element the
 /// kernel reads or writes for the shapes it passes, and passes the arguments in the order and
 /// types of the kernel's `extern "C"` signature.
-pub(crate) fn launch(ctx: &GpuContext, name: &str, mut args: LaunchArgs<'_>, cfg: LaunchConfig) -> Result<()> {
+pub(crate) fn launch(
+    ctx: &GpuContext,
+    name: &str,
+    mut args: LaunchArgs<'_>,
+    cfg: LaunchConfig,
+) -> Result<()> {
     let (gx, gy, gz) = cfg.grid_dim;
     let (bx, by, bz) = cfg.block_dim;
     let threads = bx as u64 * by as u64 * bz as u64;
