@@ -18,7 +18,7 @@
 use weft_core::error::{check_graph_k, check_k};
 use weft_core::{
     BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, KnnGraphBuilder, Metric, Neighbors,
-    NeighborsMut, NoParams, Result, SearchStats,
+    NeighborsMut, NoParams, Result, SearchStats, Searcher,
 };
 
 use crate::context::GpuContext;
@@ -457,5 +457,27 @@ impl KnnGraphBuilder for ExactGpu<'_> {
         let g = self.knn_graph(data, metric, k, ctx);
         ctx.progress().end();
         g
+    }
+}
+
+/// Brute-force search on the GPU as a [`Searcher`] (name `exact-gpu`): ignores the graph and
+/// scans every base vector, like `weft_search::ExactSearcher` on the CPU.
+impl<G: ?Sized> Searcher<G> for ExactGpu<'_> {
+    type Params = NoParams;
+
+    fn name(&self) -> &'static str {
+        "exact-gpu"
+    }
+
+    fn search<T: Element>(
+        &self,
+        _graph: &G,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        _params: &NoParams,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        self.search_into(data, queries, metric, out)
     }
 }

@@ -352,6 +352,44 @@ fn exact_bytes_match_cpu() {
     oracle_case::<i8>(&ctx, nb, nq, 50, 20, 2).unwrap();
 }
 
+/// `ExactGpu` used through the `Searcher` seam answers like its inherent search and agrees with
+/// the CPU oracle.
+#[test]
+fn exact_gpu_is_a_searcher() {
+    use weft_core::{Neighbors, Searcher};
+    let Some(ctx) = gpu_or_skip("exact_gpu_is_a_searcher") else {
+        return;
+    };
+    let base = random::<f32>(700, 19, 21);
+    let queries = random::<f32>(9, 19, 22);
+    let gpu = ExactGpu::new(&ctx);
+    for metric in [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine] {
+        let mut out = Neighbors::new(queries.rows(), 12);
+        let stats = Searcher::<()>::search(
+            &gpu,
+            &(),
+            base.view(),
+            queries.view(),
+            metric,
+            &NoParams {},
+            out.as_mut(),
+        )
+        .unwrap();
+        assert_eq!(stats.queries, 9);
+        let direct = gpu.search(base.view(), queries.view(), metric, 12).unwrap();
+        assert_eq!(out, direct, "{metric:?}");
+        let cpu = exact_search(base.view(), queries.view(), metric, 12, &BuildCtx::new(0)).unwrap();
+        for q in 0..queries.rows() {
+            for (g, c) in out.row_dists(q).iter().zip(cpu.row_dists(q)) {
+                assert!(
+                    (g - c).abs() <= 1e-3 * (1.0 + c.abs()),
+                    "{metric:?} q{q}: {g} vs {c}"
+                );
+            }
+        }
+    }
+}
+
 /// Enough base rows per chunk that the select kernel's buffer fills and flushes in the middle of
 /// a row (thousands of candidates while the threshold is still infinite), for small and large k.
 #[test]
