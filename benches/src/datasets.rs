@@ -275,6 +275,23 @@ pub fn split_rows<T: Element>(
     ))
 }
 
+/// [`holdout_rows`] then [`split_rows`] on a dataset of any element type: (base, queries).
+pub fn holdout_any(data: &AnyDataset, nq: usize, seed: u64) -> Result<(AnyDataset, AnyDataset)> {
+    let q = holdout_rows(data.rows(), nq, seed)?;
+    macro_rules! split {
+        ($d:expr) => {{
+            let (b, q) = split_rows($d, &q)?;
+            (AnyDataset::from_typed(b), AnyDataset::from_typed(q))
+        }};
+    }
+    Ok(match data {
+        AnyDataset::F32(d) => split!(d),
+        AnyDataset::F16(d) => split!(d),
+        AnyDataset::U8(d) => split!(d),
+        AnyDataset::I8(d) => split!(d),
+    })
+}
+
 /// The first `rows` rows of `data` (all when it has fewer).
 pub fn head<T: Element>(data: &Dataset<T>, rows: usize) -> Result<Dataset<T>> {
     let rows = rows.min(data.rows());

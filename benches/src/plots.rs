@@ -332,8 +332,8 @@ mod tests {
             sample: 100,
             out_degree: [32.0, 32.0, 32.0],
             in_degree: [0.0, 32.0, 90.0],
-            unreachable: 0,
-            scc_count: 1,
+            unreachable: Some(0),
+            scc_count: Some(1),
         });
         let b = sample("hnswlib", "hnsw", &[(0.9, 3000.0)]);
         let files = write_all(&[a, b], dir.path()).unwrap();

@@ -53,8 +53,16 @@ fn qps(v: Option<f64>) -> String {
 
 /// The markdown of the dataset tables (no title, no environment): what `--update-docs` puts
 /// between the `generated:<suite>` markers, and the body of the full report. `plots` is the
-/// folder prefix of the embedded plots relative to the markdown file (`None`: no images).
-pub fn tables(records: &[Record], plots: Option<&str>) -> String {
+/// folder prefix of the embedded SVG plots relative to the markdown file (`None`: no images);
+/// `png` adds links to the PNG versions.
+pub fn tables(records: &[Record], plots: Option<&str>, png: bool) -> String {
+    let png_link = |dir: &str, stem: &str| {
+        if png {
+            format!(" ([PNG]({dir}/{stem}.png))")
+        } else {
+            String::new()
+        }
+    };
     let mut md = String::new();
     for (name, runs) in by_dataset(records) {
         let d = &runs[0].dataset;
@@ -102,7 +110,7 @@ pub fn tables(records: &[Record], plots: Option<&str>) -> String {
                     "{:.0}/{:.1}/{:.0}",
                     g.out_degree[0], g.out_degree[1], g.out_degree[2]
                 )),
-                g.map_or("-".into(), |g| g.unreachable.to_string()),
+                g.and_then(|g| g.unreachable).map_or("-".into(), |u| u.to_string()),
                 num(m.map(|m| m.peak_rss_mib), 0),
                 num(m.and_then(|m| m.device_peak_mib), 0),
             );
@@ -144,7 +152,8 @@ pub fn tables(records: &[Record], plots: Option<&str>) -> String {
             let f = crate::plots::file_stem(&name);
             let _ = writeln!(
                 md,
-                "\n![QPS vs recall@10, {name}]({dir}/pareto-{f}.svg) ([PNG]({dir}/pareto-{f}.png))\n"
+                "\n![QPS vs recall@10, {name}]({dir}/pareto-{f}.svg){}\n",
+                png_link(dir, &format!("pareto-{f}"))
             );
         } else {
             md += "\n";
@@ -153,7 +162,9 @@ pub fn tables(records: &[Record], plots: Option<&str>) -> String {
     if let Some(dir) = plots {
         let _ = writeln!(
             md,
-            "#### Build time\n\n![build time vs graph recall]({dir}/build-vs-recall.svg) ([PNG]({dir}/build-vs-recall.png))\n\n![build time vs n]({dir}/build-vs-n.svg) ([PNG]({dir}/build-vs-n.png))\n"
+            "#### Build time\n\n![build time vs graph recall]({dir}/build-vs-recall.svg){}\n\n![build time vs n]({dir}/build-vs-n.svg){}\n",
+            png_link(dir, "build-vs-recall"),
+            png_link(dir, "build-vs-n")
         );
     }
     md
@@ -213,7 +224,7 @@ pub fn full(records: &[Record], command: &str, wall_s: Option<f64>) -> String {
     }
     md += &environment(records);
     md += "\nBuild times exclude the warm-up build (kernel compilation, JIT, first touches), which is reported apart. Graph recall: the first k out-neighbours of 1,000 sampled vertices against their exact k nearest (distance ties credited). Search recall: ids against the prepared ground truth (the same file for every library). QPS at batch = all queries uses the listed threads; batch 1 is one query per call on one thread.\n\n";
-    md += &tables(records, Some("plots"));
+    md += &tables(records, Some("plots"), true);
     md
 }
 
@@ -230,13 +241,14 @@ mod tests {
         let mut c = sample("weft", "broken", &[]);
         c.error = Some("out of memory | really".into());
         c.build = None;
-        let md = tables(&[a, b, c], Some("plots"));
+        let md = tables(&[a, b, c], Some("plots"), true);
         assert!(md.contains("#### tiny"));
         assert!(md.contains("| weft nndescent (cpu) | 2 | 2.00 (1.00-3.00, 3 runs) |"));
         assert!(md.contains("| 2000 | 2000 | 500 |"), "{md}");
         assert!(md.contains("| hnswlib hnsw (cpu) | ef"), "{md}");
         assert!(md.contains("failed: out of memory / really"));
         assert!(md.contains("plots/pareto-tiny.svg"));
-        assert!(!tables(&[], None).contains("####"));
+        assert!(md.contains("([PNG](plots/pareto-tiny.png))"));
+        assert!(!tables(&[], None, false).contains("####"));
     }
 }

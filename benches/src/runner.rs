@@ -260,8 +260,8 @@ impl GraphTruth {
                 stats.in_degree.mean,
                 stats.in_degree.max as f64,
             ],
-            unreachable: stats.num_nodes - stats.reachable,
-            scc_count: stats.scc_count,
+            unreachable: Some(stats.num_nodes - stats.reachable),
+            scc_count: Some(stats.scc_count),
         })
     }
 }
@@ -423,7 +423,7 @@ fn run_one(
     let t = Instant::now();
     let quality = truth.quality(&graph, &data.base)?;
     eprintln!(
-        "{tag}: graph recall@10 {:.4}, recall@{} {:.4}, unreachable {} ({:.1} s)",
+        "{tag}: graph recall@10 {:.4}, recall@{} {:.4}, unreachable {:?} ({:.1} s)",
         quality.recall_at_10,
         quality.recall_k,
         quality.recall_at_k,

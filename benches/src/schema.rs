@@ -153,10 +153,10 @@ pub struct GraphQuality {
     pub out_degree: [f64; 3],
     /// In-degree min / mean / max.
     pub in_degree: [f64; 3],
-    /// Vertices not reachable from the entry points.
-    pub unreachable: usize,
-    /// Number of strongly connected components.
-    pub scc_count: usize,
+    /// Vertices not reachable from the entry points (vertex 0 where the graph has none).
+    pub unreachable: Option<usize>,
+    /// Number of strongly connected components (`None` where not measured).
+    pub scc_count: Option<usize>,
 }
 
 /// One point of the search sweep.

@@ -1,14 +1,19 @@
-//! `cargo xtask device-pack [--workspace] [--no-cli]`: gathers stripped release test binaries,
-//! example/bench binaries and the CLI, with a run script, into `device-pack/` (ignored by git,
-//! under the 64 MiB a device run may carry).
+//! `cargo xtask device-pack [--workspace] [--no-cli] [--no-bench]`: gathers stripped release
+//! test binaries, example/bench binaries and the CLI, with a run script, into `device-pack/`
+//! (ignored by git, under the 64 MiB a device run may carry).
 //!
 //! - test binaries: the weft-gpu tests (`--workspace`: every workspace test binary);
 //! - examples of weft-gpu (the exact-kNN benchmark) and, unless `--no-cli`, the `weft` binary
 //!   of weft-cli when it builds;
+//! - unless `--no-bench`: the harness runner `weft-bench` (weft-benches), a TrueType font for
+//!   its plots (`fonts/`, from this machine) and the commit (`COMMIT`);
 //! - `run.sh`: runs every test binary with `WEFT_REQUIRE_GPU=1` (once with the build-time
 //!   cubins, once with `WEFT_KERNELS=nvrtc`), and with `--sanitize` also under
 //!   `compute-sanitizer --tool memcheck` and `--tool racecheck`; logs go to `$OUT` (or
-//!   `device-pack/logs`).
+//!   `device-pack/logs`). `run.sh --bench-suite quick|full` runs the benchmark harness instead
+//!   (synthetic presets, the GPU back ends; `--tests` runs the tests as well): JSON lines,
+//!   report and plots in `$OUT/bench`. `cargo xtask bench --suite quick --from-device DIR`
+//!   turns the fetched files into the docs section.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,11 +28,15 @@ const LIMIT: u64 = 64 << 20;
 pub fn run(args: &[String]) -> Result<()> {
     let mut workspace = false;
     let mut cli = true;
+    let mut bench = true;
     for a in args {
         match a.as_str() {
             "--workspace" => workspace = true,
             "--no-cli" => cli = false,
-            other => bail!("device-pack: unknown option `{other}` (use --workspace, --no-cli)"),
+            "--no-bench" => bench = false,
+            other => bail!(
+                "device-pack: unknown option `{other}` (use --workspace, --no-cli, --no-bench)"
+            ),
         }
     }
     let root = root();
@@ -81,6 +90,26 @@ pub fn run(args: &[String]) -> Result<()> {
             Err(e) => eprintln!("device-pack: weft-cli does not build yet, left out: {e:#}"),
         }
     }
+    if bench {
+        match executables(&[
+            "build",
+            "--release",
+            "-p",
+            "weft-benches",
+            "--bin",
+            "weft-bench",
+            "--message-format=json",
+        ]) {
+            Ok(bins) => {
+                for (name, exe) in &bins {
+                    copy_stripped(exe, &pack.join("bin").join(name))?;
+                    others += 1;
+                }
+                pack_bench_extras(&pack)?;
+            }
+            Err(e) => eprintln!("device-pack: weft-bench does not build, left out: {e:#}"),
+        }
+    }
     std::fs::write(pack.join("run.sh"), RUN_SH)?;
     set_executable(&pack.join("run.sh"))?;
     let total = dir_size(&pack)?;
@@ -96,6 +125,52 @@ pub fn run(args: &[String]) -> Result<()> {
             "device-pack is {total} bytes, over the 64 MiB a device run carries; drop --workspace"
         );
     }
+    Ok(())
+}
+
+/// Font files the harness plots can use (as benches/src/plots.rs looks for them).
+const FONTS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
+    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+];
+
+/// The font for the plots (the device may have none) and the commit for the records.
+fn pack_bench_extras(pack: &Path) -> Result<()> {
+    let font = std::env::var_os("WEFT_BENCH_FONT")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(FONTS.iter().map(PathBuf::from))
+        .find(|p| p.exists());
+    match font {
+        Some(f) => {
+            std::fs::create_dir_all(pack.join("fonts"))?;
+            let name = f.file_name().context("font file name")?;
+            std::fs::copy(&f, pack.join("fonts").join(name))?;
+        }
+        None => eprintln!("device-pack: no TrueType font found; the device report will have no plots"),
+    }
+    let sha = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let dirty = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .current_dir(root())
+        .output()
+        .map(|o| !o.stdout.is_empty())
+        .unwrap_or(false);
+    std::fs::write(
+        pack.join("COMMIT"),
+        if dirty { format!("{sha}-dirty") } else { sha },
+    )?;
     Ok(())
 }
 
@@ -186,20 +261,27 @@ fn dir_size(p: &Path) -> Result<u64> {
 }
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
-# device-pack/run.sh [--sanitize] [--bench] — run on the GPU machine from the repository root
-# (or anywhere). Logs go to $OUT (the device tool's output folder) or device-pack/logs.
+# device-pack/run.sh [--sanitize] [--bench] [--bench-suite quick|full [--tests]] — run on the GPU
+# machine from the repository root (or anywhere). Logs go to $OUT (the device tool's output
+# folder) or device-pack/logs. --bench-suite runs the benchmark harness (bin/weft-bench) on the
+# synthetic presets with the GPU back ends (BENCH_BACKEND=gpu,cpu for both) and writes JSON
+# lines, report and plots to $OUT/bench; the tests then run only with --tests.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 LOGS="${OUT:-$HERE/logs}"
 mkdir -p "$LOGS"
-SANITIZE=0; BENCH=0
-for a in "$@"; do
-  case "$a" in
+SANITIZE=0; BENCH=0; BENCH_SUITE=""; TESTS=1; WANT_TESTS=0
+while [ $# -gt 0 ]; do
+  case "$1" in
     --sanitize) SANITIZE=1 ;;
     --bench) BENCH=1 ;;
-    *) echo "unknown option $a"; exit 2 ;;
+    --bench-suite) BENCH_SUITE="${2:-}"; shift ;;
+    --tests) WANT_TESTS=1 ;;
+    *) echo "unknown option $1"; exit 2 ;;
   esac
+  shift
 done
+if [ -n "$BENCH_SUITE" ] && [ $WANT_TESTS -eq 0 ]; then TESTS=0; fi
 export WEFT_REQUIRE_GPU=1
 export WEFT_GPU_LOG=1
 export WEFT_KERNEL_CACHE="$(mktemp -d)"
@@ -213,6 +295,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >
 status=0
 record() { echo "$1" | tee -a "$SUMMARY"; }
 for t in "$HERE"/tests/*; do
+  [ $TESTS -eq 1 ] || break
   n="$(basename "$t")"
   start=$(date +%s.%N)
   "$t" --test-threads=4 > "$LOGS/$n.log" 2>&1; rc=$?
@@ -243,6 +326,36 @@ if [ $SANITIZE -eq 1 ]; then
       [ $rc -ne 0 ] && status=1
     done
   done
+fi
+if [ -n "$BENCH_SUITE" ]; then
+  B="$LOGS/bench"; mkdir -p "$B"
+  DATA="${BENCH_DATA_DIR:-$(mktemp -d)}"
+  for f in "$HERE"/fonts/*.ttf; do [ -f "$f" ] && export WEFT_BENCH_FONT="$f"; done
+  COMMIT="$(cat "$HERE/COMMIT" 2>/dev/null || echo unknown)"
+  case "$BENCH_SUITE" in
+    quick) SETS="sift:100000 deep:100000 glove:100000" ;;
+    full) SETS="sift:1000000 deep:1000000 gist:1000000 glove:1000000" ;;
+    *) echo "unknown bench suite $BENCH_SUITE (quick, full)"; exit 2 ;;
+  esac
+  bstart=$(date +%s)
+  DIRS=""
+  for s in ${BENCH_SETS:-$SETS}; do
+    p="${s%%:*}"; n="${s##*:}"
+    if [ $((n % 1000000)) -eq 0 ]; then h="$((n / 1000000))m"; elif [ $((n % 1000)) -eq 0 ]; then h="$((n / 1000))k"; else h="$n"; fi
+    name="$p-like-$h"
+    "$HERE/bin/weft-bench" prepare --out "$DATA/$name" --name "$name" --preset "$p" --n "$n" --nq 10000 >> "$B/log.txt" 2>&1 \
+      || record "bench prepare $name failed"
+    DIRS="$DIRS --data $DATA/$name"
+  done
+  rm -f "$B/weft.jsonl"
+  "$HERE/bin/weft-bench" run --suite "$BENCH_SUITE" --backend "${BENCH_BACKEND:-gpu}" --commit "$COMMIT" \
+    --out "$B/weft.jsonl" $DIRS >> "$B/log.txt" 2>&1; rc=$?
+  echo $(( $(date +%s) - bstart )) > "$B/wall_s.txt"
+  "$HERE/bin/weft-bench" report --in "$B/weft.jsonl" --out "$B" --wall-s "$(cat "$B/wall_s.txt")" \
+    --command "cargo xtask device-pack && bash device-pack/run.sh --bench-suite $BENCH_SUITE" >> "$B/log.txt" 2>&1 || rc=1
+  record "bench $BENCH_SUITE: rc=$rc, $(cat "$B/wall_s.txt") s, $(wc -l < "$B/weft.jsonl" 2>/dev/null || echo 0) records"
+  tail -n 40 "$B/log.txt"
+  [ $rc -ne 0 ] && status=1
 fi
 echo "overall status: $status" | tee -a "$SUMMARY"
 exit $status

@@ -156,7 +156,6 @@ fn prepare(args: &[String]) -> Result<()> {
             "Fashion-MNIST (Debian dataset-fashion-mnist): train images as base, test images as queries".to_string(),
         )
     } else if let Some(b) = o.get("base") {
-        let q = o.get("queries").context("--queries with --base")?;
         let opts = weft_io::ReadOptions::new().with_mmap(false);
         let mut base = weft_io::read_any(b, &opts)?;
         if let Some(m) = o.num("max-base")? {
@@ -165,7 +164,17 @@ fn prepare(args: &[String]) -> Result<()> {
             }
             base = weft_io::read_rows_any(b, 0..m.min(base.rows()), &opts)?;
         }
-        let queries = weft_io::read_any(q, &opts)?;
+        let (base, queries, source) = match o.get("queries") {
+            Some(q) => (base, weft_io::read_any(q, &opts)?, format!("files {b}, {q}")),
+            None => {
+                if o.has("gt") {
+                    bail!("--gt needs the --queries it belongs to");
+                }
+                let nq = o.num("nq")?.unwrap_or(10_000).min(base.rows() / 10).max(1);
+                let (b2, q2) = datasets::holdout_any(&base, nq, seed.wrapping_add(2024))?;
+                (b2, q2, format!("file {b}, {nq} random rows held out as queries"))
+            }
+        };
         let gt = o
             .get("gt")
             .map(|g| weft_io::read_ids(g, None))
@@ -175,7 +184,7 @@ fn prepare(args: &[String]) -> Result<()> {
             queries,
             gt,
             metric_opt.unwrap_or(Metric::L2Squared),
-            format!("files {b}, {q}"),
+            source,
         )
     } else {
         bail!("prepare needs a source: --preset, --glove-npy, --idx-train or --base");
@@ -285,7 +294,7 @@ fn run(args: &[String]) -> Result<()> {
 
 fn report_cmd(args: &[String]) -> Result<()> {
     let o = Opts::parse(args, &[])?;
-    o.check(&["in", "out", "command", "wall-s"])?;
+    o.check(&["in", "out", "command", "wall-s", "docs-prefix"])?;
     let mut records = Vec::new();
     for f in o.all("in") {
         let text = std::fs::read_to_string(f).with_context(|| format!("read {f}"))?;
@@ -310,10 +319,12 @@ fn report_cmd(args: &[String]) -> Result<()> {
         }
     };
     let mut md = report::full(&records, command, wall);
-    let mut tables = report::tables(&records, Some("bench-out/plots"));
+    // The docs section embeds the SVGs that `--update-docs` copies next to docs/benchmarks.md.
+    let prefix = o.get("docs-prefix").unwrap_or("plots");
+    let mut tables = report::tables(&records, Some(prefix), false);
     if !plots_ok {
         md += "\n(Plots not drawn: no TrueType font found; set WEFT_BENCH_FONT.)\n";
-        tables = report::tables(&records, None);
+        tables = report::tables(&records, None, false);
     }
     std::fs::write(out.join("report.md"), md)?;
     // The docs section: environment + tables, plots linked relative to the repository root.
