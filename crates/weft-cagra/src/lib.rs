@@ -1,13 +1,62 @@
 //! # weft-cagra
 //!
 //! CAGRA graph optimisation (Ootomo et al., ICDE 2024): it turns a k-NN graph of intermediate
-//! degree `d_init` into a search graph of fixed out-degree `d` by rank-based reordering
-//! (detourable-route counting), reverse-graph construction with an in-degree cap, and a merge of
-//! forward and reverse edges. The GPU search over the result lives in `weft-search`.
+//! degree `k` (`d_init`, 2-3 x the output degree) into a search graph of fixed out-degree `d`,
+//! using only the ranks of the k-NN rows (no distance is computed). [`CagraCpu`] runs it on the
+//! CPU (rayon); the GPU optimiser (`weft-gpu`, behind this crate's `cuda` feature) reproduces
+//! the CPU output bit for bit. Parameter choices follow `shared/algorithms/cagra.md` §3.
 //!
-//! **Status:** only [`CagraParams`] exists. The optimiser (CPU and GPU) is not implemented yet,
-//! so `cagra` is not in weft's registry: asking for it gives a clear "not available yet" error.
-//! Parameter choices follow `shared/algorithms/cagra.md` §3.
+//! ## The algorithm, with its exact tie rules
+//!
+//! Input: a valid [`weft_core::KnnGraph`] (rows ascending by distance; the position of a
+//! neighbour in its row is its *rank*; short rows padded at the end).
+//!
+//! 1. **Detour counting.** For every edge `A -> B` of rank `r` in row `A`, count the neighbours
+//!    `D` of `A` of rank `j < r` whose own row contains `B` (at any position): each is a
+//!    detourable route `A -> D -> B` whose two hops are both "shorter" in rank than the direct
+//!    edge. This is the rule RAFT/cuVS implement (the paper's Eq. 3 with ranks for weights, the
+//!    second condition `rank_D(B) < r` left out). Counts are exact (not saturated).
+//! 2. **Pruning.** Row `A` of the pruned graph is the `min(m, d)` valid entries of its k-NN row
+//!    with the fewest detours, ordered by `(detour count, rank)` ascending (ties by rank, so
+//!    the order is unique).
+//! 3. **Reverse graph.** For each edge `s -> v` of the pruned graph at position `c` in row `s`,
+//!    `s` is a reverse neighbour of `v`. Row `v` of the reverse graph lists them by `(c, s)`
+//!    ascending and keeps the first `d` (the in-degree cap).
+//! 4. **Merge.** With `h = d / 2`: the output row is the first `min(h, m)` pruned edges
+//!    (protected), then the reverse edges not among them in reverse-graph order, then the other
+//!    pruned edges that are not reverse edges in pruned order; truncated to `d` and padded only
+//!    where the input has fewer than `d` neighbours. This is RAFT's merge (protected half,
+//!    reverse edges, remaining forward edges) written as a concatenation; unlike RAFT's in-place
+//!    shifting it leaves no padding holes when a row is short.
+//!
+//! With full k-NN rows every output row has exactly `d` distinct neighbours and no self-loop.
+//! Every step depends only on the input, never on the thread count or on the order of parallel
+//! work.
+//!
+//! ## Faster detour counting
+//!
+//! The naive count (RAFT's `kern_prune`) searches, for every entry `B'` of the row of every
+//! neighbour `D` of `A`, the entries of `A`'s row ranked after `D`: `O(k^3)` comparisons per
+//! node. Here each node first puts its own row into a small open-addressing hash table
+//! (id -> rank, at least `2k` slots, a few hundred bytes, so it stays in L1 on the CPU and in
+//! shared memory on the GPU); then every entry of every neighbour's row costs one probe, and a
+//! hit at rank `r > j` increments `count[r]`. That is `O(k^2)` expected work per node with no
+//! sorting, and it is the same on the GPU (one thread block per node, the table and the
+//! counters in shared memory, atomics only on the counters, so the counts do not depend on the
+//! order of the threads). Pruning is fused into the same pass per node, so the `n x k` counts
+//! are never stored (the [`Stages`] reference keeps them for tests).
+//!
+//! ## Search
+//!
+//! Like CAGRA's search, a search over the graph starts from random vertices: the graph carries
+//! [`CagraParams::entry_points`] vertices drawn from the build seed ([`entry_points`]), the
+//! same on the CPU and the GPU (RAFT's single-CTA search also uses the same seeds for every
+//! query). The graph is not guaranteed to be strongly connected (nor is CAGRA's), so a single
+//! start can miss a cluster; a few dozen spread starts do not.
+
+mod cpu;
+
+pub use cpu::{CagraCpu, Stages, entry_points, optimize_stages, reverse_graph};
 
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Params, Result};
@@ -32,8 +81,13 @@ pub struct CagraParams {
     pub graph_degree: usize,
     /// Degree `d_init` of the k-NN graph that is optimised (2–3 x `graph_degree`).
     pub intermediate_degree: usize,
-    /// How the k-NN graph is built.
+    /// How the k-NN graph is built (by the `cagra` pipeline of the `weft` facade).
     pub knn: KnnSource,
+    /// Seeded random vertices stored as the graph's search entry points (all vertices when the
+    /// set has fewer; 0: none, so a search draws its own). CAGRA's search starts from random
+    /// vertices; a fixed sample of them, drawn from the build seed, starts every query in
+    /// every region of the data even where the graph is not strongly connected.
+    pub entry_points: usize,
 }
 
 impl Default for CagraParams {
@@ -42,6 +96,7 @@ impl Default for CagraParams {
             graph_degree: 64,
             intermediate_degree: 128,
             knn: KnnSource::NnDescent,
+            entry_points: 32,
         }
     }
 }
