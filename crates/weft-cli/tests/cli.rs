@@ -354,3 +354,96 @@ fn every_command_has_help() {
     let m = ok_json(&["info"]);
     assert!(m["cpu"]["threads"].as_u64().unwrap() >= 1);
 }
+
+#[test]
+fn cagra_build_and_eval() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (base, queries, gt, graph) = (
+        p(d, "c.fbin"),
+        p(d, "c.queries.fbin"),
+        p(d, "c.gt.ivecs"),
+        p(d, "c.wgraph"),
+    );
+    ok_json(&[
+        "gen",
+        "--preset",
+        "sift",
+        "-n",
+        "2000",
+        "--queries",
+        "50",
+        "--out",
+        &base,
+    ]);
+    ok_json(&[
+        "gt",
+        "--base",
+        &base,
+        "--queries",
+        &queries,
+        "-k",
+        "10",
+        "--out",
+        &gt,
+    ]);
+    let b = ok_json(&[
+        "build",
+        "--algo",
+        "cagra",
+        "--backend",
+        "cpu",
+        "--data",
+        &base,
+        "--param",
+        "graph_degree=24",
+        "--param",
+        "intermediate_degree=48",
+        "--out",
+        &graph,
+    ]);
+    assert_eq!(b["stats"]["num_nodes"], 2000);
+    assert_eq!(b["params"]["params"]["params"]["graph_degree"], 24);
+    let gi = ok_json(&["info", &graph]);
+    assert_eq!(gi[0]["algorithm"], "cagra");
+    let e = ok_json(&[
+        "eval",
+        "--data",
+        &base,
+        "--graph",
+        &graph,
+        "--queries",
+        &queries,
+        "--gt",
+        &gt,
+        "-k",
+        "10",
+        "--beam",
+        "10,64",
+        "--runs",
+        "1",
+    ]);
+    let pts = e["points"].as_array().unwrap();
+    assert!(
+        pts[1]["recall"].as_f64().unwrap() >= 0.9,
+        "cagra recall at beam 64: {}",
+        pts[1]["recall"]
+    );
+    // Impossible parameters are refused before any work.
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "cagra",
+            "--data",
+            &base,
+            "--param",
+            "graph_degree=64",
+            "--param",
+            "intermediate_degree=32",
+            "--out",
+            &graph,
+        ],
+        "intermediate_degree",
+    );
+}

@@ -285,7 +285,6 @@ where
 /// are named only so the error can say so; they are never in the registry.
 pub const PLANNED: &[(&str, &str)] = &[
     ("grnnd", "GRNND (GPU RNN-Descent) is not available yet"),
-    ("cagra", "CAGRA graph optimisation is not available yet"),
     (
         "ggnn",
         "GGNN hierarchical construction is not available yet",
@@ -408,6 +407,58 @@ impl DynBuilder for ExactGpuEntry {
     }
 }
 
+/// CAGRA on the CPU, registered as `cagra`: the k-NN graph of degree
+/// [`intermediate_degree`](weft_cagra::CagraParams::intermediate_degree) by CPU NN-Descent
+/// (default parameters) or exact brute force ([`weft_cagra::KnnSource`]), then
+/// [`weft_cagra::CagraCpu`] down to [`graph_degree`](weft_cagra::CagraParams::graph_degree).
+struct CagraPipelineCpu;
+
+impl GraphBuilder for CagraPipelineCpu {
+    type Params = weft_cagra::CagraParams;
+    type Output = weft_core::FixedDegreeGraph;
+
+    fn name(&self) -> &'static str {
+        "cagra"
+    }
+
+    fn build<T: weft_core::Element>(
+        &self,
+        data: weft_core::DatasetView<'_, T>,
+        metric: Metric,
+        params: &weft_cagra::CagraParams,
+        ctx: &BuildCtx,
+    ) -> Result<weft_core::FixedDegreeGraph> {
+        ctx.check_cancelled()?;
+        if data.is_empty() {
+            return Err(Error::InvalidInput("cagra: the dataset is empty".into()));
+        }
+        params.validate(data.rows(), data.dim())?;
+        data.check_finite()?;
+        let k = params.intermediate_degree;
+        let knn = match params.knn {
+            weft_cagra::KnnSource::NnDescent => weft_nndescent::NnDescentCpu.build(
+                data,
+                metric,
+                k,
+                &weft_nndescent::NnDescentParams::default(),
+                ctx,
+            )?,
+            weft_cagra::KnnSource::Exact => {
+                weft_graph::exact::ExactKnn.build(data, metric, k, &weft_core::NoParams {}, ctx)?
+            }
+        };
+        weft_core::GraphOptimizer::optimize(
+            &weft_cagra::CagraCpu,
+            data,
+            metric,
+            &knn,
+            params.graph_degree,
+            params,
+            ctx,
+        )
+    }
+}
+
 impl Default for Registry {
     fn default() -> Self {
         Self::available()
@@ -452,6 +503,11 @@ impl Registry {
             weft_rnndescent::RnnDescentCpu,
             Backend::Cpu,
             "RNN-Descent (Ono & Matsui 2023) search graph",
+        ));
+        r.register(GraphEntry::new(
+            CagraPipelineCpu,
+            Backend::Cpu,
+            "CAGRA (Ootomo et al. 2024): NN-Descent k-NN graph, rank-based optimisation",
         ));
         r
     }
@@ -591,7 +647,7 @@ mod tests {
     #[test]
     fn unknown_and_planned_algorithms_are_clear_errors() {
         let r = Registry::available();
-        assert!(matches!(r.get("cagra", None), Err(Error::Unsupported(_))));
+        assert!(matches!(r.get("ggnn", None), Err(Error::Unsupported(_))));
         assert!(matches!(
             r.get("nope", None),
             Err(Error::InvalidParams { .. })
