@@ -1,6 +1,7 @@
 // testing/testing.cu: kernels that exist to test the shared headers against their Rust
 // counterparts (weft_core::rng, weft_core::distance, the sorts).
 #include "weft/distance.cuh"
+#include "weft/hashset.cuh"
 #include "weft/rng.cuh"
 #include "weft/topk.cuh"
 #include "weft/types.cuh"
@@ -43,4 +44,28 @@ extern "C" __global__ void testing_warp_sort_f32(float* d, u32* id, u32 runs) {
     warp_sort32(x, i);
     d[run * 32 + lane] = x;
     id[run * 32 + lane] = i;
+}
+
+// Visited sets: one block per run of `per_block` ids (blockDim.x threads), a shared-memory table
+// of 2^bits slots. mode 0: all threads insert concurrently (visited_insert); mode 1: thread 0
+// inserts the ids in order (visited_insert_exclusive). is_new[i] = the insert's answer;
+// contains[i] = visited_contains after all inserts; table = the final slots of each block.
+extern "C" __global__ void testing_visited_set(const u32* ids, u32 per_block, u32 bits, i32 mode,
+                                               u8* is_new, u8* contains, u32* table) {
+    extern __shared__ u32 slots[];
+    const u32 size = 1u << bits, mask = size - 1;
+    const u64 base = (u64)blockIdx.x * per_block;
+    visited_clear(slots, size);
+    __syncthreads();
+    if (mode == 0) {
+        for (u32 i = threadIdx.x; i < per_block; i += blockDim.x)
+            is_new[base + i] = visited_insert(slots, mask, ids[base + i]) ? 1 : 0;
+    } else if (threadIdx.x == 0) {
+        for (u32 i = 0; i < per_block; ++i)
+            is_new[base + i] = visited_insert_exclusive(slots, mask, ids[base + i]) ? 1 : 0;
+    }
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < per_block; i += blockDim.x)
+        contains[base + i] = visited_contains(slots, mask, ids[base + i]) ? 1 : 0;
+    for (u32 i = threadIdx.x; i < size; i += blockDim.x) table[(u64)blockIdx.x * size + i] = slots[i];
 }

@@ -338,3 +338,59 @@ pub(crate) fn testing_warp_sort(
         cfg((runs.div_ceil(4), 1, 1), 128, 0),
     )
 }
+
+/// Shapes of one `testing_visited_set` launch.
+pub(crate) struct VisitedSetRun {
+    /// Ids per block.
+    pub per_block: u32,
+    /// log2 of the table size.
+    pub bits: u32,
+    /// Blocks (runs of `per_block` ids).
+    pub blocks: u32,
+    /// 0: concurrent inserts; 1: thread 0 inserts in order.
+    pub mode: i32,
+}
+
+/// `testing_visited_set`: inserts runs of ids into shared-memory visited sets.
+pub(crate) fn testing_visited_set(
+    ctx: &GpuContext,
+    run: &VisitedSetRun,
+    ids: &CudaView<'_, u32>,
+    is_new: &mut CudaViewMut<'_, u8>,
+    contains: &mut CudaViewMut<'_, u8>,
+    table: &mut CudaViewMut<'_, u32>,
+) -> Result<()> {
+    if run.bits == 0 || run.bits > 13 {
+        return Err(Error::InvalidInput(format!(
+            "visited set of 2^{} slots: bits must be in 1..=13 (32 KiB of shared memory)",
+            run.bits
+        )));
+    }
+    let n = run.per_block as u64 * run.blocks as u64;
+    need(ids.len(), n, "visited set ids")?;
+    need(is_new.len(), n, "visited set answers")?;
+    need(contains.len(), n, "visited set membership")?;
+    need(
+        table.len(),
+        (run.blocks as u64) << run.bits,
+        "visited set tables",
+    )?;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = ctx.function("testing", "testing_visited_set")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(ids)
+        .arg(&run.per_block)
+        .arg(&run.bits)
+        .arg(&run.mode)
+        .arg(is_new)
+        .arg(contains)
+        .arg(table);
+    launch(
+        ctx,
+        "testing_visited_set",
+        a,
+        cfg((run.blocks, 1, 1), 256, 4 << run.bits),
+    )
+}

@@ -99,3 +99,66 @@ pub fn warp_sort_on_device(
     )?;
     Ok((ctx.download(&d, n)?, ctx.download(&i, n)?))
 }
+
+/// What [`visited_set_on_device`] returns: per id, whether its insert said "new" and whether the
+/// set holds it afterwards; per run, the final table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VisitedSetResult {
+    /// The answer of each id's insert.
+    pub is_new: Vec<bool>,
+    /// `visited_contains` of each id after all inserts.
+    pub contains: Vec<bool>,
+    /// The `2^bits` slots of each run, run after run (`INVALID` = empty).
+    pub tables: Vec<NodeId>,
+}
+
+/// Runs kernel `testing_visited_set` (the visited sets of `weft/hashset.cuh`): `ids` split into
+/// runs of `per_block`, each inserted into its own shared-memory table of `2^bits` slots,
+/// concurrently by 256 threads (`exclusive == false`) or in order by one thread.
+pub fn visited_set_on_device(
+    ctx: &GpuContext,
+    ids: &[NodeId],
+    per_block: usize,
+    bits: u32,
+    exclusive: bool,
+) -> Result<VisitedSetResult> {
+    if per_block == 0 || !ids.len().is_multiple_of(per_block) {
+        return Err(weft_core::Error::InvalidInput(
+            "visited set ids must be whole runs of per_block > 0".into(),
+        ));
+    }
+    let blocks = ids.len() / per_block;
+    let run = launch::VisitedSetRun {
+        per_block: per_block as u32,
+        bits,
+        blocks: blocks as u32,
+        mode: i32::from(exclusive),
+    };
+    let n = ids.len();
+    let slots = blocks << bits.min(13);
+    let d_ids = ctx.upload(ids)?;
+    let mut is_new = ctx.alloc_zeros::<u8>(n)?;
+    let mut contains = ctx.alloc_zeros::<u8>(n)?;
+    let mut table = ctx.alloc_zeros::<u32>(slots)?;
+    launch::testing_visited_set(
+        ctx,
+        &run,
+        &d_ids.slice(0..n.max(1)),
+        &mut is_new.slice_mut(0..n.max(1)),
+        &mut contains.slice_mut(0..n.max(1)),
+        &mut table.slice_mut(0..slots.max(1)),
+    )?;
+    Ok(VisitedSetResult {
+        is_new: ctx
+            .download(&is_new, n)?
+            .into_iter()
+            .map(|b| b != 0)
+            .collect(),
+        contains: ctx
+            .download(&contains, n)?
+            .into_iter()
+            .map(|b| b != 0)
+            .collect(),
+        tables: ctx.download(&table, slots)?,
+    })
+}

@@ -8,7 +8,8 @@ use weft_core::distance::reference_distance;
 use weft_core::rng::{SplitMix64, below, hash3, mix64};
 use weft_core::{BuildCtx, Dataset, Element, Error, INVALID, KnnGraphBuilder, Metric, NoParams};
 use weft_gpu::testing::{
-    gpu_or_skip, gpu_required, pair_distances_on_device, rng_on_device, warp_sort_on_device,
+    gpu_or_skip, gpu_required, pair_distances_on_device, rng_on_device, visited_set_on_device,
+    warp_sort_on_device,
 };
 use weft_gpu::{DeviceMatrix, ExactGpu, GpuContext, KernelLoadPath, KernelMode, probe};
 use weft_graph::exact::{exact_knn_graph, exact_search};
@@ -140,6 +141,96 @@ fn warp_sort_sorts_pairs() {
             .collect();
         assert_eq!(got, want, "run {run}");
     }
+}
+
+/// The CPU model of `visited_hash` in kernels/include/weft/hashset.cuh.
+fn visited_hash(mut id: u32) -> u32 {
+    id ^= id >> 16;
+    id = id.wrapping_mul(0x7feb_352d);
+    id ^= id >> 15;
+    id = id.wrapping_mul(0x846c_a68b);
+    id ^= id >> 16;
+    id
+}
+
+/// The CPU model of one run of in-order inserts: (answers, final table).
+fn visited_model(ids: &[u32], bits: u32) -> (Vec<bool>, Vec<u32>) {
+    let mask = (1u32 << bits) - 1;
+    let mut table = vec![INVALID; 1 << bits];
+    let answers = ids
+        .iter()
+        .map(|&id| {
+            let mut h = visited_hash(id) & mask;
+            for _ in 0..=mask {
+                if table[h as usize] == INVALID {
+                    table[h as usize] = id;
+                    return true;
+                }
+                if table[h as usize] == id {
+                    return false;
+                }
+                h = (h + 1) & mask;
+            }
+            true
+        })
+        .collect();
+    (answers, table)
+}
+
+/// Visited sets (weft/hashset.cuh): in-order inserts match the CPU model slot for slot, full
+/// tables included; concurrent inserts say "new" exactly once per distinct id and hold exactly
+/// the distinct ids.
+#[test]
+fn visited_set_matches_model() {
+    let Some(ctx) = gpu_or_skip("visited_set_matches_model") else {
+        return;
+    };
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        ..Config::default()
+    });
+    let strategy = (1usize..700, 1u32..11, 1u32..2000, 1usize..4, any::<u64>());
+    runner
+        .run(&strategy, |(per_block, bits, range, blocks, seed)| {
+            let mut r = SplitMix64::new(seed);
+            let ids: Vec<u32> = (0..per_block * blocks)
+                .map(|_| below(r.next_u64(), range as u64) as u32)
+                .collect();
+            let ordered = visited_set_on_device(&ctx, &ids, per_block, bits, true).unwrap();
+            let shared = visited_set_on_device(&ctx, &ids, per_block, bits, false).unwrap();
+            let size = 1usize << bits;
+            for (b, run) in ids.chunks(per_block).enumerate() {
+                let (answers, table) = visited_model(run, bits);
+                let at = b * per_block..(b + 1) * per_block;
+                prop_assert_eq!(&ordered.is_new[at.clone()], &answers[..]);
+                prop_assert_eq!(&ordered.tables[b * size..(b + 1) * size], &table[..]);
+                let mut distinct: Vec<u32> = run.to_vec();
+                distinct.sort_unstable();
+                distinct.dedup();
+                if distinct.len() > size {
+                    continue; // a full table forgets ids by design
+                }
+                prop_assert!(ordered.contains[at.clone()].iter().all(|&c| c));
+                prop_assert!(shared.contains[at.clone()].iter().all(|&c| c));
+                let mut held: Vec<u32> = shared.tables[b * size..(b + 1) * size]
+                    .iter()
+                    .copied()
+                    .filter(|&x| x != INVALID)
+                    .collect();
+                held.sort_unstable();
+                prop_assert_eq!(&held, &distinct);
+                let mut new_ids: Vec<u32> = run
+                    .iter()
+                    .zip(&shared.is_new[at])
+                    .filter(|(_, n)| **n)
+                    .map(|(&id, _)| id)
+                    .collect();
+                new_ids.sort_unstable();
+                prop_assert_eq!(&new_ids, &distinct, "one 'new' per distinct id");
+            }
+            Ok(())
+        })
+        .unwrap();
 }
 
 #[test]
