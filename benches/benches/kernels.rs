@@ -112,7 +112,9 @@ fn beam(c: &mut Criterion) {
     let mut g = c.benchmark_group("beam_search");
     g.throughput(Throughput::Elements(1));
     for l in [32usize, 128] {
-        g.bench_function(format!("l{l}"), |b| run(b, &BeamSearchParams::with_l(l), 10));
+        g.bench_function(format!("l{l}"), |b| {
+            run(b, &BeamSearchParams::with_l(l), 10)
+        });
     }
     g.finish();
 }
@@ -137,7 +139,7 @@ fn gpu(c: &mut Criterion) {
     let exact = ExactGpu::new(&ctx);
     // Kernel compilation / loading happens here, outside the timing.
     exact
-        .search_device(&db, &dq, Metric::L2Squared, 10, )
+        .search_device(&db, &dq, Metric::L2Squared, 10)
         .expect("warm-up");
     let mut g = c.benchmark_group(format!("gpu_exact/{}", ctx.info().name.replace(' ', "_")));
     g.throughput(Throughput::Elements((n * nq) as u64));

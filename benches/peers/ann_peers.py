@@ -3,11 +3,12 @@
 dataset prepared by weft-bench (the same base, queries and ground-truth files weft is measured
 on), written as weft-bench/1 JSON lines (see benches/src/schema.rs).
 
-    python ann_peers.py --data target/bench-data/prepared/sift-like-100k --lib hnswlib \
-        --out bench-out/peers.jsonl [--threads 2] [--runs 2] [--params 10,16,32] [--batch1 500]
+    python ann_peers.py --data target/bench-data/prepared/sift-like-100k [--data DIR ...] \
+        --lib hnswlib --out bench-out/peers.jsonl [--threads 2] [--runs 2] [--params 10,16,32]
 
-`cargo xtask bench --peers` runs it once per (dataset, library) in the pinned virtual
-environment target/bench-venv, so each library's peak RSS is its own process's.
+`cargo xtask bench --peers` runs it once per library (every dataset in one process, so numba
+compiles pynndescent once) in the pinned virtual environment target/peers-venv. The peak RSS of
+each dataset is the process's high-water mark, reset before the dataset is loaded.
 
 Per library: a warm-up build on the first 10,000 rows (numba JIT for pynndescent), reported
 apart; --runs timed builds (median, min, max); the search sweep at batch = all queries (the
@@ -48,7 +49,20 @@ def rss_mib():
 
 
 def peak_rss_mib():
+    """The resident-set high-water mark (VmHWM, reset by reset_peak_rss), else ru_maxrss."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def reset_peak_rss():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def recall(found, gt, k):
@@ -198,30 +212,40 @@ def graph_quality(graph, x, metric, sample=1000, seed=7):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True, help="a folder prepared by weft-bench")
+    ap.add_argument("--data", required=True, action="append",
+                    help="a folder prepared by weft-bench (repeatable)")
     ap.add_argument("--lib", required=True, choices=sorted(LIBS))
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--params", default="10,16,32,64,128,256",
                     help="search parameter values (ef; pynndescent maps them to epsilon)")
-    ap.add_argument("--batch1", type=int, default=500)
+    ap.add_argument("--batch1", type=int, default=10**9,
+                    help="queries timed one per call (default: all)")
     ap.add_argument("--passes", type=int, default=1)
     ap.add_argument("--suite", default="quick")
     ap.add_argument("--commit", default="unknown")
     a = ap.parse_args()
+    for d in a.data:
+        run_dataset(d, a)
 
-    with open(os.path.join(a.data, "meta.json")) as f:
+
+def run_dataset(data, a):
+    reset_peak_rss()
+    with open(os.path.join(data, "meta.json")) as f:
         meta = json.load(f)
-    x = read_bin(os.path.join(a.data, meta["base"])).astype(np.float32)
-    q = read_bin(os.path.join(a.data, meta["queries"])).astype(np.float32)
-    gt = read_bin(os.path.join(a.data, meta["gt"]))
+    x = read_bin(os.path.join(data, meta["base"])).astype(np.float32)
+    q = read_bin(os.path.join(data, meta["queries"])).astype(np.float32)
+    gt = read_bin(os.path.join(data, meta["gt"]))
     lib = LIBS[a.lib](meta["metric"], a.threads)
+    kcap = min(100, gt.shape[1], len(x))
     if a.lib == "pynndescent":
-        # epsilon plays the part of the beam width: map the sweep onto its useful range.
-        values = [0.0, 0.05, 0.1, 0.15, 0.2, 0.3]
+        # epsilon plays the part of the beam width: k = 10 over its useful range, then k = 100
+        # (recall@100) at two settings.
+        points = [(e, min(10, kcap)) for e in (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)]
+        points += [(e, kcap) for e in (0.1, 0.3)]
     else:
-        values = [int(v) for v in a.params.split(",")]
+        points = [(int(v), min(int(v), kcap)) for v in a.params.split(",")]
     rss_before = rss_mib()
 
     tag = f"[{meta['name']}] {a.lib}"
@@ -245,11 +269,8 @@ def main():
 
     sweep = []
     nq = len(q)
-    kcap = min(100, gt.shape[1], len(x))
-    kfor = (lambda v: kcap) if a.lib == "pynndescent" else (lambda v: min(int(v), kcap))
-    lib.search(index, q[:100], kfor(values[0]), values[0], a.threads)  # warm pass
-    for v in values:
-        k = kfor(v)
+    lib.search(index, q[:100], points[0][1], points[0][0], a.threads)  # warm pass
+    for v, k in points:
         times = []
         for _ in range(max(1, a.passes)):
             t = time.perf_counter()
@@ -264,8 +285,7 @@ def main():
               f"recall@10 {point['recall_at_10']}", file=sys.stderr)
         sweep.append(point)
     m = min(a.batch1, nq)
-    for v in values if m else []:
-        k = kfor(v)
+    for v, k in points if m else []:
         found = []
         t = time.perf_counter()
         for i in range(m):

@@ -100,6 +100,7 @@ fn extension(data: &AnyDataset) -> &'static str {
 
 /// Writes a prepared folder: the vectors, the ground truth (`gt`, or computed by weft's exact
 /// search, on the GPU when `registry` has one) and `meta.json`. Returns the metadata.
+#[allow(clippy::too_many_arguments)]
 pub fn write_prepared(
     dir: &Path,
     name: &str,
@@ -110,8 +111,14 @@ pub fn write_prepared(
     gt: Option<IdMatrix>,
     registry: &Registry,
 ) -> Result<Meta> {
-    ensure!(base.dim() == queries.dim(), "base and queries differ in dimension");
-    ensure!(base.dtype() == queries.dtype(), "base and queries differ in element type");
+    ensure!(
+        base.dim() == queries.dim(),
+        "base and queries differ in dimension"
+    );
+    ensure!(
+        base.dtype() == queries.dtype(),
+        "base and queries differ in element type"
+    );
     std::fs::create_dir_all(dir)?;
     let ext = extension(base);
     let (base_file, query_file) = (format!("base.{ext}"), format!("queries.{ext}"));
@@ -132,7 +139,9 @@ pub fn write_prepared(
             let start = std::time::Instant::now();
             let (nb, backend) =
                 registry.exact_search(base, queries, metric, k, None, &BuildCtx::new(0))?;
-            let ids: Vec<u32> = (0..nb.rows()).flat_map(|q| nb.row_ids(q).to_vec()).collect();
+            let ids: Vec<u32> = (0..nb.rows())
+                .flat_map(|q| nb.row_ids(q).to_vec())
+                .collect();
             eprintln!(
                 "ground truth of {name}: {} queries x {k} by weft exact ({}) in {:.1} s",
                 queries.rows(),
@@ -190,7 +199,10 @@ pub fn parse_idx(bytes: &[u8]) -> Result<Idx> {
         bytes[1]
     );
     if bytes[2] != 0x08 {
-        bail!("IDX: element type 0x{:02x} is not unsigned byte (0x08)", bytes[2]);
+        bail!(
+            "IDX: element type 0x{:02x} is not unsigned byte (0x08)",
+            bytes[2]
+        );
     }
     let ndim = bytes[3] as usize;
     ensure!(ndim >= 1, "IDX: zero dimensions");
@@ -220,7 +232,10 @@ pub fn parse_idx(bytes: &[u8]) -> Result<Idx> {
 
 /// IDX images (`n x rows x cols`, or any `n x ...`) as `n` flattened u8 vectors.
 pub fn idx_to_dataset(idx: Idx) -> Result<Dataset<u8>> {
-    ensure!(idx.dims.len() >= 2, "IDX: vectors need at least 2 dimensions");
+    ensure!(
+        idx.dims.len() >= 2,
+        "IDX: vectors need at least 2 dimensions"
+    );
     let n = idx.dims[0];
     let dim: usize = idx.dims[1..].iter().product();
     Ok(Dataset::from_vec(idx.data, n, dim)?)
@@ -356,7 +371,12 @@ mod tests {
 
     #[test]
     fn bad_idx_is_refused_with_a_reason() {
-        assert!(parse_idx(&[0x1f, 0x8b, 8, 0]).unwrap_err().to_string().contains("gzip"));
+        assert!(
+            parse_idx(&[0x1f, 0x8b, 8, 0])
+                .unwrap_err()
+                .to_string()
+                .contains("gzip")
+        );
         let mut wrong_type = idx_bytes(&[1, 1], &[0]);
         wrong_type[2] = 0x0d;
         assert!(parse_idx(&wrong_type).is_err());
@@ -390,9 +410,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("emb.npy");
         let rows: Vec<[f32; 2]> = (0..6).map(|r| [r as f32 + 1.0, 2.0 * r as f32]).collect();
-        let mut header =
-            "{'descr': '<f4', 'fortran_order': True, 'shape': (6, 2), }".to_string();
-        while (10 + header.len() + 1) % 64 != 0 {
+        let mut header = "{'descr': '<f4', 'fortran_order': True, 'shape': (6, 2), }".to_string();
+        while !(10 + header.len() + 1).is_multiple_of(64) {
             header.push(' ');
         }
         header.push('\n');

@@ -61,7 +61,13 @@ pub fn init_font() -> Result<PathBuf> {
 /// A file-name-safe stem for a dataset name.
 pub fn file_stem(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -75,12 +81,14 @@ macro_rules! both {
         {
             let root = SVGBackend::new(&svg, $size).into_drawing_area();
             $draw(&root).map_err(|e| anyhow!("{}: {e:?}", svg.display()))?;
-            root.present().map_err(|e| anyhow!("{}: {e:?}", svg.display()))?;
+            root.present()
+                .map_err(|e| anyhow!("{}: {e:?}", svg.display()))?;
         }
         {
             let root = BitMapBackend::new(&png, $size).into_drawing_area();
             $draw(&root).map_err(|e| anyhow!("{}: {e:?}", png.display()))?;
-            root.present().map_err(|e| anyhow!("{}: {e:?}", png.display()))?;
+            root.present()
+                .map_err(|e| anyhow!("{}: {e:?}", png.display()))?;
         }
         vec![svg, png]
     }};
@@ -308,7 +316,9 @@ pub fn write_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>> {
     files.extend(both!(dir, "build-vs-recall", size, |root| build_vs_recall(
         root, records
     )));
-    files.extend(both!(dir, "build-vs-n", size, |root| build_vs_n(root, records)));
+    files.extend(both!(dir, "build-vs-n", size, |root| build_vs_n(
+        root, records
+    )));
     Ok(files)
 }
 

@@ -105,12 +105,16 @@ pub fn tables(records: &[Record], plots: Option<&str>, png: bool) -> String {
                     format!("{:.2}", b.warmup_s)
                 }),
                 num(g.map(|g| g.recall_at_10), 4),
-                g.map_or("-".into(), |g| format!("{:.4} (k={})", g.recall_at_k, g.recall_k)),
+                g.map_or("-".into(), |g| format!(
+                    "{:.4} (k={})",
+                    g.recall_at_k, g.recall_k
+                )),
                 g.map_or("-".into(), |g| format!(
                     "{:.0}/{:.1}/{:.0}",
                     g.out_degree[0], g.out_degree[1], g.out_degree[2]
                 )),
-                g.and_then(|g| g.unreachable).map_or("-".into(), |u| u.to_string()),
+                g.and_then(|g| g.unreachable)
+                    .map_or("-".into(), |u| u.to_string()),
                 num(m.map(|m| m.peak_rss_mib), 0),
                 num(m.and_then(|m| m.device_peak_mib), 0),
             );
@@ -235,7 +239,11 @@ mod tests {
 
     #[test]
     fn tables_list_every_run_and_the_qps_at_targets() {
-        let a = sample("weft", "nndescent", &[(0.85, 5000.0), (0.96, 2000.0), (0.995, 500.0)]);
+        let a = sample(
+            "weft",
+            "nndescent",
+            &[(0.85, 5000.0), (0.96, 2000.0), (0.995, 500.0)],
+        );
         let mut b = sample("hnswlib", "hnsw", &[(0.9, 3000.0)]);
         b.algorithm.search_param = "ef".into();
         let mut c = sample("weft", "broken", &[]);

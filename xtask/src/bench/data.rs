@@ -74,9 +74,9 @@ pub fn parse_count(s: &str) -> Result<usize> {
 }
 
 fn size_name(n: usize) -> String {
-    if n % 1_000_000 == 0 {
+    if n.is_multiple_of(1_000_000) {
         format!("{}m", n / 1_000_000)
-    } else if n % 1_000 == 0 {
+    } else if n.is_multiple_of(1_000) {
         format!("{}k", n / 1_000)
     } else {
         n.to_string()
@@ -242,12 +242,8 @@ pub fn fashion_idx(cache: &Path) -> Result<(PathBuf, PathBuf)> {
             };
             if !install(Command::new("apt-get").args(["install", "-y", "-q", FASHION_PACKAGE])) {
                 install(Command::new("apt-get").args(["update", "-q"]));
-                if !install(Command::new("apt-get").args([
-                    "install",
-                    "-y",
-                    "-q",
-                    FASHION_PACKAGE,
-                ])) {
+                if !install(Command::new("apt-get").args(["install", "-y", "-q", FASHION_PACKAGE]))
+                {
                     bail!("apt-get could not install {FASHION_PACKAGE}");
                 }
             }
@@ -255,7 +251,10 @@ pub fn fashion_idx(cache: &Path) -> Result<(PathBuf, PathBuf)> {
         }
     };
     std::fs::create_dir_all(&dir)?;
-    for (want, out) in [("train-images-idx3-ubyte", &train), ("t10k-images-idx3-ubyte", &test)] {
+    for (want, out) in [
+        ("train-images-idx3-ubyte", &train),
+        ("t10k-images-idx3-ubyte", &test),
+    ] {
         let src = files
             .iter()
             .find(|p| {

@@ -20,7 +20,10 @@ pub fn replace_section(doc: &str, name: &str, body: &str) -> Result<String> {
     }
     let (begin, end) = markers(name);
     let body = body.trim_matches('\n');
-    let b = doc.match_indices(&begin).map(|(i, _)| i).collect::<Vec<_>>();
+    let b = doc
+        .match_indices(&begin)
+        .map(|(i, _)| i)
+        .collect::<Vec<_>>();
     let e = doc.match_indices(&end).map(|(i, _)| i).collect::<Vec<_>>();
     match (b.as_slice(), e.as_slice()) {
         ([], []) => {
@@ -82,7 +85,10 @@ mod tests {
         assert!(out2.contains("<!-- BEGIN generated:peers-exact -->\nnew peers\n<!-- END"));
         assert!(out2.contains("Hand-written intro.") && out2.ends_with("tail\n"));
         // Idempotent.
-        assert_eq!(replace_section(&out2, "kernels", "| new | table |").unwrap(), out2);
+        assert_eq!(
+            replace_section(&out2, "kernels", "| new | table |").unwrap(),
+            out2
+        );
     }
 
     #[test]

@@ -97,7 +97,11 @@ fn parse(args: &[String]) -> Result<Option<Opts>> {
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let mut val = || it.next().with_context(|| format!("{a} needs a value")).cloned();
+        let mut val = || {
+            it.next()
+                .with_context(|| format!("{a} needs a value"))
+                .cloned()
+        };
         match a.as_str() {
             "--suite" => o.suite = val()?,
             "--data" => o.data.push(val()?),
@@ -302,7 +306,14 @@ fn commit() -> String {
 
 /// Builds the runner (release) and returns its path.
 fn runner() -> Result<PathBuf> {
-    sh(cargo().args(["build", "--release", "-p", "weft-benches", "--bin", "weft-bench"]))?;
+    sh(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "weft-benches",
+        "--bin",
+        "weft-bench",
+    ]))?;
     Ok(root().join("target/release/weft-bench"))
 }
 
@@ -338,7 +349,10 @@ fn prepare(exe: &Path, cache: &Path, spec: &Spec, python: &mut Option<PathBuf>) 
         }
         Source::Fashion => {
             let (train, test) = data::fashion_idx(cache)?;
-            cmd.arg("--idx-train").arg(train).arg("--idx-test").arg(test);
+            cmd.arg("--idx-train")
+                .arg(train)
+                .arg("--idx-test")
+                .arg(test);
         }
         Source::Files { base, queries, gt } => {
             cmd.arg("--base").arg(base);
@@ -366,13 +380,12 @@ fn ran_with_gpu(jsonl: &Path) -> bool {
 fn harness(o: &Opts) -> Result<()> {
     let start = Instant::now();
     let suite = o.suite.as_str();
-    let out = o
-        .out
-        .clone()
-        .unwrap_or_else(|| root().join("bench-out").join(match &o.from_device {
+    let out = o.out.clone().unwrap_or_else(|| {
+        root().join("bench-out").join(match &o.from_device {
             Some(_) => format!("{suite}-device"),
             None => suite.to_string(),
-        }));
+        })
+    });
     std::fs::create_dir_all(&out)?;
     let exe = runner()?;
     let mut inputs = Vec::new();
@@ -451,28 +464,28 @@ fn harness(o: &Opts) -> Result<()> {
             };
             let peers_jsonl = out.join("peers.jsonl");
             let _ = std::fs::remove_file(&peers_jsonl);
-            let threads = o.threads.unwrap_or_else(|| {
-                std::thread::available_parallelism().map_or(1, |n| n.get())
-            });
+            let threads = o
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             let runs = o.runs.unwrap_or(if suite == "quick" { 2 } else { 3 });
-            for d in &dirs {
-                for lib in PEER_LIBS {
-                    let mut cmd = Command::new(&py);
-                    cmd.arg(root().join("benches/peers/ann_peers.py"))
-                        .arg("--data")
-                        .arg(d)
-                        .args(["--lib", lib, "--suite", suite, "--commit", &commit])
-                        .args(["--threads", &threads.to_string()])
-                        .args(["--runs", &runs.to_string()])
-                        .arg("--out")
-                        .arg(&peers_jsonl);
-                    if suite == "full" {
-                        cmd.args(["--passes", "3", "--batch1", "2000"]);
-                        cmd.args(["--params", "10,12,16,24,32,48,64,96,128,192,256,384,512"]);
-                    }
-                    if let Err(e) = sh(&mut cmd) {
-                        eprintln!("peer {lib} on {}: {e:#} (left out of the report)", d.display());
-                    }
+            // One process per library over every dataset (pynndescent's JIT compiles once).
+            for lib in PEER_LIBS {
+                let mut cmd = Command::new(&py);
+                cmd.arg(root().join("benches/peers/ann_peers.py"));
+                for d in &dirs {
+                    cmd.arg("--data").arg(d);
+                }
+                cmd.args(["--lib", lib, "--suite", suite, "--commit", &commit])
+                    .args(["--threads", &threads.to_string()])
+                    .args(["--runs", &runs.to_string()])
+                    .arg("--out")
+                    .arg(&peers_jsonl);
+                if suite == "full" {
+                    cmd.args(["--passes", "3"]);
+                    cmd.args(["--params", "10,12,16,24,32,48,64,96,128,192,256,384,512"]);
+                }
+                if let Err(e) = sh(&mut cmd) {
+                    eprintln!("peer {lib}: {e:#} (left out of the report)");
                 }
             }
             inputs.push(peers_jsonl);
