@@ -130,7 +130,7 @@ def main():
         print(f"<!-- k={k} faiss times {[round(t, 3) for t in f_times]}, "
               f"faiss CPU seconds per search {f_cpu:.2f} (includes OpenMP spinning), "
               f"weft times {[round(t, 3) for t in w['times_s']]}, weft CPU seconds per search "
-              f"{w.get('cpu_s')}, weft isa {w['isa']} -->", flush=True)
+              f"{w.get('cpu_s')}, weft isa {w['isa']} -->", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
-//! `cargo xtask device-pack [--workspace] [--no-cli] [--no-bench]`: gathers stripped release
-//! test binaries, example/bench binaries and the CLI, with a run script, into `device-pack/`
-//! (ignored by git, under the 64 MiB a device run may carry).
+//! `cargo xtask device-pack [--workspace] [--no-cli] [--no-bench] [--bench-only] [--out DIR]`:
+//! gathers stripped release test binaries, example/bench binaries and the CLI, with a run
+//! script, into `device-pack/` (or `DIR`, relative to the workspace; ignored by git: use a name
+//! `device-pack*`), under the 64 MiB a device run may carry. `--bench-only` packs only the
+//! benchmark harness (no tests, examples or CLI).
 //!
 //! - test binaries: the weft-gpu tests (`--workspace`: every workspace test binary);
 //! - examples of weft-gpu (the exact-kNN benchmark) and, unless `--no-cli`, the `weft` binary
@@ -29,18 +31,27 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut workspace = false;
     let mut cli = true;
     let mut bench = true;
-    for a in args {
+    let mut bench_only = false;
+    let mut out = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
         match a.as_str() {
             "--workspace" => workspace = true,
             "--no-cli" => cli = false,
             "--no-bench" => bench = false,
+            "--bench-only" => bench_only = true,
+            "--out" => out = Some(it.next().context("--out needs a folder name")?.clone()),
             other => bail!(
-                "device-pack: unknown option `{other}` (use --workspace, --no-cli, --no-bench)"
+                "device-pack: unknown option `{other}` (use --workspace, --no-cli, --no-bench, --bench-only, --out DIR)"
             ),
         }
     }
     let root = root();
-    let pack = root.join("device-pack");
+    let pack = root.join(out.as_deref().unwrap_or("device-pack"));
+    if bench_only {
+        cli = false;
+        bench = true;
+    }
     if pack.exists() {
         std::fs::remove_dir_all(&pack).with_context(|| format!("remove {}", pack.display()))?;
     }
@@ -54,19 +65,27 @@ pub fn run(args: &[String]) -> Result<()> {
     } else {
         test_args.extend(["-p", "weft-gpu"]);
     }
-    let tests = executables(&test_args)?;
+    let tests = if bench_only {
+        Vec::new()
+    } else {
+        executables(&test_args)?
+    };
     for (name, exe) in &tests {
         copy_stripped(exe, &pack.join("tests").join(name))?;
     }
     let mut others = 0usize;
-    let examples = executables(&[
-        "build",
-        "--release",
-        "-p",
-        "weft-gpu",
-        "--examples",
-        "--message-format=json",
-    ])?;
+    let examples = if bench_only {
+        Vec::new()
+    } else {
+        executables(&[
+            "build",
+            "--release",
+            "-p",
+            "weft-gpu",
+            "--examples",
+            "--message-format=json",
+        ])?
+    };
     for (name, exe) in &examples {
         copy_stripped(exe, &pack.join("bin").join(name))?;
         others += 1;

@@ -39,7 +39,7 @@ use data::{Source, Spec};
 
 /// Pinned peer libraries (and numpy) of the virtual environment.
 pub const PEER_PINS: &[&str] = &[
-    "numpy==2.2.6",
+    "numpy==2.3.5",
     "pynndescent==0.7.0",
     "hnswlib==0.8.0",
     "faiss-cpu==1.15.1",
@@ -254,10 +254,34 @@ fn peers(update_docs: bool) -> Result<()> {
     let py = peers_python()?;
     let out = root().join("bench-out");
     std::fs::create_dir_all(&out)?;
-    for (script, section) in [
-        ("exact_vs_faiss.py", "peers-exact"),
-        ("nndescent_vs_pynndescent.py", "peers-nndescent"),
-        ("rnndescent_vs_hnsw.py", "peers-rnndescent"),
+    // NN-Descent vs pynndescent runs on weft's SIFT-like preset, written by the CLI (as in
+    // docs/benchmarks.md).
+    let sift = root().join("target/peers/sift100k.fbin");
+    if !sift.exists() {
+        sh(cargo().args([
+            "build",
+            "--release",
+            "-q",
+            "-p",
+            "weft-cli",
+            "--bin",
+            "weft",
+        ]))?;
+        std::fs::create_dir_all(root().join("target/peers"))?;
+        sh(Command::new(root().join("target/release/weft"))
+            .args([
+                "gen", "--preset", "sift", "-n", "100000", "--seed", "42", "--out",
+            ])
+            .arg(&sift))?;
+    }
+    for (script, section, args) in [
+        ("exact_vs_faiss.py", "peers-exact", vec![]),
+        (
+            "nndescent_vs_pynndescent.py",
+            "peers-nndescent",
+            vec!["--data".to_string(), sift.display().to_string()],
+        ),
+        ("rnndescent_vs_hnsw.py", "peers-rnndescent", vec![]),
     ] {
         let path = root().join("benches/peers").join(script);
         if !path.exists() {
@@ -265,6 +289,7 @@ fn peers(update_docs: bool) -> Result<()> {
         }
         let mut cmd = Command::new(&py);
         cmd.arg(&path)
+            .args(&args)
             .current_dir(root())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -378,7 +403,6 @@ fn ran_with_gpu(jsonl: &Path) -> bool {
 }
 
 fn harness(o: &Opts) -> Result<()> {
-    let start = Instant::now();
     let suite = o.suite.as_str();
     let out = o.out.clone().unwrap_or_else(|| {
         root().join("bench-out").join(match &o.from_device {
@@ -387,7 +411,14 @@ fn harness(o: &Opts) -> Result<()> {
         })
     });
     std::fs::create_dir_all(&out)?;
+    let build = Instant::now();
     let exe = runner()?;
+    eprintln!(
+        "bench: runner built in {:.0} s (not counted in the wall time)",
+        build.elapsed().as_secs_f64()
+    );
+    // The wall time of the run: data preparation (cached after the first run), weft, peers.
+    let start = Instant::now();
     let mut inputs = Vec::new();
     let mut command = format!("cargo xtask bench --suite {suite}");
     for d in &o.data {
