@@ -13,6 +13,8 @@
 //!   `docs/kernels.md`.
 //! - [`ExactGpu`]: brute-force k-NN search and exact k-NN graphs (L2, inner product, cosine;
 //!   f32, f16, u8, i8; k up to [`exact::MAX_K`]).
+//! - [`Gnnd`]: GPU NN-Descent (GNND) k-NN graphs, left on the device as a [`DeviceKnnGraph`]
+//!   or brought back.
 //! - [`testing`]: the skip-or-fail helper for GPU tests and device-side checks of the kernel
 //!   headers.
 //!
@@ -20,7 +22,9 @@
 //! is checked and mapped to [`weft_core::Error::Gpu`] with context.
 
 pub mod context;
+pub mod device_graph;
 pub mod exact;
+pub mod gnnd;
 pub mod loader;
 pub mod matrix;
 pub mod nvrtc;
@@ -29,7 +33,9 @@ pub mod testing;
 mod launch;
 
 pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_device};
+pub use device_graph::DeviceKnnGraph;
 pub use exact::{ExactGpu, ExactPlan};
+pub use gnnd::{Gnnd, GnndConfig, GnndStats};
 pub use loader::{KernelLoadPath, KernelMode};
 pub use matrix::DeviceMatrix;
 

@@ -7,13 +7,19 @@
 //! - [`NnDescentCpu`]: Dong et al.'s NN-Descent on the CPU (rayon), with a random-projection
 //!   forest initialisation as in pynndescent, deterministic for a seed whatever the thread
 //!   count (see [`cpu`]).
+//! - `NnDescentGpu` (feature `cuda`): GNND, NN-Descent redesigned for the GPU (Wang, Zhao & Zeng
+//!   2021), on `weft_gpu::gnnd`; it can leave the graph on the device for the next stage.
 //!
 //! Builders assume finite data: check it upstream with
 //! [`DatasetView::check_finite`](weft_core::DatasetView::check_finite).
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod params;
 mod rptree;
 
 pub use cpu::{BuildStats, NnDescentCpu};
+#[cfg(feature = "cuda")]
+pub use gpu::NnDescentGpu;
 pub use params::NnDescentParams;

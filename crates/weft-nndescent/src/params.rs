@@ -8,9 +8,9 @@ use weft_core::{Error, Params, Result};
 pub const MAX_CANDIDATES_LIMIT: usize = 256;
 /// The largest accepted `leaf_size` (a leaf join is quadratic in it).
 pub const LEAF_SIZE_LIMIT: usize = 1024;
-/// The largest accepted GNND sample count `gpu_sample` (GNND's lists of 2p entries must fit the
-/// kernels' shared-memory layout).
-pub const GPU_SAMPLE_LIMIT: usize = 64;
+/// The largest accepted GNND sample count `gpu_sample` (the NEW and OLD sample lists of 2p
+/// entries must fit the join kernel's 128 x 64 distance tile).
+pub const GPU_SAMPLE_LIMIT: usize = 32;
 
 /// Parameters of NN-Descent (Dong et al. 2011) on the CPU and of GNND on the GPU.
 ///
@@ -39,8 +39,8 @@ pub struct NnDescentParams {
     /// Most points in an RP-tree leaf, in `2..=1024`; `None`: `max(10, k)`. Default `None`. CPU.
     pub leaf_size: Option<usize>,
     /// GNND's sample count p: the first p NEW and first p OLD entries of each sorted list are
-    /// sampled and reverse samples are appended up to 2p, in `1..=64`. The GPU back end also
-    /// requires `2 * gpu_sample <= k`. Default 32. Used by the GPU back end only.
+    /// sampled and up to p reverse samples of each kind are appended (lists of at most 2p), in
+    /// `1..=32`. Default 32. Used by the GPU back end only.
     pub gpu_sample: usize,
 }
 
@@ -179,7 +179,7 @@ mod tests {
                 ..p.clone()
             },
             NnDescentParams {
-                gpu_sample: 65,
+                gpu_sample: 33,
                 ..p.clone()
             },
             NnDescentParams {

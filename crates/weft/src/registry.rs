@@ -487,6 +487,11 @@ impl Registry {
             r.register(ExactGpuEntry {
                 ctx: std::sync::Arc::clone(ctx),
             });
+            r.register(KnnEntry::new(
+                weft_nndescent::NnDescentGpu::new(std::sync::Arc::clone(ctx)),
+                Backend::Gpu,
+                "GNND: NN-Descent redesigned for the GPU (Wang, Zhao & Zeng 2021) k-NN graph",
+            ));
         }
         r.gpu = gpu;
         r.register(KnnEntry::new(

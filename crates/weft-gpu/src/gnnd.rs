@@ -1,0 +1,624 @@
+//! GPU NN-Descent (GNND; Wang, Zhao & Zeng, CIKM 2021): [`Gnnd`] builds a k-NN graph on the
+//! device and leaves it there ([`DeviceKnnGraph`]) or brings it back ([`KnnGraph`]).
+//!
+//! The kernels are in `kernels/gnnd/gnnd.cu`; the design and the choices where the paper is
+//! ambiguous are in `docs/gnnd.md`. In short, per iteration:
+//! 1. `gnnd_sample`: the first `p` NEW and first `p` OLD entries of each sorted list (the
+//!    closest) are sampled; the sampled NEW entries become OLD; every forward sample receives
+//!    the list owner as a reverse sample (appended atomically, at most `p`).
+//! 2. `gnnd_dedup`: samples de-duplicated; OLD samples that are also NEW dropped.
+//! 3. `gnnd_join_*`: one block per list computes the NEW x (NEW + OLD) distances by register
+//!    tiles over shared-memory chunks of the vectors, then the selective update: each NEW sample
+//!    is offered its nearest other NEW and its nearest OLD sample, each OLD sample its nearest
+//!    NEW; offers closer than the target's current worst entry go to the target's inbox.
+//! 4. `gnnd_merge`: one warp per list inserts its inbox into the sorted list (duplicates
+//!    rejected), and counts the insertions.
+//!
+//! The build stops after `max_iters` iterations or when an iteration inserts fewer than
+//! `delta * n * k` entries. Inbox overflows (more offers to one list in one iteration than the
+//! inbox holds) drop offers; they are counted in [`GnndStats::dropped`]. Results are valid
+//! k-NN graphs but not bit-reproducible (atomic arrival order decides reverse samples and inbox
+//! order).
+
+use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
+use weft_core::error::check_graph_k;
+use weft_core::{BuildCtx, DatasetView, Element, Error, KnnGraph, Metric, Result};
+
+use crate::context::GpuContext;
+use crate::device_graph::DeviceKnnGraph;
+use crate::launch::{self, cfg, launch, need, u32_of};
+use crate::matrix::DeviceMatrix;
+
+/// The largest sample count `p` (lists of NEW and of OLD samples hold at most `2 p = 64`).
+pub const MAX_SAMPLE: usize = 32;
+/// The largest `k` GNND supports (a list must fit one warp's share of shared memory).
+pub const MAX_K: usize = 1024;
+/// The most vertices: ids use 31 bits (the top bit is the NEW flag).
+pub const MAX_POINTS: usize = (1 << 31) - 2;
+
+/// Threads per block of the warp-per-list kernels.
+const WARP_BLOCK: u32 = 256;
+/// Threads per block of `gnnd_join_*` (the kernel's `JOIN_THREADS`).
+const JOIN_THREADS: u32 = 256;
+
+/// GNND's settings (the GPU fields of `weft_nndescent::NnDescentParams`, plus the seed).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GnndConfig {
+    /// Sample count `p` in `1..=32`: forward NEW and OLD samples per list and iteration (reverse
+    /// samples add up to `p` more of each).
+    pub sample: usize,
+    /// Most iterations after the random initialisation.
+    pub max_iters: usize,
+    /// Stop when an iteration inserts fewer than `delta * n * k` entries.
+    pub delta: f32,
+    /// Inbox slots per list (offers per iteration); 0 picks `max(k, 8 p)` rounded up to 32.
+    pub inbox: usize,
+    /// Offer each selected pair to both ends (the paper offers it to one: each NEW sample gets
+    /// its nearest NEW and nearest OLD, each OLD sample its nearest NEW); see `docs/gnnd.md`.
+    pub symmetric: bool,
+    /// Offers per sample row and join, in `1..=4`: the row's nearest `row_offers` partners
+    /// among the pairs worth offering (the paper: 1).
+    pub row_offers: usize,
+    /// Seed of the random initial graph.
+    pub seed: u64,
+}
+
+impl Default for GnndConfig {
+    fn default() -> Self {
+        GnndConfig {
+            sample: 32,
+            max_iters: 12,
+            delta: 0.001,
+            inbox: 0,
+            symmetric: true,
+            row_offers: 4,
+            seed: 0,
+        }
+    }
+}
+
+impl GnndConfig {
+    /// The inbox size used for degree `k`.
+    pub fn inbox_for(&self, k: usize) -> usize {
+        if self.inbox > 0 {
+            self.inbox
+        } else {
+            k.max(8 * self.sample).next_multiple_of(32)
+        }
+    }
+
+    /// The join kernel's `mode` argument: bit 0 symmetric, bits 8.. the row offers.
+    fn mode(&self) -> u32 {
+        self.symmetric as u32 | ((self.row_offers as u32) << 8)
+    }
+
+    fn check(&self, k: usize) -> Result<()> {
+        if !(1..=MAX_SAMPLE).contains(&self.sample) {
+            return Err(Error::invalid_param(
+                "gpu_sample",
+                format!(
+                    "the GPU sample count must be in 1..={MAX_SAMPLE}, got {}",
+                    self.sample
+                ),
+            ));
+        }
+        if !(self.delta.is_finite() && (0.0..1.0).contains(&self.delta)) {
+            return Err(Error::invalid_param(
+                "delta",
+                format!("must be in [0, 1), got {}", self.delta),
+            ));
+        }
+        if !(1..=4).contains(&self.row_offers) {
+            return Err(Error::invalid_param(
+                "row_offers",
+                format!("must be in 1..=4, got {}", self.row_offers),
+            ));
+        }
+        if k > MAX_K {
+            return Err(Error::invalid_param(
+                "k",
+                format!("k = {k} exceeds the GNND maximum of {MAX_K}"),
+            ));
+        }
+        if self.inbox != 0 && self.inbox < k {
+            return Err(Error::invalid_param(
+                "inbox",
+                format!(
+                    "the inbox ({}) must hold at least k = {k} offers",
+                    self.inbox
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a GNND build did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GnndStats {
+    /// Iterations run after the initialisation.
+    pub iterations: usize,
+    /// List insertions of each iteration.
+    pub updates: Vec<u64>,
+    /// Offers dropped by full inboxes in each iteration.
+    pub dropped: Vec<u64>,
+    /// Device bytes the build allocated (the vectors included when they were uploaded).
+    pub bytes: u64,
+}
+
+/// GNND on one GPU.
+#[derive(Clone, Copy, Debug)]
+pub struct Gnnd<'c> {
+    ctx: &'c GpuContext,
+    budget: Option<u64>,
+}
+
+/// The device buffers of one build.
+struct State {
+    n: usize,
+    k: usize,
+    p: usize,
+    m: usize,
+    list_d: CudaSlice<f32>,
+    list_i: CudaSlice<u32>,
+    inbox_d: CudaSlice<f32>,
+    inbox_i: CudaSlice<u32>,
+    inbox_cnt: CudaSlice<u32>,
+    new_s: CudaSlice<u32>,
+    old_s: CudaSlice<u32>,
+    /// Sample counts: forward (then, after dedup, all) NEW and OLD; reverse NEW and OLD.
+    fwd_new: CudaSlice<u32>,
+    fwd_old: CudaSlice<u32>,
+    rev_new: CudaSlice<u32>,
+    rev_old: CudaSlice<u32>,
+    norms: CudaSlice<f32>,
+    /// Insertions so far (cumulative).
+    inserted: CudaSlice<u64>,
+    /// Offers dropped by full inboxes so far (cumulative).
+    dropped: CudaSlice<u64>,
+}
+
+impl<'c> Gnnd<'c> {
+    /// GNND on `ctx`, within the default memory budget.
+    pub fn new(ctx: &'c GpuContext) -> Self {
+        Gnnd { ctx, budget: None }
+    }
+
+    /// Limits device memory to `bytes` (still capped by free memory).
+    pub fn with_budget(mut self, bytes: u64) -> Self {
+        self.budget = Some(bytes);
+        self
+    }
+
+    /// Device bytes a build of `n` points of `dim` elements of `T` needs with degree `k`,
+    /// without the vectors (`vectors`: plus the uploaded vectors).
+    pub fn bytes_needed<T: Element>(
+        n: usize,
+        dim: usize,
+        k: usize,
+        config: &GnndConfig,
+        vectors: bool,
+    ) -> u64 {
+        let n64 = n as u64;
+        let m = config.inbox_for(k) as u64;
+        let s = 2 * config.sample as u64;
+        let data = if vectors {
+            DeviceMatrix::<T>::bytes_for(n, dim)
+        } else {
+            0
+        };
+        data + n64 * k as u64 * 8 + n64 * m * 8 + n64 * 4 + 2 * n64 * s * 4 + 4 * n64 * 4 + n64 * 4
+    }
+
+    /// Builds the k-NN graph of `data` (on the host) and returns it on the host.
+    pub fn build<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        k: usize,
+        config: &GnndConfig,
+        build: &BuildCtx,
+    ) -> Result<(KnnGraph, GnndStats)> {
+        check_graph_k(k, data.rows())?;
+        config.check(k)?;
+        check_points(data.rows())?;
+        let bytes = Self::bytes_needed::<T>(data.rows(), data.dim(), k, config, true);
+        self.ctx.check_fits(bytes, self.budget)?;
+        let m = DeviceMatrix::upload(self.ctx, data)?;
+        let (g, mut stats) = self.build_device(&m, metric, k, config, build)?;
+        stats.bytes = bytes;
+        Ok((g.download(self.ctx)?, stats))
+    }
+
+    /// Builds the k-NN graph of vectors already on the device and leaves it there.
+    pub fn build_device<T: Element>(
+        &self,
+        data: &DeviceMatrix<T>,
+        metric: Metric,
+        k: usize,
+        config: &GnndConfig,
+        build: &BuildCtx,
+    ) -> Result<(DeviceKnnGraph, GnndStats)> {
+        let n = data.rows();
+        check_graph_k(k, n)?;
+        config.check(k)?;
+        check_points(n)?;
+        let bytes = Self::bytes_needed::<T>(n, data.dim(), k, config, false);
+        self.ctx.check_fits(bytes, self.budget)?;
+        build.check_cancelled()?;
+        let ctx = self.ctx;
+        let mut st = State::alloc(ctx, n, k, config.sample, config.inbox_for(k))?;
+        let view = data.rows_view(0, n)?;
+        let stride = u32_of(data.stride(), "stride")?;
+        if metric == Metric::Cosine {
+            launch::exact_norms::<T>(ctx, &view, n as u32, stride, &mut st.norms.slice_mut(0..n))?;
+        }
+        let mut stats = GnndStats {
+            bytes,
+            ..Default::default()
+        };
+        build
+            .progress()
+            .begin("gnnd", Some(config.max_iters as u64));
+        init::<T>(ctx, &view, stride, metric, config.seed, &mut st)?;
+        merge(ctx, &mut st)?;
+        let mut last = read_counters(ctx, &st)?;
+        let threshold = f64::from(config.delta) * n as f64 * k as f64;
+        for _ in 0..config.max_iters {
+            build.check_cancelled()?;
+            sample(ctx, &mut st)?;
+            dedup(ctx, &mut st)?;
+            join::<T>(ctx, &view, stride, metric, config.mode(), &mut st)?;
+            merge(ctx, &mut st)?;
+            let now = read_counters(ctx, &st)?;
+            let updates = now[0] - last[0];
+            stats.updates.push(updates);
+            stats.dropped.push(now[1] - last[1]);
+            stats.iterations += 1;
+            last = now;
+            build.progress().advance(1);
+            if (updates as f64) < threshold {
+                break;
+            }
+        }
+        build.progress().end();
+        finish(ctx, &mut st)?;
+        let graph = DeviceKnnGraph::from_parts(n, k, st.list_i, st.list_d)?;
+        Ok((graph, stats))
+    }
+}
+
+fn check_points(n: usize) -> Result<()> {
+    if n > MAX_POINTS {
+        return Err(Error::InvalidInput(format!(
+            "{n} points exceed GNND's id range ({MAX_POINTS})"
+        )));
+    }
+    Ok(())
+}
+
+impl State {
+    fn alloc(ctx: &GpuContext, n: usize, k: usize, p: usize, m: usize) -> Result<Self> {
+        let s = 2 * p;
+        Ok(State {
+            n,
+            k,
+            p,
+            m,
+            list_d: ctx.alloc_zeros(n * k)?,
+            list_i: ctx.alloc_zeros(n * k)?,
+            inbox_d: ctx.alloc_zeros(n * m)?,
+            inbox_i: ctx.alloc_zeros(n * m)?,
+            inbox_cnt: ctx.alloc_zeros(n)?,
+            new_s: ctx.alloc_zeros(n * s)?,
+            old_s: ctx.alloc_zeros(n * s)?,
+            fwd_new: ctx.alloc_zeros(n)?,
+            fwd_old: ctx.alloc_zeros(n)?,
+            rev_new: ctx.alloc_zeros(n)?,
+            rev_old: ctx.alloc_zeros(n)?,
+            norms: ctx.alloc_zeros(n)?,
+            inserted: ctx.alloc_zeros(1)?,
+            dropped: ctx.alloc_zeros(1)?,
+        })
+    }
+}
+
+fn read_counters(ctx: &GpuContext, st: &State) -> Result<[u64; 2]> {
+    let a = ctx.download(&st.inserted, 1)?;
+    let b = ctx.download(&st.dropped, 1)?;
+    Ok([a[0], b[0]])
+}
+
+fn warp_grid(n: usize) -> Result<(u32, u32, u32)> {
+    let warps = WARP_BLOCK as usize / 32;
+    Ok((u32_of(n.div_ceil(warps), "blocks")?, 1, 1))
+}
+
+fn init<T: Element>(
+    ctx: &GpuContext,
+    data: &CudaView<'_, u8>,
+    stride: u32,
+    metric: Metric,
+    seed: u64,
+    st: &mut State,
+) -> Result<()> {
+    let (n, k, m) = (st.n as u32, st.k as u32, st.m as u32);
+    need(
+        data.len(),
+        launch::elem_bytes::<T>(n, stride),
+        "gnnd_init data",
+    )?;
+    if m < k {
+        return Err(Error::Gpu(format!("internal: inbox {m} < k {k}")));
+    }
+    let name = format!("gnnd_init_{}", T::DTYPE.name());
+    let f = ctx.function("gnnd", &name)?;
+    let code = metric.code() as i32;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(data)
+        .arg(&n)
+        .arg(&stride)
+        .arg(&code)
+        .arg(&k)
+        .arg(&seed)
+        .arg(&mut st.list_d)
+        .arg(&mut st.list_i)
+        .arg(&mut st.inbox_d)
+        .arg(&mut st.inbox_i)
+        .arg(&mut st.inbox_cnt)
+        .arg(&m);
+    launch(ctx, &name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
+}
+
+fn sample(ctx: &GpuContext, st: &mut State) -> Result<()> {
+    let (n, k, p) = (st.n as u32, st.k as u32, st.p as u32);
+    let name = "gnnd_sample";
+    let f = ctx.function("gnnd", name)?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&mut st.list_i)
+        .arg(&n)
+        .arg(&k)
+        .arg(&p)
+        .arg(&mut st.new_s)
+        .arg(&mut st.old_s)
+        .arg(&mut st.fwd_new)
+        .arg(&mut st.fwd_old)
+        .arg(&mut st.rev_new)
+        .arg(&mut st.rev_old);
+    launch(ctx, name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
+}
+
+fn dedup(ctx: &GpuContext, st: &mut State) -> Result<()> {
+    let (n, p) = (st.n as u32, st.p as u32);
+    let name = "gnnd_dedup";
+    let f = ctx.function("gnnd", name)?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&n)
+        .arg(&p)
+        .arg(&mut st.new_s)
+        .arg(&mut st.old_s)
+        .arg(&mut st.fwd_new)
+        .arg(&mut st.fwd_old)
+        .arg(&mut st.rev_new)
+        .arg(&mut st.rev_old);
+    launch(ctx, name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
+}
+
+fn join<T: Element>(
+    ctx: &GpuContext,
+    data: &CudaView<'_, u8>,
+    stride: u32,
+    metric: Metric,
+    mode: u32,
+    st: &mut State,
+) -> Result<()> {
+    let (n, k, m) = (st.n as u32, st.k as u32, st.m as u32);
+    need(
+        data.len(),
+        launch::elem_bytes::<T>(n, stride),
+        "gnnd_join data",
+    )?;
+    let s = 2 * st.p as u32;
+    let kind = if metric == Metric::L2Squared {
+        "l2"
+    } else {
+        "dot"
+    };
+    let name = format!("gnnd_join_{kind}_{}", T::DTYPE.name());
+    let f = ctx.function("gnnd", &name)?;
+    let code = metric.code() as i32;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(data)
+        .arg(&stride)
+        .arg(&code)
+        .arg(&st.norms)
+        .arg(&st.new_s)
+        .arg(&st.fwd_new)
+        .arg(&st.old_s)
+        .arg(&st.fwd_old)
+        .arg(&s)
+        .arg(&st.list_d)
+        .arg(&k)
+        .arg(&mut st.inbox_d)
+        .arg(&mut st.inbox_i)
+        .arg(&mut st.inbox_cnt)
+        .arg(&m)
+        .arg(&mut st.dropped)
+        .arg(&mode);
+    launch(ctx, &name, a, cfg((n, 1, 1), JOIN_THREADS, 0))
+}
+
+/// Warps per block of `gnnd_merge` for degree `k` (each warp holds a list in shared memory).
+fn merge_warps(k: usize) -> u32 {
+    ((48 * 1024) / (k * 8)).clamp(1, 8) as u32
+}
+
+fn merge(ctx: &GpuContext, st: &mut State) -> Result<()> {
+    let (n, k, m) = (st.n as u32, st.k as u32, st.m as u32);
+    let name = "gnnd_merge";
+    let f = ctx.function("gnnd", name)?;
+    let warps = merge_warps(st.k);
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&mut st.list_d)
+        .arg(&mut st.list_i)
+        .arg(&n)
+        .arg(&k)
+        .arg(&st.inbox_d)
+        .arg(&st.inbox_i)
+        .arg(&mut st.inbox_cnt)
+        .arg(&m)
+        .arg(&mut st.inserted);
+    launch(
+        ctx,
+        name,
+        a,
+        cfg(
+            (u32_of(st.n.div_ceil(warps as usize), "blocks")?, 1, 1),
+            warps * 32,
+            warps * k * 8,
+        ),
+    )
+}
+
+fn finish(ctx: &GpuContext, st: &mut State) -> Result<()> {
+    let len = (st.n * st.k) as u64;
+    let name = "gnnd_finish";
+    let f = ctx.function("gnnd", name)?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&mut st.list_i).arg(&len);
+    launch(
+        ctx,
+        name,
+        a,
+        cfg(
+            (u32_of(len.div_ceil(256) as usize, "blocks")?, 1, 1),
+            256,
+            0,
+        ),
+    )
+}
+
+/// Device-side pieces of GNND run on explicit inputs, for the oracle tests (weft-nndescent's
+/// `tests/gpu.rs` compares them with a CPU model).
+pub mod testing {
+    use super::*;
+
+    /// Lists with NEW flags: `ids[v * k + j]` (top bit: NEW) and `dists`, sorted per row.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct FlaggedLists {
+        /// Vertices.
+        pub n: usize,
+        /// Entries per list.
+        pub k: usize,
+        /// Ids, the top bit set for NEW entries; `INVALID` pads.
+        pub ids: Vec<u32>,
+        /// Distances (infinity pads).
+        pub dists: Vec<f32>,
+    }
+
+    /// The top bit of a list id: the entry is NEW.
+    pub const NEW_FLAG: u32 = 0x8000_0000;
+
+    /// Runs one join (`gnnd_join_*`) over the given deduplicated samples (`new[v]`, `old[v]`,
+    /// at most `2 p` each) and one merge (`gnnd_merge`) on `lists`, with an inbox of `inbox`
+    /// slots (`symmetric`, `row_offers`: see [`GnndConfig`]); returns the lists after the merge
+    /// and the insertions and dropped offers.
+    #[allow(clippy::too_many_arguments)]
+    pub fn join_and_merge<T: Element>(
+        ctx: &GpuContext,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        lists: &FlaggedLists,
+        p: usize,
+        new: &[Vec<u32>],
+        old: &[Vec<u32>],
+        inbox: usize,
+        symmetric: bool,
+        row_offers: usize,
+    ) -> Result<(FlaggedLists, u64, u64)> {
+        let (n, k) = (lists.n, lists.k);
+        if data.rows() != n || new.len() != n || old.len() != n || inbox < 1 {
+            return Err(Error::InvalidInput(
+                "join_and_merge: inconsistent shapes".into(),
+            ));
+        }
+        let s = 2 * p;
+        if new.iter().chain(old).any(|l| l.len() > s) {
+            return Err(Error::InvalidInput(
+                "join_and_merge: too many samples".into(),
+            ));
+        }
+        let mut st = State::alloc(ctx, n, k, p, inbox)?;
+        let mut new_s = vec![0u32; n * s];
+        let mut old_s = vec![0u32; n * s];
+        let mut cnew = vec![0u32; n];
+        let mut cold = vec![0u32; n];
+        for v in 0..n {
+            new_s[v * s..v * s + new[v].len()].copy_from_slice(&new[v]);
+            old_s[v * s..v * s + old[v].len()].copy_from_slice(&old[v]);
+            cnew[v] = new[v].len() as u32;
+            cold[v] = old[v].len() as u32;
+        }
+        st.new_s = ctx.upload(&new_s)?;
+        st.old_s = ctx.upload(&old_s)?;
+        st.fwd_new = ctx.upload(&cnew)?;
+        st.fwd_old = ctx.upload(&cold)?;
+        st.list_i = ctx.upload(&lists.ids)?;
+        st.list_d = ctx.upload(&lists.dists)?;
+        let m = DeviceMatrix::upload(ctx, data)?;
+        let view = m.rows_view(0, n)?;
+        let stride = m.stride() as u32;
+        if metric == Metric::Cosine {
+            launch::exact_norms::<T>(ctx, &view, n as u32, stride, &mut st.norms.slice_mut(0..n))?;
+        }
+        let mode = symmetric as u32 | ((row_offers.clamp(1, 4) as u32) << 8);
+        join::<T>(ctx, &view, stride, metric, mode, &mut st)?;
+        merge(ctx, &mut st)?;
+        let c = read_counters(ctx, &st)?;
+        let out = FlaggedLists {
+            n,
+            k,
+            ids: ctx.download(&st.list_i, n * k)?,
+            dists: ctx.download(&st.list_d, n * k)?,
+        };
+        Ok((out, c[0], c[1]))
+    }
+
+    /// Runs the sampling (`gnnd_sample` + `gnnd_dedup`) with sample count `p` on `lists`;
+    /// returns the lists (sampled NEW entries now OLD) and each vertex's NEW and OLD samples.
+    #[allow(clippy::type_complexity)]
+    pub fn sample(
+        ctx: &GpuContext,
+        lists: &FlaggedLists,
+        p: usize,
+    ) -> Result<(FlaggedLists, Vec<Vec<u32>>, Vec<Vec<u32>>)> {
+        let (n, k) = (lists.n, lists.k);
+        if !(1..=MAX_SAMPLE).contains(&p) {
+            return Err(Error::InvalidInput(format!("sample count {p}")));
+        }
+        let mut st = State::alloc(ctx, n, k, p, k)?;
+        st.list_i = ctx.upload(&lists.ids)?;
+        st.list_d = ctx.upload(&lists.dists)?;
+        super::sample(ctx, &mut st)?;
+        dedup(ctx, &mut st)?;
+        let s = 2 * p;
+        let cnew = ctx.download(&st.fwd_new, n)?;
+        let cold = ctx.download(&st.fwd_old, n)?;
+        let new_s = ctx.download(&st.new_s, n * s)?;
+        let old_s = ctx.download(&st.old_s, n * s)?;
+        let ids = ctx.download(&st.list_i, n * k)?;
+        let new = (0..n)
+            .map(|v| new_s[v * s..v * s + cnew[v] as usize].to_vec())
+            .collect();
+        let old = (0..n)
+            .map(|v| old_s[v * s..v * s + cold[v] as usize].to_vec())
+            .collect();
+        let out = FlaggedLists {
+            n,
+            k,
+            ids,
+            dists: lists.dists.clone(),
+        };
+        Ok((out, new, old))
+    }
+}

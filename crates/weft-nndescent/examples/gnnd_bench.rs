@@ -1,0 +1,153 @@
+//! Times GNND (`NnDescentGpu`) and measures its graph recall.
+//!
+//! `gnnd_bench [preset] [n] [k] [gpu_sample] [max_iters,...] [delta]` (default `sift 1000000
+//! 64 32 12 0.001`): generates the synthetic preset (f32), uploads it, warms up (module load),
+//! then for each `max_iters` times `build_device` with the vectors resident (the graph stays on
+//! the device; the time ends after a device synchronisation; device allocations included).
+//! With `GNND_HOST=1`, also the host-to-host `build` once. Graph recall@k is measured on a 10,000-point sample against the exact GPU k-NN of those
+//! points (self excluded); a returned neighbour counts when it is no farther than the true k-th
+//! (CPU-recomputed distances, so ties are not penalised).
+//!
+//! Environment overrides of the GNND settings for experiments: `GNND_SYMMETRIC=0|1`,
+//! `GNND_INBOX=<slots>`, `GNND_ROW_OFFERS=1..4`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use weft_core::{BuildCtx, DatasetView, Element, Metric};
+use weft_gpu::{DeviceMatrix, ExactGpu, Gnnd, probe};
+use weft_io::Preset;
+use weft_nndescent::{NnDescentGpu, NnDescentParams};
+
+fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
+    std::env::args()
+        .nth(i)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let preset: Preset = arg::<String>(1, "sift".into()).parse()?;
+    let n: usize = arg(2, 1_000_000);
+    let k: usize = arg(3, 64);
+    let iters: Vec<usize> = arg::<String>(5, "12".into())
+        .split(',')
+        .map(|v| v.parse())
+        .collect::<Result<_, _>>()?;
+    let params = NnDescentParams {
+        gpu_sample: arg(4, 32),
+        delta: arg(6, 0.001),
+        ..Default::default()
+    };
+    let metric = preset.metric();
+    let ctx = Arc::new(probe()?);
+    println!("device: {}", ctx.info().name);
+    let t = Instant::now();
+    let data = preset.generator(42)?.base(n)?;
+    println!(
+        "data: {preset} {n} x {} f32 ({metric:?}), generated in {:.1} s",
+        data.dim(),
+        t.elapsed().as_secs_f64()
+    );
+    let bctx = BuildCtx::new(7);
+    let mut config = NnDescentGpu::config(&params, bctx.seed());
+    if let Ok(v) = std::env::var("GNND_SYMMETRIC") {
+        config.symmetric = v == "1";
+    }
+    if let Some(v) = std::env::var("GNND_INBOX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.inbox = v;
+    }
+    if let Some(v) = std::env::var("GNND_ROW_OFFERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.row_offers = v;
+    }
+    let gnnd = Gnnd::new(&ctx);
+    // Warm-up: module load (NVRTC or cubin) and first allocations.
+    let warm = data.view().slice_rows(0..n.min(4096))?;
+    gnnd.build(warm, metric, k.min(warm.rows() - 1), &config, &bctx)?;
+
+    let dev = DeviceMatrix::upload(&ctx, data.view())?;
+    ctx.synchronize()?;
+    for &max_iters in &iters {
+        config.max_iters = max_iters;
+        println!("config: {config:?}");
+        let t = Instant::now();
+        let (g, stats) = gnnd.build_device(&dev, metric, k, &config, &bctx)?;
+        ctx.synchronize()?;
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "build_device: {secs:.3} s, {} iterations, updates {:?}, dropped {:?}",
+            stats.iterations, stats.updates, stats.dropped
+        );
+        let g = g.download(&ctx)?;
+        g.validate()?;
+        let recall = sample_recall(&ctx, &dev, data.view(), metric, k, &g)?;
+        println!(
+            "RESULT gnnd {preset} n={n} d={} k={k} p={} iters={} (max {max_iters}) delta={} symmetric={} row_offers={} inbox={}: build_device {secs:.3} s, recall@{k} {recall:.4} (10k sample)",
+            data.dim(),
+            config.sample,
+            stats.iterations,
+            config.delta,
+            config.symmetric,
+            config.row_offers,
+            config.inbox_for(k),
+        );
+    }
+    if std::env::var("GNND_HOST").is_ok_and(|v| v == "1") {
+        let builder = NnDescentGpu::new(Arc::clone(&ctx));
+        let t = Instant::now();
+        builder.build_with_stats(data.view(), metric, k, &params, &bctx)?;
+        println!(
+            "build (host to host, upload and download included): {:.3} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+fn sample_recall<T: Element>(
+    ctx: &weft_gpu::GpuContext,
+    dev: &DeviceMatrix<T>,
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    k: usize,
+    g: &weft_core::KnnGraph,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let n = data.rows();
+    let m = n.min(10_000);
+    let step = n / m;
+    let ids: Vec<usize> = (0..m).map(|i| i * step).collect();
+    let mut q = Vec::with_capacity(m * data.dim());
+    for &v in &ids {
+        q.extend_from_slice(data.row(v));
+    }
+    let queries = DeviceMatrix::upload(ctx, DatasetView::new(&q, m, data.dim())?)?;
+    let found = ExactGpu::new(ctx).search_device(dev, &queries, metric, k + 1)?;
+    let dist = metric.distance_fn::<T>();
+    let mut hits = 0usize;
+    for (i, &v) in ids.iter().enumerate() {
+        let truth: Vec<u32> = found
+            .row_ids(i)
+            .iter()
+            .copied()
+            .filter(|&u| u as usize != v)
+            .take(k)
+            .collect();
+        let kth = truth
+            .iter()
+            .map(|&u| dist.eval(data.row(v), data.row(u as usize)))
+            .fold(f32::NEG_INFINITY, f32::max);
+        let tol = 1e-5 * kth.abs().max(1e-6);
+        hits += g
+            .row_ids(v)
+            .iter()
+            .filter(|&&u| dist.eval(data.row(v), data.row(u as usize)) <= kth + tol)
+            .count();
+    }
+    Ok(hits as f64 / (m * k) as f64)
+}

@@ -1,0 +1,551 @@
+//! GNND (`NnDescentGpu`) on the GPU: oracle tests of the sampling and of the local join + update
+//! against CPU models, the conformance suite, and the device-level entry point. Every test skips
+//! itself visibly without a GPU and fails instead under `WEFT_REQUIRE_GPU=1`.
+#![cfg(feature = "cuda")]
+// The CPU models index rows by vertex, as the kernels do.
+#![allow(clippy::needless_range_loop)]
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use weft_core::rng::SplitMix64;
+use weft_core::{
+    BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, KnnGraphBuilder, Metric,
+};
+use weft_gpu::gnnd::testing::{FlaggedLists, NEW_FLAG, join_and_merge, sample};
+use weft_gpu::testing::gpu_or_skip;
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext};
+use weft_nndescent::{NnDescentGpu, NnDescentParams};
+use weft_testkit::knn::{
+    KnnSuite, check_graph_shape, exact_knn, gaussian_mixture, graph_recall, run_knn_suite,
+};
+
+/// Proptest cases per oracle test (`WEFT_GPU_CASES`, default 12).
+fn cases() -> u32 {
+    std::env::var("WEFT_GPU_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12)
+}
+
+/// Whether `WEFT_GPU_SMALL` asks for small shapes (runs under compute-sanitizer).
+fn small() -> bool {
+    std::env::var("WEFT_GPU_SMALL").is_ok_and(|v| v == "1")
+}
+
+fn ctx_or_skip(test: &str) -> Option<Arc<GpuContext>> {
+    gpu_or_skip(test).map(Arc::new)
+}
+
+/// The distance as the join kernel computes it: one fused multiply-add per dimension, in
+/// dimension order (bit-identical for L2 and inner product); cosine from the parts.
+fn model_distance(a: &[f32], b: &[f32], metric: Metric) -> f32 {
+    match metric {
+        Metric::L2Squared => a.iter().zip(b).fold(0.0f32, |acc, (x, y)| {
+            let d = x - y;
+            d.mul_add(d, acc)
+        }),
+        Metric::InnerProduct => -a
+            .iter()
+            .zip(b)
+            .fold(0.0f32, |acc, (x, y)| x.mul_add(*y, acc)),
+        Metric::Cosine => {
+            let dot = a
+                .iter()
+                .zip(b)
+                .fold(0.0f32, |acc, (x, y)| x.mul_add(*y, acc));
+            let na = a.iter().fold(0.0f32, |acc, x| x.mul_add(*x, acc));
+            let nb = b.iter().fold(0.0f32, |acc, x| x.mul_add(*x, acc));
+            weft_core::distance::cosine_from_parts(dot, na, nb)
+        }
+    }
+}
+
+/// (distance, id) strictly before (distance, id), as the kernels order list entries.
+fn pair_less(a: (f32, u32), b: (f32, u32)) -> bool {
+    a.0 < b.0 || (a.0 == b.0 && a.1 < b.1)
+}
+
+/// Random lists: each row `k` distinct ids != v with random NEW flags, sorted by the model
+/// distance.
+fn random_lists(rows: &[Vec<f32>], k: usize, metric: Metric, seed: u64) -> FlaggedLists {
+    let n = rows.len();
+    let mut r = SplitMix64::new(seed);
+    let mut ids = vec![INVALID; n * k];
+    let mut dists = vec![f32::INFINITY; n * k];
+    for v in 0..n {
+        let mut seen = HashSet::new();
+        let mut row = Vec::new();
+        while row.len() < k {
+            let u = r.below(n as u64) as u32;
+            if u as usize == v || !seen.insert(u) {
+                continue;
+            }
+            row.push((model_distance(&rows[v], &rows[u as usize], metric), u));
+        }
+        row.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (j, (d, u)) in row.into_iter().enumerate() {
+            let flag = if r.below(2) == 0 { NEW_FLAG } else { 0 };
+            ids[v * k + j] = u | flag;
+            dists[v * k + j] = d;
+        }
+    }
+    FlaggedLists { n, k, ids, dists }
+}
+
+/// Random deduplicated samples: NEW and OLD disjoint, no self, at most `2 p` each.
+fn random_samples(n: usize, p: usize, seed: u64) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+    let mut r = SplitMix64::new(seed);
+    let mut new = Vec::new();
+    let mut old = Vec::new();
+    for v in 0..n {
+        let a = r.below((2 * p + 1) as u64) as usize;
+        let b = r.below((2 * p + 1) as u64) as usize;
+        let mut seen = HashSet::new();
+        seen.insert(v as u32);
+        let mut pick = |c: usize, r: &mut SplitMix64| {
+            let mut out = Vec::new();
+            // At most n - 1 distinct ids exist; stop early on tiny sets.
+            let mut tries = 0;
+            while out.len() < c && tries < 50 * n {
+                tries += 1;
+                let u = r.below(n as u64) as u32;
+                if seen.insert(u) {
+                    out.push(u);
+                }
+            }
+            out
+        };
+        new.push(pick(a, &mut r));
+        old.push(pick(b, &mut r));
+    }
+    (new, old)
+}
+
+/// The CPU model of one join + merge: selective offers (each NEW sample: nearest other NEW and
+/// nearest OLD; each OLD sample: nearest NEW; ties by sample index), kept when closer than the
+/// target's worst entry, then inserted (duplicates rejected, inserted entries NEW).
+fn model_join_and_merge(
+    rows: &[Vec<f32>],
+    metric: Metric,
+    lists: &FlaggedLists,
+    new: &[Vec<u32>],
+    old: &[Vec<u32>],
+    symmetric: bool,
+    row_offers: usize,
+) -> FlaggedLists {
+    let (n, k) = (lists.n, lists.k);
+    let mut inbox: Vec<Vec<(f32, u32)>> = vec![Vec::new(); n];
+    let worst = |u: usize| lists.dists[u * k + k - 1];
+    let mut offer = |u: u32, v: u32, d: f32| {
+        if d < worst(u as usize) {
+            inbox[u as usize].push((d, v));
+        }
+    };
+    for s in 0..n {
+        let ids: Vec<u32> = new[s].iter().chain(&old[s]).copied().collect();
+        let a = new[s].len();
+        if a == 0 {
+            continue;
+        }
+        let dist = |r: usize, c: usize| {
+            model_distance(&rows[ids[r] as usize], &rows[ids[c] as usize], metric)
+        };
+        // Worth offering: distinct ids and closer than the worst entry of an end that would
+        // receive the offer.
+        let useful = |r: usize, c: usize, d: f32| {
+            ids[r] != ids[c]
+                && (d < worst(ids[r] as usize) || (symmetric && d < worst(ids[c] as usize)))
+        };
+        for r in 0..ids.len() {
+            let mut row: Vec<(f32, usize)> = (0..a)
+                .map(|c| (dist(r, c), c))
+                .filter(|&(d, c)| useful(r, c, d))
+                .collect();
+            row.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+            for &(d, c) in row.iter().take(row_offers) {
+                offer(ids[r], ids[c], d);
+                if symmetric {
+                    offer(ids[c], ids[r], d);
+                }
+            }
+        }
+        for c in 0..a {
+            let best = (a..ids.len())
+                .map(|r| (dist(r, c), r))
+                .filter(|&(d, r)| useful(r, c, d))
+                .min_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+            if let Some((d, r)) = best {
+                offer(ids[c], ids[r], d);
+                if symmetric {
+                    offer(ids[r], ids[c], d);
+                }
+            }
+        }
+    }
+    let mut out = lists.clone();
+    for u in 0..n {
+        let mut row: Vec<(f32, u32)> = (0..k)
+            .map(|j| (out.dists[u * k + j], out.ids[u * k + j]))
+            .collect();
+        for &(d, v) in &inbox[u] {
+            let raw = |id: u32| {
+                if id == INVALID {
+                    INVALID
+                } else {
+                    id & !NEW_FLAG
+                }
+            };
+            let last = row[k - 1];
+            if v as usize == u || !pair_less((d, v), (last.0, raw(last.1))) {
+                continue;
+            }
+            if row.iter().any(|e| raw(e.1) == v) {
+                continue;
+            }
+            let pos = row
+                .iter()
+                .filter(|e| pair_less((e.0, raw(e.1)), (d, v)))
+                .count();
+            row.insert(pos, (d, v | NEW_FLAG));
+            row.pop();
+        }
+        for (j, (d, id)) in row.into_iter().enumerate() {
+            out.dists[u * k + j] = d;
+            out.ids[u * k + j] = id;
+        }
+    }
+    out
+}
+
+fn to_f32_rows<T: Element>(data: &[T], n: usize, dim: usize) -> Vec<Vec<f32>> {
+    (0..n)
+        .map(|v| {
+            data[v * dim..(v + 1) * dim]
+                .iter()
+                .map(|x| x.to_f32())
+                .collect()
+        })
+        .collect()
+}
+
+fn random_data<T: Element>(n: usize, dim: usize, seed: u64) -> Vec<T> {
+    let mut r = SplitMix64::new(seed);
+    (0..n * dim)
+        .map(|_| {
+            let v = r.next_f32() * 4.0 - 2.0;
+            match T::DTYPE {
+                weft_core::DType::U8 => T::from_f32(((v + 2.0) * 60.0).round()),
+                weft_core::DType::I8 => T::from_f32((v * 60.0).round()),
+                _ => T::from_f32(v),
+            }
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_join<T: Element>(
+    ctx: &GpuContext,
+    n: usize,
+    dim: usize,
+    k: usize,
+    p: usize,
+    metric: Metric,
+    (symmetric, row_offers): (bool, usize),
+    seed: u64,
+) -> std::result::Result<(), TestCaseError> {
+    let data = random_data::<T>(n, dim, seed);
+    let rows = to_f32_rows(&data, n, dim);
+    let lists = random_lists(&rows, k, metric, seed ^ 1);
+    let (new, old) = random_samples(n, p, seed ^ 2);
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let (got, _inserted, dropped) = join_and_merge(
+        ctx,
+        view,
+        metric,
+        &lists,
+        p,
+        &new,
+        &old,
+        520 * n,
+        symmetric,
+        row_offers,
+    )
+    .unwrap();
+    prop_assert_eq!(dropped, 0);
+    let want = model_join_and_merge(&rows, metric, &lists, &new, &old, symmetric, row_offers);
+    let case = format!(
+        "{} {metric:?} n={n} dim={dim} k={k} p={p} symmetric={symmetric} offers={row_offers}",
+        T::DTYPE
+    );
+    let exact = metric != Metric::Cosine;
+    let mut mismatched = 0;
+    for v in 0..n {
+        let r = v * k..(v + 1) * k;
+        for (g, w) in got.dists[r.clone()].iter().zip(&want.dists[r.clone()]) {
+            prop_assert!(
+                (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+                "{}: row {} distances {:?} vs {:?}",
+                case,
+                v,
+                &got.dists[r.clone()],
+                &want.dists[r.clone()]
+            );
+        }
+        if got.ids[r.clone()] != want.ids[r.clone()] {
+            prop_assert!(
+                !exact,
+                "{}: row {} ids {:?} vs model {:?}",
+                case,
+                v,
+                &got.ids[r.clone()],
+                &want.ids[r.clone()]
+            );
+            mismatched += 1;
+        }
+    }
+    // Cosine: norms come from another kernel, so near-ties may order differently.
+    prop_assert!(mismatched * 50 <= n, "{}: {} rows differ", case, mismatched);
+    Ok(())
+}
+
+#[test]
+fn join_and_merge_match_the_cpu_model() {
+    let Some(ctx) = ctx_or_skip("join_and_merge_match_the_cpu_model") else {
+        return;
+    };
+    let max_n = if small() { 60 } else { 300 };
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        ..Config::default()
+    });
+    let metrics = [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine];
+    runner
+        .run(
+            &(
+                20usize..max_n,
+                1usize..80,
+                1usize..40,
+                1usize..=32,
+                0usize..3,
+                0usize..3,
+                (any::<bool>(), 1usize..=4),
+                any::<u64>(),
+            ),
+            |(n, dim, k, p, m, t, sym, seed)| {
+                let k = k.min(n - 1);
+                match t {
+                    0 => check_join::<f32>(&ctx, n, dim, k, p, metrics[m], sym, seed),
+                    1 => check_join::<u8>(&ctx, n, dim, k, p, metrics[m], sym, seed),
+                    _ => check_join::<half::f16>(&ctx, n, dim, k, p, metrics[m], sym, seed),
+                }
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn sampling_matches_the_cpu_model() {
+    let Some(ctx) = ctx_or_skip("sampling_matches_the_cpu_model") else {
+        return;
+    };
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        ..Config::default()
+    });
+    runner
+        .run(
+            &(10usize..300, 1usize..70, 1usize..=32, any::<u64>()),
+            |(n, k, p, seed)| {
+                let k = k.min(n - 1);
+                let rows: Vec<Vec<f32>> = to_f32_rows(&random_data::<f32>(n, 4, seed), n, 4);
+                let lists = random_lists(&rows, k, Metric::L2Squared, seed ^ 3);
+                let (after, new, old) = sample(&ctx, &lists, p).unwrap();
+                // Forward samples: the first p NEW and first p OLD entries of each list.
+                let mut fwd_new = vec![Vec::new(); n];
+                let mut fwd_old = vec![Vec::new(); n];
+                let mut want_ids = lists.ids.clone();
+                for v in 0..n {
+                    for j in 0..k {
+                        let id = lists.ids[v * k + j];
+                        if id & NEW_FLAG != 0 {
+                            if fwd_new[v].len() < p {
+                                fwd_new[v].push(id & !NEW_FLAG);
+                                want_ids[v * k + j] = id & !NEW_FLAG;
+                            }
+                        } else if fwd_old[v].len() < p {
+                            fwd_old[v].push(id);
+                        }
+                    }
+                }
+                prop_assert_eq!(&after.ids, &want_ids, "sampled NEW entries become OLD");
+                let mut rev_new = vec![Vec::new(); n];
+                let mut rev_old = vec![Vec::new(); n];
+                for s in 0..n {
+                    for &v in &fwd_new[s] {
+                        rev_new[v as usize].push(s as u32);
+                    }
+                    for &v in &fwd_old[s] {
+                        rev_old[v as usize].push(s as u32);
+                    }
+                }
+                for v in 0..n {
+                    let got_new: HashSet<u32> = new[v].iter().copied().collect();
+                    let got_old: HashSet<u32> = old[v].iter().copied().collect();
+                    prop_assert_eq!(got_new.len(), new[v].len(), "NEW samples are distinct");
+                    prop_assert_eq!(got_old.len(), old[v].len(), "OLD samples are distinct");
+                    prop_assert!(got_new.is_disjoint(&got_old), "NEW and OLD are disjoint");
+                    prop_assert!(new[v].len() <= 2 * p && old[v].len() <= 2 * p);
+                    let all_new: HashSet<u32> =
+                        fwd_new[v].iter().chain(&rev_new[v]).copied().collect();
+                    let all_old: HashSet<u32> = fwd_old[v]
+                        .iter()
+                        .chain(&rev_old[v])
+                        .copied()
+                        .filter(|u| !got_new.contains(u))
+                        .collect();
+                    // Forward samples always survive; reverse ones are capped at p (which ones
+                    // survive depends on atomic arrival order when more arrive).
+                    for u in &fwd_new[v] {
+                        prop_assert!(got_new.contains(u), "forward NEW {} of {} kept", u, v);
+                    }
+                    prop_assert!(got_new.is_subset(&all_new));
+                    prop_assert!(got_old.is_subset(&all_old));
+                    if rev_new[v].len() <= p {
+                        prop_assert_eq!(&got_new, &all_new, "NEW samples of {}", v);
+                    }
+                    if rev_new[v].len() <= p && rev_old[v].len() <= p {
+                        prop_assert_eq!(&got_old, &all_old, "OLD samples of {}", v);
+                    }
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn conformance_suite_on_the_gpu() {
+    let Some(ctx) = ctx_or_skip("conformance_suite_on_the_gpu") else {
+        return;
+    };
+    let bad = vec![
+        NnDescentParams {
+            gpu_sample: 0,
+            ..Default::default()
+        },
+        NnDescentParams {
+            gpu_sample: 33,
+            ..Default::default()
+        },
+        NnDescentParams {
+            delta: 1.5,
+            ..Default::default()
+        },
+    ];
+    let suite = if small() {
+        KnnSuite::small(0.9)
+    } else {
+        KnnSuite::new(0.95)
+    }
+    .deterministic(false)
+    .with_min_recall_ip(0.85)
+    .with_invalid_params(bad);
+    let report = run_knn_suite(&NnDescentGpu::new(ctx), &NnDescentParams::default(), &suite);
+    for c in &report.cases {
+        eprintln!("gnnd {}: recall {:.4}", c.name, c.recall);
+    }
+}
+
+#[test]
+fn device_entry_point_leaves_a_valid_graph_on_the_device() {
+    let Some(ctx) = ctx_or_skip("device_entry_point_leaves_a_valid_graph_on_the_device") else {
+        return;
+    };
+    let (n, dim, k) = if small() {
+        (500, 16, 16)
+    } else {
+        (20_000, 32, 32)
+    };
+    let data = gaussian_mixture(n, dim, 20, 5);
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let dm = DeviceMatrix::upload(&ctx, view).unwrap();
+    let builder = NnDescentGpu::new(Arc::clone(&ctx));
+    let params = NnDescentParams::default();
+    let (dg, stats) = builder
+        .build_device(&dm, Metric::L2Squared, k, &params, &BuildCtx::new(3))
+        .unwrap();
+    eprintln!("gnnd device build: {stats:?}");
+    assert_eq!((dg.n(), dg.k()), (n, k));
+    let g = dg.download(&ctx).unwrap();
+    check_graph_shape(&g, view, Metric::L2Squared, k, "device build");
+    // Recall against the exact GPU graph on the first 1000 rows.
+    let exact = ExactGpu::new(&ctx)
+        .knn_graph(view, Metric::L2Squared, k, &BuildCtx::new(0))
+        .unwrap();
+    let rows = n.min(1000);
+    let mut hits = 0;
+    for v in 0..rows {
+        let truth = exact.row_dists(v)[k - 1];
+        hits += g
+            .row_dists(v)
+            .iter()
+            .filter(|&&d| d <= truth * (1.0 + 1e-5) + 1e-6)
+            .count();
+    }
+    let recall = hits as f64 / (rows * k) as f64;
+    eprintln!("gnnd device build recall@{k}: {recall:.4}");
+    assert!(recall >= 0.95, "recall {recall}");
+    // Round trip through the device graph type.
+    let back = DeviceKnnGraph::upload(&ctx, &g)
+        .unwrap()
+        .download(&ctx)
+        .unwrap();
+    assert_eq!(back.ids(), g.ids());
+    assert_eq!(back.dists(), g.dists());
+    assert!(stats.iterations >= 1 && stats.updates.len() == stats.iterations);
+}
+
+#[test]
+fn tiny_budget_is_out_of_device_memory_and_bad_input_is_typed() {
+    let Some(ctx) = ctx_or_skip("tiny_budget_is_out_of_device_memory_and_bad_input_is_typed")
+    else {
+        return;
+    };
+    let data = gaussian_mixture(1000, 8, 4, 1);
+    let view = DatasetView::new(&data, 1000, 8).unwrap();
+    let p = NnDescentParams::default();
+    let b = NnDescentGpu::new(Arc::clone(&ctx)).with_budget(1000);
+    assert!(matches!(
+        b.build(view, Metric::L2Squared, 10, &p, &BuildCtx::new(0)),
+        Err(Error::OutOfDeviceMemory { .. })
+    ));
+    let b = NnDescentGpu::new(ctx);
+    assert!(matches!(
+        b.build(view, Metric::L2Squared, 1000, &p, &BuildCtx::new(0)),
+        Err(Error::InvalidParams { .. })
+    ));
+    assert!(matches!(
+        b.build(view, Metric::L2Squared, 0, &p, &BuildCtx::new(0)),
+        Err(Error::InvalidParams { .. })
+    ));
+    // Zero iterations: the random initial graph, valid and sorted.
+    let p0 = NnDescentParams {
+        max_iters: 0,
+        ..Default::default()
+    };
+    let g: KnnGraph = b
+        .build(view, Metric::L2Squared, 10, &p0, &BuildCtx::new(0))
+        .unwrap();
+    check_graph_shape(&g, view, Metric::L2Squared, 10, "zero iterations");
+    let exact = exact_knn(view, Metric::L2Squared, 10);
+    let r0 = graph_recall(&g, view, Metric::L2Squared, &exact);
+    let g1 = b
+        .build(view, Metric::L2Squared, 10, &p, &BuildCtx::new(0))
+        .unwrap();
+    let r1 = graph_recall(&g1, view, Metric::L2Squared, &exact);
+    eprintln!("random init recall {r0:.4}, after GNND {r1:.4}");
+    assert!(r1 > r0 + 0.5, "iterations improve the graph: {r0} -> {r1}");
+}
