@@ -362,7 +362,7 @@ impl GpuContext {
     /// Copies `total` bytes into the device buffer `dst` (from its start), through two pinned
     /// staging buffers when `total` is at least [`PINNED_TRANSFER_THRESHOLD`]: `fill(offset,
     /// chunk)` writes the bytes `offset..offset + chunk.len()`, so the host can pack one chunk
-    /// while the copy engine moves the other. Returns once the copies are queued.
+    /// while the copy engine moves the other. Returns when the host buffers are no longer read.
     pub(crate) fn upload_staged(
         &self,
         dst: &mut cudarc::driver::CudaViewMut<'_, u8>,
@@ -400,9 +400,19 @@ impl GpuContext {
                 .as_mut_slice()
                 .map_err(gpu_err("wait for a staged copy"))?;
             fill(lo, &mut host[..hi - lo]);
-            self.stream
-                .memcpy_htod(&*buf, &mut dst.slice_mut(lo..hi))
-                .map_err(gpu_err("copy to the device"))?;
+            let mut to = dst.slice_mut(lo..hi);
+            if hi - lo == STAGING_CHUNK {
+                // The whole pinned buffer: an asynchronous copy, awaited through its event.
+                self.stream.memcpy_htod(&*buf, &mut to)
+            } else {
+                // The last, partial chunk (cudarc copies whole pinned buffers only): a plain
+                // slice of the pinned memory, which no event tracks, so wait for it here.
+                let part = &buf.as_slice().map_err(gpu_err("pinned host memory"))?[..hi - lo];
+                self.stream
+                    .memcpy_htod(part, &mut to)
+                    .and_then(|()| self.stream.synchronize())
+            }
+            .map_err(gpu_err("copy to the device"))?;
         }
         // The staging buffers wait for their copies when they are dropped.
         Ok(())
