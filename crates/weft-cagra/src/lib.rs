@@ -55,8 +55,12 @@
 //! start can miss a cluster; a few dozen spread starts do not.
 
 mod cpu;
+#[cfg(feature = "cuda")]
+mod gpu;
 
 pub use cpu::{CagraCpu, Stages, entry_points, optimize_stages, reverse_graph};
+#[cfg(feature = "cuda")]
+pub use gpu::CagraGpu;
 
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Params, Result};

@@ -15,12 +15,15 @@
 //!   f32, f16, u8, i8; k up to [`exact::MAX_K`]).
 //! - [`Gnnd`]: GPU NN-Descent (GNND) k-NN graphs, left on the device as a [`DeviceKnnGraph`]
 //!   or brought back.
+//! - [`CagraOptimizer`]: CAGRA graph optimisation (detour pruning, reverse edges, merge) of a
+//!   k-NN graph on the host or on the device.
 //! - [`testing`]: the skip-or-fail helper for GPU tests and device-side checks of the kernel
 //!   headers.
 //!
 //! Every kernel launch goes through one checked wrapper (`launch.rs`); every CUDA call's result
 //! is checked and mapped to [`weft_core::Error::Gpu`] with context.
 
+pub mod cagra;
 pub mod context;
 pub mod device_graph;
 pub mod exact;
@@ -32,6 +35,7 @@ pub mod testing;
 
 mod launch;
 
+pub use cagra::{CagraOptimizer, CagraStages, DeviceFixedGraph};
 pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_device};
 pub use device_graph::DeviceKnnGraph;
 pub use exact::{ExactGpu, ExactPlan};

@@ -407,10 +407,44 @@ impl DynBuilder for ExactGpuEntry {
     }
 }
 
-/// CAGRA on the CPU, registered as `cagra`: the k-NN graph of degree
-/// [`intermediate_degree`](weft_cagra::CagraParams::intermediate_degree) by CPU NN-Descent
-/// (default parameters) or exact brute force ([`weft_cagra::KnnSource`]), then
-/// [`weft_cagra::CagraCpu`] down to [`graph_degree`](weft_cagra::CagraParams::graph_degree).
+/// The k-NN graph of CAGRA's pipeline: degree
+/// [`intermediate_degree`](weft_cagra::CagraParams::intermediate_degree), by CPU NN-Descent
+/// (default parameters) or exact brute force ([`weft_cagra::KnnSource`]; on `gpu` when given).
+/// Checks the input first.
+fn cagra_knn<T: weft_core::Element>(
+    data: weft_core::DatasetView<'_, T>,
+    metric: Metric,
+    params: &weft_cagra::CagraParams,
+    ctx: &BuildCtx,
+    #[cfg(feature = "cuda")] gpu: Option<&weft_gpu::GpuContext>,
+) -> Result<weft_core::KnnGraph> {
+    ctx.check_cancelled()?;
+    if data.is_empty() {
+        return Err(Error::InvalidInput("cagra: the dataset is empty".into()));
+    }
+    params.validate(data.rows(), data.dim())?;
+    data.check_finite()?;
+    let k = params.intermediate_degree;
+    match params.knn {
+        weft_cagra::KnnSource::NnDescent => weft_nndescent::NnDescentCpu.build(
+            data,
+            metric,
+            k,
+            &weft_nndescent::NnDescentParams::default(),
+            ctx,
+        ),
+        weft_cagra::KnnSource::Exact => {
+            #[cfg(feature = "cuda")]
+            if let Some(gpu) = gpu {
+                return weft_gpu::ExactGpu::new(gpu).knn_graph(data, metric, k, ctx);
+            }
+            weft_graph::exact::ExactKnn.build(data, metric, k, &weft_core::NoParams {}, ctx)
+        }
+    }
+}
+
+/// CAGRA on the CPU, registered as `cagra`: [`cagra_knn`], then [`weft_cagra::CagraCpu`] down
+/// to [`graph_degree`](weft_cagra::CagraParams::graph_degree).
 struct CagraPipelineCpu;
 
 impl GraphBuilder for CagraPipelineCpu {
@@ -428,27 +462,49 @@ impl GraphBuilder for CagraPipelineCpu {
         params: &weft_cagra::CagraParams,
         ctx: &BuildCtx,
     ) -> Result<weft_core::FixedDegreeGraph> {
-        ctx.check_cancelled()?;
-        if data.is_empty() {
-            return Err(Error::InvalidInput("cagra: the dataset is empty".into()));
-        }
-        params.validate(data.rows(), data.dim())?;
-        data.check_finite()?;
-        let k = params.intermediate_degree;
-        let knn = match params.knn {
-            weft_cagra::KnnSource::NnDescent => weft_nndescent::NnDescentCpu.build(
-                data,
-                metric,
-                k,
-                &weft_nndescent::NnDescentParams::default(),
-                ctx,
-            )?,
-            weft_cagra::KnnSource::Exact => {
-                weft_graph::exact::ExactKnn.build(data, metric, k, &weft_core::NoParams {}, ctx)?
-            }
-        };
+        #[cfg(feature = "cuda")]
+        let knn = cagra_knn(data, metric, params, ctx, None)?;
+        #[cfg(not(feature = "cuda"))]
+        let knn = cagra_knn(data, metric, params, ctx)?;
         weft_core::GraphOptimizer::optimize(
             &weft_cagra::CagraCpu,
+            data,
+            metric,
+            &knn,
+            params.graph_degree,
+            params,
+            ctx,
+        )
+    }
+}
+
+/// CAGRA with the GPU optimiser, registered as `cagra` with the GPU back end: [`cagra_knn`]
+/// (CPU NN-Descent until GNND is registered; exact k-NN on the GPU), then
+/// [`weft_cagra::CagraGpu`].
+#[cfg(feature = "cuda")]
+struct CagraPipelineGpu {
+    ctx: std::sync::Arc<weft_gpu::GpuContext>,
+}
+
+#[cfg(feature = "cuda")]
+impl GraphBuilder for CagraPipelineGpu {
+    type Params = weft_cagra::CagraParams;
+    type Output = weft_core::FixedDegreeGraph;
+
+    fn name(&self) -> &'static str {
+        "cagra"
+    }
+
+    fn build<T: weft_core::Element>(
+        &self,
+        data: weft_core::DatasetView<'_, T>,
+        metric: Metric,
+        params: &weft_cagra::CagraParams,
+        ctx: &BuildCtx,
+    ) -> Result<weft_core::FixedDegreeGraph> {
+        let knn = cagra_knn(data, metric, params, ctx, Some(&self.ctx))?;
+        weft_core::GraphOptimizer::optimize(
+            &weft_cagra::CagraGpu::new(&self.ctx),
             data,
             metric,
             &knn,
@@ -491,6 +547,13 @@ impl Registry {
                 weft_nndescent::NnDescentGpu::new(std::sync::Arc::clone(ctx)),
                 Backend::Gpu,
                 "GNND: NN-Descent redesigned for the GPU (Wang, Zhao & Zeng 2021) k-NN graph",
+            ));
+            r.register(GraphEntry::new(
+                CagraPipelineGpu {
+                    ctx: std::sync::Arc::clone(ctx),
+                },
+                Backend::Gpu,
+                "CAGRA: k-NN graph (CPU NN-Descent, or exact on the GPU), optimised on the GPU",
             ));
         }
         r.gpu = gpu;

@@ -1,0 +1,71 @@
+//! The GPU optimiser: [`CagraGpu`], a [`GraphOptimizer`] over `weft_gpu::CagraOptimizer`.
+
+use weft_core::{
+    BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, GraphOptimizer, KnnGraph, Metric,
+    Params, Result,
+};
+use weft_gpu::{CagraOptimizer, GpuContext};
+
+use crate::CagraParams;
+use crate::cpu::{check_input, entry_points};
+
+/// CAGRA graph optimisation on a GPU, name `cagra`: the same output as
+/// [`CagraCpu`](crate::CagraCpu), bit for bit (detour counts, pruned rows, reverse rows and the
+/// merged graph), from kernels in `kernels/cagra/`.
+#[derive(Clone, Copy, Debug)]
+pub struct CagraGpu<'c> {
+    ctx: &'c GpuContext,
+}
+
+impl<'c> CagraGpu<'c> {
+    /// The optimiser on `ctx`.
+    pub fn new(ctx: &'c GpuContext) -> Self {
+        CagraGpu { ctx }
+    }
+
+    /// Optimises `knn` (rows sorted by distance, as [`KnnGraph::validate`] checks) into a graph
+    /// of out-degree `degree`, without entry points.
+    pub fn optimize_knn(
+        &self,
+        knn: &KnnGraph,
+        degree: usize,
+        ctx: &BuildCtx,
+    ) -> Result<FixedDegreeGraph> {
+        check_input(knn, degree)?;
+        ctx.check_cancelled()?;
+        knn.validate()?;
+        ctx.progress().begin("cagra: GPU optimisation", None);
+        let graph = CagraOptimizer::new(self.ctx).optimize(knn, degree);
+        ctx.progress().end();
+        graph
+    }
+}
+
+impl GraphOptimizer for CagraGpu<'_> {
+    type Params = CagraParams;
+
+    fn name(&self) -> &'static str {
+        "cagra"
+    }
+
+    fn optimize<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        _metric: Metric,
+        knn: &KnnGraph,
+        degree: usize,
+        params: &CagraParams,
+        ctx: &BuildCtx,
+    ) -> Result<FixedDegreeGraph> {
+        params.validate(data.rows(), data.dim())?;
+        if knn.n() != data.rows() {
+            return Err(Error::dim_mismatch(
+                "k-NN graph vertices vs data rows",
+                data.rows(),
+                knn.n(),
+            ));
+        }
+        let graph = self.optimize_knn(knn, degree, ctx)?;
+        Ok(graph.with_entry_points(entry_points(knn.n(), params.entry_points, ctx.seed())))
+    }
+}
