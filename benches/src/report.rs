@@ -174,6 +174,15 @@ pub fn tables(records: &[Record], plots: Option<&str>, png: bool) -> String {
     md
 }
 
+/// The first 12 hex digits of a commit, keeping a `-dirty` suffix.
+pub fn short_commit(c: &str) -> String {
+    let (sha, dirty) = match c.strip_suffix("-dirty") {
+        Some(s) => (s, "-dirty"),
+        None => (c, ""),
+    };
+    format!("{}{dirty}", &sha[..sha.len().min(12)])
+}
+
 /// The environment lines: commit, CPU, GPU (device, driver, kernel-load path), suite.
 pub fn environment(records: &[Record]) -> String {
     let mut md = String::new();
@@ -205,7 +214,7 @@ pub fn environment(records: &[Record]) -> String {
             "- {} {}: commit `{}`, host `{}`, CPU {} ({} logical CPUs), GPU: {gpu}, suite `{}`",
             r.algorithm.library,
             r.algorithm.version,
-            &e.commit[..e.commit.len().min(12)],
+            short_commit(&e.commit),
             e.host,
             e.cpu,
             e.cpus,
@@ -258,5 +267,7 @@ mod tests {
         assert!(md.contains("plots/pareto-tiny.svg"));
         assert!(md.contains("([PNG](plots/pareto-tiny.png))"));
         assert!(!tables(&[], None, false).contains("####"));
+        assert_eq!(short_commit("0123456789abcdef-dirty"), "0123456789ab-dirty");
+        assert_eq!(short_commit("abc"), "abc");
     }
 }

@@ -126,6 +126,7 @@ pub fn run(args: &[String]) -> Result<()> {
                 }
                 pack_bench_extras(&pack)?;
             }
+            Err(e) if bench_only => return Err(e.context("weft-bench does not build")),
             Err(e) => eprintln!("device-pack: weft-bench does not build, left out: {e:#}"),
         }
     }
@@ -286,7 +287,8 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # machine from the repository root (or anywhere). Logs go to $OUT (the device tool's output
 # folder) or device-pack/logs. --bench-suite runs the benchmark harness (bin/weft-bench) on the
 # synthetic presets with the GPU back ends (BENCH_BACKEND=gpu,cpu for both) and writes JSON
-# lines, report and plots to $OUT/bench; the tests then run only with --tests.
+# lines, report and plots to $OUT/bench (BENCH_ARGS: extra `weft-bench run` options, e.g.
+# "--batch1 2000 --runs 3"); the tests then run only with --tests.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 LOGS="${OUT:-$HERE/logs}"
@@ -370,10 +372,12 @@ if [ -n "$BENCH_SUITE" ]; then
   done
   rm -f "$B/weft.jsonl"
   "$HERE/bin/weft-bench" run --suite "$BENCH_SUITE" --backend "${BENCH_BACKEND:-gpu}" --commit "$COMMIT" \
-    --out "$B/weft.jsonl" $DIRS >> "$B/log.txt" 2>&1; rc=$?
+    --out "$B/weft.jsonl" $DIRS ${BENCH_ARGS:-} >> "$B/log.txt" 2>&1; rc=$?
   echo $(( $(date +%s) - bstart )) > "$B/wall_s.txt"
   "$HERE/bin/weft-bench" report --in "$B/weft.jsonl" --out "$B" --wall-s "$(cat "$B/wall_s.txt")" \
     --command "cargo xtask device-pack && bash device-pack/run.sh --bench-suite $BENCH_SUITE" >> "$B/log.txt" 2>&1 || rc=1
+  # The device tool brings back a limited number of files: the plots travel as one tar.
+  [ -d "$B/plots" ] && tar -cf "$B/plots.tar" -C "$B" plots && rm -rf "$B/plots"
   record "bench $BENCH_SUITE: rc=$rc, $(cat "$B/wall_s.txt") s, $(wc -l < "$B/weft.jsonl" 2>/dev/null || echo 0) records"
   tail -n 40 "$B/log.txt"
   [ $rc -ne 0 ] && status=1
