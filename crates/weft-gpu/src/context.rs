@@ -112,6 +112,7 @@ pub struct GpuContext {
     modules: Mutex<HashMap<&'static str, (Arc<CudaModule>, KernelLoadPath)>>,
     functions: Mutex<HashMap<String, CudaFunction>>,
     nvrtc: Mutex<Option<Arc<Nvrtc>>>,
+    staging: Mutex<Vec<PinnedHostSlice<u8>>>,
 }
 
 impl std::fmt::Debug for GpuContext {
@@ -187,6 +188,7 @@ impl GpuContext {
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             nvrtc: Mutex::new(None),
+            staging: Mutex::new(Vec::new()),
         })
     }
 
@@ -306,9 +308,10 @@ impl GpuContext {
         Ok(out)
     }
 
-    /// Copies `total` bytes from the device into host memory, through two pinned staging
-    /// buffers when `total` is at least [`PINNED_TRANSFER_THRESHOLD`]: `take(offset, chunk)`
-    /// receives the bytes `offset..offset + chunk.len()` in order. Synchronises before returning.
+    /// Copies `total` bytes from the device into host memory, through the context's two pinned
+    /// staging buffers when `total` is at least [`PINNED_TRANSFER_THRESHOLD`]: `take(offset,
+    /// chunk)` receives the bytes `offset..offset + chunk.len()` in order, while the copy engine
+    /// moves the next chunk. Synchronises before returning.
     pub(crate) fn download_staged(
         &self,
         src: &cudarc::driver::CudaView<'_, u8>,
@@ -330,28 +333,37 @@ impl GpuContext {
             take(0, &host);
             return Ok(());
         }
-        let mut staging = [
-            self.pinned(STAGING_CHUNK, 0)?,
-            self.pinned(STAGING_CHUNK, 0)?,
-        ];
+        let mut staging = self.staging()?;
         let chunks: Vec<(usize, usize)> = (0..total)
             .step_by(STAGING_CHUNK)
             .map(|o| (o, (o + STAGING_CHUNK).min(total)))
             .collect();
-        // Copy chunk i + 1 while the host reads chunk i.
-        for (i, &(lo, hi)) in chunks.iter().enumerate() {
-            if i == 0 {
-                self.stream
-                    .memcpy_dtoh(&src.slice(lo..hi), &mut staging[0])
-                    .map_err(gpu_err("copy from the device"))?;
+        // Queues the copy of chunk `c` into staging buffer `c % 2`. A whole chunk fills the
+        // whole pinned buffer (an asynchronous copy its event tracks); the last, partial chunk
+        // goes into a plain slice of it (cudarc copies whole pinned buffers only), which no
+        // event tracks, so the stream is synchronised before it is read.
+        let queue = |staging: &mut [PinnedHostSlice<u8>], c: usize| -> Result<()> {
+            let (lo, hi) = chunks[c];
+            let from = src.slice(lo..hi);
+            let buf = &mut staging[c % 2];
+            if hi - lo == STAGING_CHUNK {
+                self.stream.memcpy_dtoh(&from, buf)
+            } else {
+                let part =
+                    &mut buf.as_mut_slice().map_err(gpu_err("pinned host memory"))?[..hi - lo];
+                self.stream.memcpy_dtoh(&from, part)
             }
-            if let Some(&(nlo, nhi)) = chunks.get(i + 1) {
-                let next = &mut staging[(i + 1) % 2];
-                self.stream
-                    .memcpy_dtoh(&src.slice(nlo..nhi), next)
-                    .map_err(gpu_err("copy from the device"))?;
+            .map_err(gpu_err("copy from the device"))
+        };
+        queue(&mut staging, 0)?;
+        for (c, &(lo, hi)) in chunks.iter().enumerate() {
+            if c + 1 < chunks.len() {
+                queue(&mut staging, c + 1)?;
             }
-            let done = staging[i % 2]
+            if hi - lo < STAGING_CHUNK {
+                self.synchronize()?;
+            }
+            let done = staging[c % 2]
                 .as_slice()
                 .map_err(gpu_err("wait for a staged copy"))?;
             take(lo, &done[..hi - lo]);
@@ -359,10 +371,11 @@ impl GpuContext {
         self.synchronize()
     }
 
-    /// Copies `total` bytes into the device buffer `dst` (from its start), through two pinned
-    /// staging buffers when `total` is at least [`PINNED_TRANSFER_THRESHOLD`]: `fill(offset,
-    /// chunk)` writes the bytes `offset..offset + chunk.len()`, so the host can pack one chunk
-    /// while the copy engine moves the other. Returns when the host buffers are no longer read.
+    /// Copies `total` bytes into the device buffer `dst` (from its start), through the
+    /// context's two pinned staging buffers when `total` is at least
+    /// [`PINNED_TRANSFER_THRESHOLD`]: `fill(offset, chunk)` writes the bytes `offset..offset +
+    /// chunk.len()`, so the host packs one chunk while the copy engine moves the other. Returns
+    /// when the host buffers are no longer read.
     pub(crate) fn upload_staged(
         &self,
         dst: &mut cudarc::driver::CudaViewMut<'_, u8>,
@@ -384,14 +397,9 @@ impl GpuContext {
             self.stream
                 .memcpy_htod(&host[..], &mut dst.slice_mut(0..total))
                 .map_err(gpu_err("copy to the device"))?;
-            // The pageable source is dropped here: wait for the copy.
             return self.synchronize();
         }
-        let flags = sys::CU_MEMHOSTALLOC_WRITECOMBINED;
-        let mut staging = [
-            self.pinned(STAGING_CHUNK, flags)?,
-            self.pinned(STAGING_CHUNK, flags)?,
-        ];
+        let mut staging = self.staging()?;
         for (i, lo) in (0..total).step_by(STAGING_CHUNK).enumerate() {
             let hi = (lo + STAGING_CHUNK).min(total);
             let buf = &mut staging[i % 2];
@@ -414,14 +422,25 @@ impl GpuContext {
             }
             .map_err(gpu_err("copy to the device"))?;
         }
-        // The staging buffers wait for their copies when they are dropped.
+        // Before the buffers serve another transfer, `as_mut_slice`/`as_slice` wait for their
+        // last copies.
         Ok(())
     }
 
+    /// The two pinned staging buffers, allocated on first use and kept for the context's life
+    /// (allocating page-locked memory costs milliseconds); held locked for one transfer.
+    fn staging(&self) -> Result<std::sync::MutexGuard<'_, Vec<PinnedHostSlice<u8>>>> {
+        let mut slot = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_empty() {
+            *slot = vec![self.pinned(STAGING_CHUNK)?, self.pinned(STAGING_CHUNK)?];
+        }
+        Ok(slot)
+    }
+
     /// A zero-filled page-locked host buffer of `len` bytes.
-    fn pinned(&self, len: usize, flags: u32) -> Result<PinnedHostSlice<u8>> {
+    fn pinned(&self, len: usize) -> Result<PinnedHostSlice<u8>> {
         // SAFETY: the allocation is filled with zeros below before anything reads it.
-        let mut buf = unsafe { self.cuda.alloc_pinned_with_flags::<u8>(len, flags) }.map_err(
+        let mut buf = unsafe { self.cuda.alloc_pinned_with_flags::<u8>(len, 0) }.map_err(
             gpu_err(format!("allocate {len} bytes of pinned host memory")),
         )?;
         buf.as_mut_slice()
