@@ -68,7 +68,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let gnnd = Gnnd::new(&ctx);
     // Warm-up: module load (NVRTC or cubin) and first allocations.
-    let warm = data.view().slice_rows(0..n.min(4096))?;
+    // Kept below 8 MiB (one unstaged upload).
+    let row_bytes = 4 * data.dim().div_ceil(16) * 16;
+    let warm = data
+        .view()
+        .slice_rows(0..n.min(4096).min((8 << 20) / row_bytes - 1))?;
     gnnd.build(warm, metric, k.min(warm.rows() - 1), &config, &bctx)?;
 
     let dev = DeviceMatrix::upload(&ctx, data.view())?;
@@ -126,13 +130,22 @@ fn sample_recall<T: Element>(
     for &v in &ids {
         q.extend_from_slice(data.row(v));
     }
-    let queries = DeviceMatrix::upload(ctx, DatasetView::new(&q, m, data.dim())?)?;
-    let found = ExactGpu::new(ctx).search_device(dev, &queries, metric, k + 1)?;
+    // Queries in batches below 8 MiB (one unstaged upload each).
+    let batch = ((8 << 20) / (4 * data.dim().div_ceil(16) * 16) - 1).max(1);
+    let mut found_ids = Vec::with_capacity(m * (k + 1));
+    for b0 in (0..m).step_by(batch) {
+        let b1 = (b0 + batch).min(m);
+        let view = DatasetView::new(&q[b0 * data.dim()..b1 * data.dim()], b1 - b0, data.dim())?;
+        let queries = DeviceMatrix::upload(ctx, view)?;
+        let found = ExactGpu::new(ctx).search_device(dev, &queries, metric, k + 1)?;
+        for i in 0..b1 - b0 {
+            found_ids.extend_from_slice(found.row_ids(i));
+        }
+    }
     let dist = metric.distance_fn::<T>();
     let mut hits = 0usize;
     for (i, &v) in ids.iter().enumerate() {
-        let truth: Vec<u32> = found
-            .row_ids(i)
+        let truth: Vec<u32> = found_ids[i * (k + 1)..(i + 1) * (k + 1)]
             .iter()
             .copied()
             .filter(|&u| u as usize != v)
