@@ -94,6 +94,24 @@ macro_rules! both {
     }};
 }
 
+/// `1.2M`, `35k`, `120`, `0.5` for axis labels.
+fn compact(v: f64) -> String {
+    let short = |x: f64, unit: &str| {
+        let t = format!("{x:.3}");
+        format!("{}{unit}", t.trim_end_matches('0').trim_end_matches('.'))
+    };
+    let a = v.abs();
+    if a >= 1e6 {
+        short(v / 1e6, "M")
+    } else if a >= 1e3 {
+        short(v / 1e3, "k")
+    } else if a >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 fn color(i: usize) -> RGBColor {
     const C: [RGBColor; 10] = [
         RGBColor(31, 119, 180),
@@ -150,12 +168,13 @@ fn pareto<DB: DrawingBackend>(
         )
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(60)
+        .y_label_area_size(75)
         .build_cartesian_2d(xmin..1.0f64, (ylo..yhi).log_scale())?;
     chart
         .configure_mesh()
         .x_desc("recall@10")
         .y_desc("queries per second (log)")
+        .y_label_formatter(&|v| compact(*v))
         .label_style((FAMILY, 13))
         .draw()?;
     for (i, (lab, pts)) in curves.iter().enumerate() {
@@ -220,12 +239,13 @@ fn build_vs_recall<DB: DrawingBackend>(
         )
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(60)
+        .y_label_area_size(75)
         .build_cartesian_2d(xmin..1.0f64, (ylo..yhi).log_scale())?;
     chart
         .configure_mesh()
         .x_desc("graph recall@10")
         .y_desc("build seconds (median, log)")
+        .y_label_formatter(&|v| compact(*v))
         .label_style((FAMILY, 13))
         .draw()?;
     for (i, lab) in labels(&b).iter().enumerate() {
@@ -265,12 +285,14 @@ fn build_vs_n<DB: DrawingBackend>(
         )
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(60)
+        .y_label_area_size(75)
         .build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())?;
     chart
         .configure_mesh()
         .x_desc("base vectors n (log)")
+        .x_label_formatter(&|v| compact(*v))
         .y_desc("build seconds (median, log)")
+        .y_label_formatter(&|v| compact(*v))
         .label_style((FAMILY, 13))
         .draw()?;
     for (i, lab) in labels(&b).iter().enumerate() {
@@ -354,6 +376,14 @@ mod tests {
         }
         let svg = std::fs::read_to_string(dir.path().join("pareto-tiny.svg")).unwrap();
         assert!(svg.contains("recall@10") && svg.contains("weft nndescent (cpu)"));
+    }
+
+    #[test]
+    fn axis_labels_are_compact() {
+        assert_eq!(compact(1_200_000.0), "1.2M");
+        assert_eq!(compact(35_000.0), "35k");
+        assert_eq!(compact(120.0), "120");
+        assert_eq!(compact(0.5), "0.50");
     }
 
     #[test]

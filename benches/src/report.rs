@@ -120,7 +120,7 @@ pub fn tables(records: &[Record], plots: Option<&str>, png: bool) -> String {
             );
         }
         md += "\nSearch: highest QPS reaching recall@10 of 0.90 / 0.95 / 0.99, at batch = all queries and at batch = 1 (one query per call, one thread); best recall@10 and recall@100 of the sweep.\n\n";
-        md += "| run | swept | batch QPS @0.90 | @0.95 | @0.99 | batch-1 QPS @0.90 | @0.95 | @0.99 | max recall@10 | max recall@100 |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        md += "| run | swept | batch QPS @0.90 | @0.95 | @0.99 | batch-1 QPS @0.90 | @0.95 | @0.99 | batch-1 queries | max recall@10 | max recall@100 |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
         for r in runs.iter().filter(|r| !r.sweep.is_empty()) {
             let big = curve(r, None);
             let one = curve(r, Some(1));
@@ -136,9 +136,14 @@ pub fn tables(records: &[Record], plots: Option<&str>, png: bool) -> String {
                 .filter(|p| p.batch != 1)
                 .map(|p| format!("{}", p.param))
                 .collect();
+            let b1 = r
+                .sweep
+                .iter()
+                .find(|p| p.batch == 1)
+                .map_or("-".into(), |p| p.queries.to_string());
             let _ = writeln!(
                 md,
-                "| {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} {} | {} | {} | {} | {} | {} | {} | {b1} | {} | {} |",
                 label(r),
                 r.algorithm.search_param,
                 params.join(","),

@@ -130,6 +130,7 @@ pub fn run(args: &[String]) -> Result<()> {
             Err(e) => eprintln!("device-pack: weft-bench does not build, left out: {e:#}"),
         }
     }
+    write_pack_command(&pack, args)?;
     std::fs::write(pack.join("run.sh"), RUN_SH)?;
     set_executable(&pack.join("run.sh"))?;
     let total = dir_size(&pack)?;
@@ -193,6 +194,17 @@ fn pack_bench_extras(pack: &Path) -> Result<()> {
         pack.join("COMMIT"),
         if dirty { format!("{sha}-dirty") } else { sha },
     )?;
+    Ok(())
+}
+
+/// Records how the pack was made (`PACK_CMD`), so run.sh can name the whole command in reports.
+fn write_pack_command(pack: &Path, args: &[String]) -> Result<()> {
+    let mut cmd = String::from("cargo xtask device-pack");
+    for a in args {
+        cmd.push(' ');
+        cmd.push_str(a);
+    }
+    std::fs::write(pack.join("PACK_CMD"), cmd)?;
     Ok(())
 }
 
@@ -374,8 +386,14 @@ if [ -n "$BENCH_SUITE" ]; then
   "$HERE/bin/weft-bench" run --suite "$BENCH_SUITE" --backend "${BENCH_BACKEND:-gpu}" --commit "$COMMIT" \
     --out "$B/weft.jsonl" $DIRS ${BENCH_ARGS:-} >> "$B/log.txt" 2>&1; rc=$?
   echo $(( $(date +%s) - bstart )) > "$B/wall_s.txt"
+  CMD="$(cat "$HERE/PACK_CMD" 2>/dev/null || echo cargo xtask device-pack), then on the GPU machine:"
+  [ -n "${BENCH_SETS:-}" ] && CMD="$CMD BENCH_SETS=\"$BENCH_SETS\""
+  [ -n "${BENCH_BACKEND:-}" ] && CMD="$CMD BENCH_BACKEND=$BENCH_BACKEND"
+  [ -n "${BENCH_ARGS:-}" ] && CMD="$CMD BENCH_ARGS=\"$BENCH_ARGS\""
+  CMD="$CMD bash $(basename "$HERE")/run.sh --bench-suite $BENCH_SUITE"
+  echo "$CMD" > "$B/command.txt"
   "$HERE/bin/weft-bench" report --in "$B/weft.jsonl" --out "$B" --wall-s "$(cat "$B/wall_s.txt")" \
-    --command "cargo xtask device-pack && bash device-pack/run.sh --bench-suite $BENCH_SUITE" >> "$B/log.txt" 2>&1 || rc=1
+    --command "$CMD" >> "$B/log.txt" 2>&1 || rc=1
   # The device tool brings back a limited number of files: the plots travel as one tar.
   [ -d "$B/plots" ] && tar -cf "$B/plots.tar" -C "$B" plots && rm -rf "$B/plots"
   record "bench $BENCH_SUITE: rc=$rc, $(cat "$B/wall_s.txt") s, $(wc -l < "$B/weft.jsonl" 2>/dev/null || echo 0) records"

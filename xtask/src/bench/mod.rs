@@ -71,6 +71,8 @@ options (quick/full):
   --out DIR       output folder (default bench-out/<suite>)
   --from-device DIR  report a device run (DIR/bench/weft.jsonl) instead of running here
   --section NAME  docs section name (default <suite>-cpu, or <suite>-gpu with a GPU)
+  --command TEXT  the reproducing command the report names (for --from-device runs made
+                  before run.sh recorded it in bench/command.txt)
 all suites:
   --update-docs   write the markdown into its generated:<name> section of docs/benchmarks.md";
 
@@ -88,6 +90,7 @@ struct Opts {
     update_docs: bool,
     from_device: Option<PathBuf>,
     section: Option<String>,
+    command: Option<String>,
 }
 
 fn parse(args: &[String]) -> Result<Option<Opts>> {
@@ -114,6 +117,7 @@ fn parse(args: &[String]) -> Result<Option<Opts>> {
             "--update-docs" => o.update_docs = true,
             "--from-device" => o.from_device = Some(PathBuf::from(val()?)),
             "--section" => o.section = Some(val()?),
+            "--command" => o.command = Some(val()?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(None);
@@ -440,9 +444,13 @@ fn harness(o: &Opts) -> Result<()> {
             .find(|p| p.exists())
             .with_context(|| format!("no bench/weft.jsonl under {}", dev.display()))?;
         inputs.push(jsonl);
-        command = format!(
-            "cargo xtask device-pack && bash device-pack/run.sh --bench-suite {suite} (on the GPU machine)"
-        );
+        command = std::fs::read_to_string(dev.join("bench/command.txt"))
+            .map(|c| c.trim().to_string())
+            .unwrap_or_else(|_| {
+                format!(
+                    "cargo xtask device-pack, then on the GPU machine: bash device-pack/run.sh --bench-suite {suite}"
+                )
+            });
         wall = std::fs::read_to_string(dev.join("bench/wall_s.txt"))
             .ok()
             .and_then(|s| s.trim().parse::<f64>().ok());
@@ -522,6 +530,9 @@ fn harness(o: &Opts) -> Result<()> {
             inputs.push(peers_jsonl);
         }
         wall = Some(start.elapsed().as_secs_f64());
+    }
+    if let Some(c) = &o.command {
+        command = c.clone();
     }
     let gpu = inputs.first().is_some_and(|f| ran_with_gpu(f));
     let section = o
