@@ -112,6 +112,12 @@ fn compact(v: f64) -> String {
     }
 }
 
+/// Point labels placed to the left of the point (recall sits near the right edge).
+fn left_label() -> TextStyle<'static> {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    TextStyle::from((FAMILY, 11).into_font()).pos(Pos::new(HPos::Right, VPos::Bottom))
+}
+
 fn color(i: usize) -> RGBColor {
     const C: [RGBColor; 10] = [
         RGBColor(31, 119, 180),
@@ -255,7 +261,7 @@ fn build_vs_recall<DB: DrawingBackend>(
             .draw_series(pts.iter().map(|x| {
                 EmptyElement::at((x.3.unwrap_or(0.0), x.4))
                     + Circle::new((0, 0), 4, c.filled())
-                    + Text::new(x.1.clone(), (6, -6), (FAMILY, 11))
+                    + Text::new(x.1.clone(), (-6, -6), left_label())
             }))?
             .label(lab.as_str())
             .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
