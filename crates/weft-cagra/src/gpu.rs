@@ -4,7 +4,7 @@ use weft_core::{
     BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, GraphOptimizer, KnnGraph, Metric,
     Params, Result,
 };
-use weft_gpu::{CagraOptimizer, GpuContext};
+use weft_gpu::{CagraOptimizer, DeviceKnnGraph, GpuContext};
 
 use crate::CagraParams;
 use crate::cpu::{check_input, entry_points};
@@ -38,6 +38,28 @@ impl<'c> CagraGpu<'c> {
         let graph = CagraOptimizer::new(self.ctx).optimize(knn, degree);
         ctx.progress().end();
         graph
+    }
+
+    /// Optimises a k-NN graph left on the device (by GNND or the exact GPU kernels) into a
+    /// host graph of out-degree `degree` with [`CagraParams::entry_points`] seeded entry
+    /// points. The rows' structure is validated on the device; that they are sorted by
+    /// distance is the producer's guarantee (the device distances are not read).
+    pub fn optimize_device(
+        &self,
+        knn: &DeviceKnnGraph,
+        degree: usize,
+        params: &CagraParams,
+        ctx: &BuildCtx,
+    ) -> Result<FixedDegreeGraph> {
+        params.validate(knn.n(), 0)?;
+        ctx.check_cancelled()?;
+        ctx.progress().begin("cagra: GPU optimisation", None);
+        let opt = CagraOptimizer::new(self.ctx);
+        let graph = opt
+            .optimize_device(knn, degree)
+            .and_then(|g| g.download(self.ctx));
+        ctx.progress().end();
+        Ok(graph?.with_entry_points(entry_points(knn.n(), params.entry_points, ctx.seed())))
     }
 }
 

@@ -112,4 +112,11 @@ fn gpu_optimiser_equals_cpu_optimiser_on_a_synthetic_set() {
     assert_eq!(gpu.ids(), cpu.ids());
     assert_eq!(gpu.entry_points(), cpu.entry_points());
     assert!(!gpu.entry_points().is_empty());
+    // The same through the device-resident entry point.
+    let dknn = weft_gpu::DeviceKnnGraph::upload(&ctx, &knn).unwrap();
+    let dev = CagraGpu::new(&ctx)
+        .optimize_device(&dknn, 32, &p, &bctx)
+        .unwrap();
+    assert_eq!(dev.ids(), cpu.ids());
+    assert_eq!(dev.entry_points(), cpu.entry_points());
 }

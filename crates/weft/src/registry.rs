@@ -409,7 +409,8 @@ impl DynBuilder for ExactGpuEntry {
 
 /// The k-NN graph of CAGRA's pipeline: degree
 /// [`intermediate_degree`](weft_cagra::CagraParams::intermediate_degree), by CPU NN-Descent
-/// (default parameters) or exact brute force ([`weft_cagra::KnnSource`]; on `gpu` when given).
+/// (default parameters) or exact brute force ([`weft_cagra::KnnSource`]; exact on `gpu` when
+/// given).
 /// Checks the input first.
 fn cagra_knn<T: weft_core::Element>(
     data: weft_core::DatasetView<'_, T>,
@@ -478,9 +479,9 @@ impl GraphBuilder for CagraPipelineCpu {
     }
 }
 
-/// CAGRA with the GPU optimiser, registered as `cagra` with the GPU back end: [`cagra_knn`]
-/// (CPU NN-Descent until GNND is registered; exact k-NN on the GPU), then
-/// [`weft_cagra::CagraGpu`].
+/// CAGRA on the GPU, registered as `cagra` with the GPU back end: the k-NN graph by GNND, left
+/// on the device for the GPU optimiser, or by the exact GPU kernels
+/// ([`weft_cagra::KnnSource`]); then [`weft_cagra::CagraGpu`].
 #[cfg(feature = "cuda")]
 struct CagraPipelineGpu {
     ctx: std::sync::Arc<weft_gpu::GpuContext>,
@@ -502,9 +503,29 @@ impl GraphBuilder for CagraPipelineGpu {
         params: &weft_cagra::CagraParams,
         ctx: &BuildCtx,
     ) -> Result<weft_core::FixedDegreeGraph> {
+        let optimizer = weft_cagra::CagraGpu::new(&self.ctx);
+        if params.knn == weft_cagra::KnnSource::NnDescent {
+            ctx.check_cancelled()?;
+            if data.is_empty() {
+                return Err(Error::InvalidInput("cagra: the dataset is empty".into()));
+            }
+            params.validate(data.rows(), data.dim())?;
+            data.check_finite()?;
+            let device_data = weft_gpu::DeviceMatrix::upload(&self.ctx, data)?;
+            let (knn, _) = weft_nndescent::NnDescentGpu::new(std::sync::Arc::clone(&self.ctx))
+                .build_device(
+                    &device_data,
+                    metric,
+                    params.intermediate_degree,
+                    &weft_nndescent::NnDescentParams::default(),
+                    ctx,
+                )?;
+            drop(device_data);
+            return optimizer.optimize_device(&knn, params.graph_degree, params, ctx);
+        }
         let knn = cagra_knn(data, metric, params, ctx, Some(&self.ctx))?;
         weft_core::GraphOptimizer::optimize(
-            &weft_cagra::CagraGpu::new(&self.ctx),
+            &optimizer,
             data,
             metric,
             &knn,
@@ -553,7 +574,7 @@ impl Registry {
                     ctx: std::sync::Arc::clone(ctx),
                 },
                 Backend::Gpu,
-                "CAGRA: k-NN graph (CPU NN-Descent, or exact on the GPU), optimised on the GPU",
+                "CAGRA: GNND (or exact) k-NN graph and rank-based optimisation on the GPU",
             ));
         }
         r.gpu = gpu;
