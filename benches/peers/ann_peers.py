@@ -217,7 +217,10 @@ def main():
     ap.add_argument("--lib", required=True, choices=sorted(LIBS))
     ap.add_argument("--out", required=True, help="JSON-lines file to append to")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=2, help="timed builds (at most)")
+    ap.add_argument("--build-budget", type=float, default=None,
+                    help="start a further timed build only while the builds so far took less "
+                         "than this many seconds (as weft-bench's quick suite)")
     ap.add_argument("--params", default="10,16,32,64,128,256",
                     help="search parameter values (ef; pynndescent maps them to epsilon)")
     ap.add_argument("--batch1", type=int, default=10**9,
@@ -256,6 +259,8 @@ def run_dataset(data, a):
     print(f"{tag}: warm-up on {warm_rows} rows {warm_s:.2f} s", file=sys.stderr)
     runs, index = [], None
     for r in range(max(1, a.runs)):
+        if r > 0 and a.build_budget is not None and sum(runs) >= a.build_budget:
+            break
         index = None
         t = time.perf_counter()
         index = lib.build(x)

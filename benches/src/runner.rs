@@ -47,16 +47,19 @@ pub struct RunConfig {
     pub backends: Vec<Backend>,
     /// Threads for builds and batch searches.
     pub threads: usize,
-    /// Timed builds per algorithm.
+    /// Timed builds per algorithm (at most).
     pub build_runs: usize,
+    /// A further timed build starts only while the timed builds so far took less than this
+    /// (seconds; `None`: always `build_runs`). Keeps the quick suite short when an algorithm is
+    /// slow; the record lists every run.
+    pub build_budget_s: Option<f64>,
     /// Rows of the warm-up build (kernel compilation, page faults), reported apart.
     pub warmup_rows: usize,
     /// Beam widths swept.
     pub beams: Vec<usize>,
     /// Timed passes per sweep point at full batch (median reported).
     pub passes: usize,
-    /// Queries timed one at a time (batch 1): the first ones (default: all, so batch 1 and
-    /// batch = all measure recall on the same queries).
+    /// Queries timed one at a time (batch 1): the first ones (quick: 1,000; full: all).
     pub batch1_queries: usize,
     /// Sampled rows for graph recall.
     pub graph_sample: usize,
@@ -78,6 +81,7 @@ impl RunConfig {
             backends: vec![Backend::Cpu, Backend::Gpu],
             threads,
             build_runs: if quick { 2 } else { 3 },
+            build_budget_s: quick.then_some(30.0),
             warmup_rows: 10_000,
             beams: if quick {
                 vec![10, 16, 32, 64, 128, 256]
@@ -85,7 +89,7 @@ impl RunConfig {
                 vec![10, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
             },
             passes: if quick { 1 } else { 3 },
-            batch1_queries: usize::MAX,
+            batch1_queries: if quick { 1000 } else { usize::MAX },
             graph_sample: 1000,
             knn_k: 32,
             params: Vec::new(),
@@ -414,6 +418,13 @@ fn run_one(
     let (rss_before, _) = rss_mib();
     let mut graph = None;
     for r in 0..cfg.build_runs.max(1) {
+        if r > 0
+            && let Some(budget) = cfg.build_budget_s
+            && runs.iter().sum::<f64>() >= budget
+        {
+            eprintln!("{tag}: {r} timed build(s) used the {budget} s budget: no more runs");
+            break;
+        }
         drop(graph.take()); // free the previous graph before the next build
         reset_peak_rss();
         let sampler = DeviceSampler::start(registry, backend);

@@ -152,7 +152,7 @@ pub fn parse_spec(s: &str) -> Result<Spec> {
 pub fn suite_datasets(suite: &str) -> Result<Vec<&'static str>> {
     Ok(match suite {
         // Sized to finish, with --peers, in under 15 minutes on a 2-core machine.
-        "quick" => vec!["sift-100k", "glove50-angular-100k", "fashion-mnist"],
+        "quick" => vec!["sift-100k", "glove50-angular-50k", "fashion-mnist"],
         "full" => vec![
             "sift-1m",
             "deep-1m",

@@ -53,8 +53,9 @@ usage: cargo xtask bench [--suite quick|full|kernels|peers] [options]
 
 suites:
   quick    datasets x algorithms x backends: builds, graph quality, search sweeps, memory;
-           JSON lines + report + plots under bench-out/quick (sift-100k, glove50-angular-100k,
-           fashion-mnist; under 15 minutes with --peers on 2 cores)
+           JSON lines + report + plots under bench-out/quick (sift-100k, glove50-angular-50k,
+           fashion-mnist; a second timed build only when the first took under 30 s; batch 1
+           on the first 1,000 queries)
   full     the same on sift/deep/gist/glove-like 1M, GloVe-50d (angular and L2), Fashion-MNIST
   kernels  distance kernels vs the measured FMA peak (criterion)
   peers    exact k-NN vs faiss, NN-Descent vs pynndescent, RNN-Descent vs hnswlib/faiss HNSW
@@ -519,6 +520,9 @@ fn harness(o: &Opts) -> Result<()> {
                     .args(["--runs", &runs.to_string()])
                     .arg("--out")
                     .arg(&peers_jsonl);
+                if suite == "quick" {
+                    cmd.args(["--batch1", "1000", "--build-budget", "30"]);
+                }
                 if suite == "full" {
                     cmd.args(["--passes", "3"]);
                     cmd.args(["--params", "10,12,16,24,32,48,64,96,128,192,256,384,512"]);
