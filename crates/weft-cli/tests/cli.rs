@@ -277,7 +277,7 @@ fn bad_input_is_a_clear_error() {
         &[
             "build",
             "--algo",
-            "cagra",
+            "ggnn",
             "--data",
             &base,
             "--out",
