@@ -3,8 +3,9 @@
 //! CAGRA graph optimisation (Ootomo et al., ICDE 2024): it turns a k-NN graph of intermediate
 //! degree `k` (`d_init`, 2-3 x the output degree) into a search graph of fixed out-degree `d`,
 //! using only the ranks of the k-NN rows (no distance is computed). [`CagraCpu`] runs it on the
-//! CPU (rayon); the GPU optimiser (`weft-gpu`, behind this crate's `cuda` feature) reproduces
-//! the CPU output bit for bit. Parameter choices follow `shared/algorithms/cagra.md` §3.
+//! CPU (rayon); `CagraGpu` (behind this crate's `cuda` feature; kernels in `kernels/cagra/`,
+//! driven by `weft_gpu::CagraOptimizer`) reproduces the CPU output bit for bit. Parameter
+//! choices follow `shared/algorithms/cagra.md` §3.
 //!
 //! ## The algorithm, with its exact tie rules
 //!
@@ -53,6 +54,11 @@
 //! same on the CPU and the GPU (RAFT's single-CTA search also uses the same seeds for every
 //! query). The graph is not guaranteed to be strongly connected (nor is CAGRA's), so a single
 //! start can miss a cluster; a few dozen spread starts do not.
+//!
+//! Measured (`tests/cpu.rs`, 4000 SIFT-like points, exact 64-NN graph optimised to degree 32,
+//! `weft_search::BeamSearch` from 4 random entries per query, 200 queries): recall@10 0.988,
+//! 0.998 and 1.000 at beams 10, 20 and 40, against 0.696, 0.739 and 0.801 for the same k-NN
+//! graph cut to its first 32 neighbours.
 
 mod cpu;
 #[cfg(feature = "cuda")]
