@@ -1,17 +1,28 @@
 //! # weft-ggnn
 //!
-//! GGNN hierarchical graph construction (Groh et al., CVPR 2022): a hierarchy of layers with
-//! segment sizes from the sizing rule, weighted upward sampling, per-segment brute force at the
-//! top, a top-down merge by hierarchical search, symmetric linking with slack `tau_b`, and
-//! refinement passes. It produces a `weft_graph::hier::HierGraph`.
+//! GGNN hierarchical graph construction (Groh et al., "GGNN: Graph-based GPU Nearest Neighbor
+//! Search", IEEE Trans. Big Data 2023): a hierarchy of layers with segment sizes from the sizing
+//! rule ([`Sizing`]), weighted upward sampling, per-segment brute force at the top, a top-down
+//! merge by hierarchical search, symmetric linking with slack `tau_b`, and refinement passes. It
+//! produces a [`weft_graph::hier::HierGraph`].
 //!
-//! **Status:** only [`GgnnParams`] exists. The builder (GPU with a CPU reference) is not
-//! implemented yet, so `ggnn` is not in weft's registry: asking for it gives a clear "not
-//! available yet" error. Defaults follow `shared/algorithms/ggnn.md` §4.1 (SIFT1M: k = 24,
-//! s = 32, L = 4, tau_b = 0.5, r = 2).
+//! **Status:** the CPU reference [`GgnnCpu`] (name `ggnn`) is implemented; the GPU back end is
+//! not yet. The CPU reference is written for a later GPU port to reproduce: bounded structures,
+//! a fixed phase order, randomness only from `weft_core::rng::hash3`. `docs/ggnn.md` records the
+//! choices and how the digest's ambiguities were resolved. Defaults follow
+//! `shared/algorithms/ggnn.md` §4.1 (SIFT1M: k = 24, s = 32, L = 4, tau_b = 0.5, r = 2).
+
+mod build;
+mod cache;
+mod sizing;
+
+pub use build::{GgnnStats, MERGE_CACHE, MERGE_MAX_POPS, MIDPOINT, SYM_CACHE, SYM_MAX_POPS};
+pub use sizing::Sizing;
 
 use serde::{Deserialize, Serialize};
+use weft_core::{BuildCtx, DatasetView, Element, GraphBuilder, Metric};
 use weft_core::{Error, Params, Result};
+use weft_graph::hier::HierGraph;
 
 /// Parameters of the GGNN construction (shared by its GPU back end and CPU reference).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -85,6 +96,45 @@ impl Params for GgnnParams {
             ));
         }
         Ok(())
+    }
+}
+
+/// The GGNN CPU reference builder (name `ggnn`): see the crate documentation.
+///
+/// Deterministic: the same seed and parameters give the same graph for any thread count.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GgnnCpu;
+
+impl GgnnCpu {
+    /// Builds the hierarchy and also returns the 1-NN statistics (`d+nn1` is the guard of the
+    /// GGNN query slack) and the count of dropped inverse links.
+    pub fn build_with_stats<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnParams,
+        ctx: &BuildCtx,
+    ) -> Result<(HierGraph, GgnnStats)> {
+        build::build(data, metric, params, ctx)
+    }
+}
+
+impl GraphBuilder for GgnnCpu {
+    type Params = GgnnParams;
+    type Output = HierGraph;
+
+    fn name(&self) -> &'static str {
+        "ggnn"
+    }
+
+    fn build<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnParams,
+        ctx: &BuildCtx,
+    ) -> Result<HierGraph> {
+        build::build(data, metric, params, ctx).map(|(g, _)| g)
     }
 }
 
