@@ -6,12 +6,16 @@
 //!   (name `beam`), parallel over queries with rayon.
 //! - [`ExactSearcher`]: brute-force search as a [`weft_core::Searcher`] (name `exact`); it ignores
 //!   the graph and calls [`weft_graph::exact::exact_search`].
+//! - [`GgnnSearch`]: the GGNN query (bounded best list, priority queue and visited ring, tau
+//!   slack stop rule) on the CPU over any [`weft_core::GraphView`] (name `ggnn`).
 //! - [`medoid`]: an approximate medoid (seeded sample), the usual search entry point.
 
 mod beam;
 mod entry;
 mod exact;
+mod ggnn;
 
 pub use beam::{BeamSearch, BeamSearchParams, EntryPoints};
 pub use entry::medoid;
 pub use exact::ExactSearcher;
+pub use ggnn::{GgnnSearch, GgnnSearchParams};

@@ -1,0 +1,306 @@
+//! The GGNN query (Groh et al., Algorithms 1 and 2; `shared/algorithms/ggnn.md` §3) on the CPU.
+
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use weft_core::error::check_k;
+use weft_core::rng::{below, hash3};
+use weft_core::{
+    DatasetView, Element, Error, GraphView, INVALID, Metric, NeighborsMut, NodeId, Params, Result,
+    SearchStats, Searcher,
+};
+
+/// Parameters of [`GgnnSearch`]. Defaults: the paper's SIFT1M k = 10 configuration (Table 6:
+/// prioq 54, visited 384, 400 iterations) with `tau = 0.5`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GgnnSearchParams {
+    /// Slack factor `tau_q` (larger: more recall, slower). Must be finite and `>= 0`.
+    pub tau: f32,
+    /// Size of the sorted best list: `max(best, k)` is used (the paper keeps at least 10).
+    pub best: usize,
+    /// Size of the bounded priority queue (at least 1).
+    pub prioq: usize,
+    /// Size of the FIFO visited ring (0 allowed: then only best and queue deduplicate).
+    pub visited: usize,
+    /// Most vertices expanded per query (at least 1).
+    pub max_iterations: usize,
+    /// `d+nn1`, the largest 1-NN distance of the data (real, not squared), capping the slack
+    /// (`None`: no cap; `weft_ggnn::GgnnCpu::build_with_stats` reports it).
+    pub max_nn1: Option<f32>,
+    /// Seed of the random entry points used when the graph has none.
+    pub seed: u64,
+}
+
+impl Default for GgnnSearchParams {
+    fn default() -> Self {
+        GgnnSearchParams {
+            tau: 0.5,
+            best: 10,
+            prioq: 54,
+            visited: 384,
+            max_iterations: 400,
+            max_nn1: None,
+            seed: 0,
+        }
+    }
+}
+
+impl Params for GgnnSearchParams {
+    fn validate(&self, _rows: usize, _dim: usize) -> Result<()> {
+        if !(self.tau.is_finite() && self.tau >= 0.0) {
+            return Err(Error::invalid_param(
+                "tau",
+                format!("{} is not a finite slack >= 0", self.tau),
+            ));
+        }
+        if self.best == 0 {
+            return Err(Error::invalid_param("best", "must be at least 1"));
+        }
+        if self.prioq == 0 {
+            return Err(Error::invalid_param("prioq", "must be at least 1"));
+        }
+        if self.max_iterations == 0 {
+            return Err(Error::invalid_param("max_iterations", "must be at least 1"));
+        }
+        if let Some(m) = self.max_nn1
+            && !(m.is_finite() && m >= 0.0)
+        {
+            return Err(Error::invalid_param(
+                "max_nn1",
+                format!("{m} is not a finite distance >= 0"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The GGNN query on the CPU (name `ggnn`), over any [`GraphView`]; for a
+/// `weft_graph::hier::HierGraph` that is its layer 0 entered from the top-layer points (the
+/// paper's query does not descend through the layers, §3.4).
+///
+/// Per query: a sorted best list, a sorted bounded priority queue that drops its worst entry,
+/// and a FIFO visited ring; a candidate is skipped while its id is in any of the three. The
+/// entry points are scored first, then the queue's head is expanded while its distance passes
+/// the stopping rule `d < d_best_k + xi` with `xi = tau * min(d_best1, d+nn1)` (real
+/// distances). For squared L2 the rule is applied in **squared** form, `d^2 < d_k^2 + xi^2`,
+/// as the authors' code does (the published tau values refer to it); for inner product and
+/// cosine it is linear, with `d_best1` taken by magnitude. `d_best_k` is infinite until the best
+/// list is full.
+///
+/// Each worker thread owns one membership-count array over the vertices, allocated once per
+/// call and reused across its queries (nothing is allocated per query). Results depend only on
+/// the query and the parameters, never on the thread count.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GgnnSearch;
+
+/// The bounded cache of one worker thread.
+struct Cache {
+    best: Vec<(f32, NodeId)>,
+    prioq: Vec<(f32, NodeId)>,
+    visited: Vec<NodeId>,
+    head: usize,
+    present: Vec<u16>,
+    fresh: Vec<NodeId>,
+    stats: SearchStats,
+}
+
+impl Cache {
+    fn clear(&mut self) {
+        for &(_, id) in self.best.iter().chain(&self.prioq) {
+            self.present[id as usize] -= 1;
+        }
+        for &id in &self.visited {
+            self.present[id as usize] -= 1;
+        }
+        self.best.clear();
+        self.prioq.clear();
+        self.visited.clear();
+        self.head = 0;
+    }
+
+    fn insert(list: &mut Vec<(f32, NodeId)>, cap: usize, present: &mut [u16], d: f32, id: NodeId) {
+        let pos = list.partition_point(|e| e.0 < d);
+        if pos >= cap {
+            return;
+        }
+        list.insert(pos, (d, id));
+        present[id as usize] += 1;
+        if list.len() > cap
+            && let Some((_, out)) = list.pop()
+        {
+            present[out as usize] -= 1;
+        }
+    }
+}
+
+/// The stopping bound of the current state.
+#[inline]
+fn criterion(c: &Cache, best_cap: usize, tau: f32, guard: f32, squared: bool) -> f32 {
+    if c.best.len() < best_cap {
+        return f32::INFINITY;
+    }
+    let dk = c.best[best_cap - 1].0;
+    let d1 = c.best[0].0;
+    if squared {
+        let xi = tau * d1.max(0.0).sqrt().min(guard);
+        dk + xi * xi
+    } else {
+        dk + tau * d1.abs().min(guard)
+    }
+}
+
+impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
+    type Params = GgnnSearchParams;
+
+    fn name(&self) -> &'static str {
+        "ggnn"
+    }
+
+    fn search<T: Element>(
+        &self,
+        graph: &G,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnSearchParams,
+        mut out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        let n = data.rows();
+        if n == 0 {
+            return Err(Error::InvalidInput("cannot search an empty set".into()));
+        }
+        params.validate(n, data.dim())?;
+        data.check_same_dim(&queries, "base vs query dimension")?;
+        if graph.num_nodes() != n {
+            return Err(Error::dim_mismatch(
+                "graph vertices vs data rows",
+                n,
+                graph.num_nodes(),
+            ));
+        }
+        if out.rows() != queries.rows() {
+            return Err(Error::dim_mismatch(
+                "output rows vs queries",
+                queries.rows(),
+                out.rows(),
+            ));
+        }
+        let k = out.k();
+        check_k(k, n)?;
+        if let Some(&e) = graph.entry_points().iter().find(|&&e| e as usize >= n) {
+            return Err(Error::InvalidGraph(format!(
+                "entry point {e} is out of range (n = {n})"
+            )));
+        }
+        let best_cap = params.best.max(k);
+        let squared = metric == Metric::L2Squared;
+        let guard = params.max_nn1.unwrap_or(f32::INFINITY);
+        let tau = params.tau;
+        let dist = metric.distance_fn::<T>();
+        let slots: Vec<Mutex<Option<Cache>>> = (0..rayon::current_num_threads().max(1))
+            .map(|_| Mutex::new(None))
+            .collect();
+        out.par_rows_mut()
+            .with_min_len(4)
+            .for_each(|(qi, (ids, dists))| {
+                let t = rayon::current_thread_index().unwrap_or(0) % slots.len();
+                let mut guard_lock = slots[t].lock().unwrap_or_else(|e| e.into_inner());
+                let c = guard_lock.get_or_insert_with(|| Cache {
+                    best: Vec::with_capacity(best_cap + 1),
+                    prioq: Vec::with_capacity(params.prioq + 1),
+                    visited: Vec::with_capacity(params.visited),
+                    head: 0,
+                    present: vec![0; n],
+                    fresh: Vec::new(),
+                    stats: SearchStats::default(),
+                });
+                let q = queries.row(qi);
+                let mut dc = 0u64;
+                c.fresh.clear();
+                if graph.entry_points().is_empty() {
+                    for j in 0..32u64 {
+                        let v = below(hash3(params.seed, qi as u64, j), n as u64) as NodeId;
+                        c.fresh.push(v);
+                    }
+                } else {
+                    c.fresh.extend_from_slice(graph.entry_points());
+                }
+                let mut fresh = std::mem::take(&mut c.fresh);
+                let consider = |c: &mut Cache, v: NodeId, dc: &mut u64| {
+                    if c.present[v as usize] > 0 {
+                        return;
+                    }
+                    let d = dist.eval(q, data.row(v as usize));
+                    *dc += 1;
+                    if d < criterion(c, best_cap, tau, guard, squared) {
+                        Cache::insert(&mut c.best, best_cap, &mut c.present, d, v);
+                        Cache::insert(&mut c.prioq, params.prioq, &mut c.present, d, v);
+                    }
+                };
+                for &e in &fresh {
+                    consider(c, e, &mut dc);
+                }
+                let mut hops = 0u64;
+                for _ in 0..params.max_iterations {
+                    let Some(&(d, a)) = c.prioq.first() else {
+                        break;
+                    };
+                    if d.partial_cmp(&criterion(c, best_cap, tau, guard, squared))
+                        != Some(std::cmp::Ordering::Less)
+                    {
+                        break;
+                    }
+                    c.prioq.remove(0);
+                    c.present[a as usize] -= 1;
+                    if params.visited > 0 {
+                        if c.visited.len() < params.visited {
+                            c.visited.push(a);
+                        } else {
+                            let old = std::mem::replace(&mut c.visited[c.head], a);
+                            c.present[old as usize] -= 1;
+                            c.head = (c.head + 1) % params.visited;
+                        }
+                        c.present[a as usize] += 1;
+                    }
+                    hops += 1;
+                    fresh.clear();
+                    fresh.extend(
+                        graph
+                            .neighbors(a)
+                            .iter()
+                            .copied()
+                            .filter(|&u| (u as usize) < n && u != a),
+                    );
+                    for &u in &fresh {
+                        consider(c, u, &mut dc);
+                    }
+                }
+                for j in 0..k {
+                    match c.best.get(j) {
+                        Some(&(d, id)) => {
+                            ids[j] = id;
+                            dists[j] = d;
+                        }
+                        None => {
+                            ids[j] = INVALID;
+                            dists[j] = f32::INFINITY;
+                        }
+                    }
+                }
+                c.clear();
+                c.fresh = fresh;
+                c.stats.queries += 1;
+                c.stats.hops += hops;
+                c.stats.distance_computations += dc;
+            });
+        let mut stats = SearchStats::default();
+        for slot in slots {
+            if let Some(s) = slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                stats.merge(&s.stats);
+            }
+        }
+        Ok(stats)
+    }
+}
