@@ -277,7 +277,7 @@ fn bad_input_is_a_clear_error() {
         &[
             "build",
             "--algo",
-            "ggnn",
+            "grnnd",
             "--data",
             &base,
             "--out",
@@ -445,5 +445,92 @@ fn cagra_build_and_eval() {
             &graph,
         ],
         "intermediate_degree",
+    );
+}
+
+#[test]
+fn ggnn_build_and_eval() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (base, queries, gt, graph) = (
+        p(d, "g.fbin"),
+        p(d, "g.queries.fbin"),
+        p(d, "g.gt.ivecs"),
+        p(d, "g.wgraph"),
+    );
+    ok_json(&[
+        "gen",
+        "--preset",
+        "sift",
+        "-n",
+        "2000",
+        "--queries",
+        "50",
+        "--out",
+        &base,
+    ]);
+    ok_json(&[
+        "gt",
+        "--base",
+        &base,
+        "--queries",
+        &queries,
+        "-k",
+        "10",
+        "--out",
+        &gt,
+    ]);
+    let b = ok_json(&[
+        "build",
+        "--algo",
+        "ggnn",
+        "--data",
+        &base,
+        "--param",
+        "k_build=24",
+        "--out",
+        &graph,
+    ]);
+    assert_eq!(b["stats"]["num_nodes"], 2000);
+    assert_eq!(b["params"]["params"]["params"]["k_build"], 24);
+    let gi = ok_json(&["info", &graph]);
+    assert_eq!(gi[0]["algorithm"], "ggnn");
+    let e = ok_json(&[
+        "eval",
+        "--data",
+        &base,
+        "--graph",
+        &graph,
+        "--queries",
+        &queries,
+        "--gt",
+        &gt,
+        "-k",
+        "10",
+        "--beam",
+        "10,64",
+        "--runs",
+        "1",
+    ]);
+    let pts = e["points"].as_array().unwrap();
+    assert!(
+        pts[1]["recall"].as_f64().unwrap() >= 0.9,
+        "ggnn recall at beam 64: {}",
+        pts[1]["recall"]
+    );
+    // Impossible parameters are refused before any work.
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "ggnn",
+            "--data",
+            &base,
+            "--param",
+            "segment_size=48",
+            "--out",
+            &graph,
+        ],
+        "segment_size",
     );
 }

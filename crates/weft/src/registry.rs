@@ -283,13 +283,7 @@ where
 
 /// Algorithms of the weft project that this build does not provide yet, with the reason. They
 /// are named only so the error can say so; they are never in the registry.
-pub const PLANNED: &[(&str, &str)] = &[
-    ("grnnd", "GRNND (GPU RNN-Descent) is not available yet"),
-    (
-        "ggnn",
-        "GGNN hierarchical construction is not available yet",
-    ),
-];
+pub const PLANNED: &[(&str, &str)] = &[("grnnd", "GRNND (GPU RNN-Descent) is not available yet")];
 
 /// The algorithms available in this build, by name and backend, and the GPU they run on.
 pub struct Registry {
@@ -598,6 +592,11 @@ impl Registry {
             Backend::Cpu,
             "CAGRA (Ootomo et al. 2024): NN-Descent k-NN graph, rank-based optimisation",
         ));
+        r.register(GraphEntry::new(
+            weft_ggnn::GgnnCpu,
+            Backend::Cpu,
+            "GGNN (Groh et al. 2023) hierarchical graph, CPU reference",
+        ));
         r
     }
 
@@ -736,7 +735,8 @@ mod tests {
     #[test]
     fn unknown_and_planned_algorithms_are_clear_errors() {
         let r = Registry::available();
-        assert!(matches!(r.get("ggnn", None), Err(Error::Unsupported(_))));
+        assert!(matches!(r.get("grnnd", None), Err(Error::Unsupported(_))));
+        assert_eq!(r.get("ggnn", None).unwrap().info().name, "ggnn");
         assert!(matches!(
             r.get("nope", None),
             Err(Error::InvalidParams { .. })

@@ -118,7 +118,7 @@ fn user_errors_are_typed() {
         Err(Error::InvalidParams { .. })
     ));
     assert!(matches!(
-        Index::build(any.clone(), Metric::L2Squared, "ggnn", &none, None, &ctx),
+        Index::build(any.clone(), Metric::L2Squared, "grnnd", &none, None, &ctx),
         Err(Error::Unsupported(_))
     ));
     // k for a search-graph builder, missing k for a k-NN builder, k >= n.
