@@ -216,3 +216,40 @@ fn one_layer_and_identical_points_are_valid() {
         assert_eq!(&g.neighbors(v)[..5], &want[..], "vertex {v}");
     }
 }
+
+#[test]
+fn ggnn_search_over_the_built_hierarchy() {
+    use weft_core::{Neighbors, Searcher};
+    use weft_search::{GgnnSearch, GgnnSearchParams};
+    use weft_testkit::graph::recall_at_k;
+    let (base, queries) = gaussian_mixture::<f32>(3000, 100, 32, 4, 17);
+    let (g, stats) = GgnnCpu
+        .build_with_stats(
+            base.view(),
+            Metric::L2Squared,
+            &GgnnParams::default(),
+            &BuildCtx::new(5),
+        )
+        .unwrap();
+    assert!(stats.max_nn1 >= stats.mean_nn1 && stats.mean_nn1 > 0.0);
+    let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, 10).unwrap();
+    let p = GgnnSearchParams {
+        tau: 0.8,
+        max_nn1: Some(stats.max_nn1),
+        ..Default::default()
+    };
+    let mut out = Neighbors::new(100, 10);
+    GgnnSearch
+        .search(
+            &g,
+            base.view(),
+            queries.view(),
+            Metric::L2Squared,
+            &p,
+            out.as_mut(),
+        )
+        .unwrap();
+    let recall = recall_at_k(&out, &truth, 10);
+    println!("ggnn search recall@10 {recall:.4}");
+    assert!(recall >= 0.9, "recall@10 {recall}");
+}
