@@ -4,7 +4,8 @@
 //! `device-pack*`), under the 64 MiB a device run may carry. `--bench-only` packs only the
 //! benchmark harness (no tests, examples or CLI).
 //!
-//! - test binaries: the weft-gpu tests (`--workspace`: every workspace test binary);
+//! - test binaries: the tests of weft-gpu, weft-nndescent and weft-cagra with their
+//!   `cuda` features (`--workspace`: every workspace test binary);
 //! - examples of weft-gpu (the exact-kNN benchmark) and, unless `--no-cli`, the `weft` binary
 //!   of weft-cli when it builds;
 //! - unless `--no-bench`: the harness runner `weft-bench` (weft-benches), a TrueType font for
@@ -63,7 +64,17 @@ pub fn run(args: &[String]) -> Result<()> {
     if workspace {
         test_args.push("--workspace");
     } else {
-        test_args.extend(["-p", "weft-gpu"]);
+        // Every crate with GPU tests: the runtime and the GPU back ends of the algorithms.
+        test_args.extend([
+            "-p",
+            "weft-gpu",
+            "-p",
+            "weft-nndescent",
+            "-p",
+            "weft-cagra",
+            "--features",
+            "weft-nndescent/cuda,weft-cagra/cuda",
+        ]);
     }
     let tests = if bench_only {
         Vec::new()
@@ -269,6 +280,20 @@ fn copy_stripped(src: &Path, dst: &Path) -> Result<()> {
     if !stripped {
         std::fs::copy(src, dst).with_context(|| format!("copy {}", src.display()))?;
     }
+    // Every binary embeds all kernel modules (cubins for two architectures and PTX), which
+    // compress about fivefold: gzip them, and run.sh unpacks them on the device.
+    let zipped = Command::new("gzip")
+        .args(["-6", "-n", "-f"])
+        .arg(dst)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !zipped {
+        eprintln!(
+            "device-pack: gzip failed or is missing; {} stays uncompressed",
+            dst.display()
+        );
+    }
     Ok(())
 }
 
@@ -303,6 +328,11 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # "--batch1 2000 --runs 3"); the tests then run only with --tests.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
+# The binaries travel gzipped (cargo xtask device-pack): unpack them once.
+for z in "$HERE"/tests/*.gz "$HERE"/bin/*.gz; do
+  [ -f "$z" ] || continue
+  gunzip -f "$z" && chmod +x "${z%.gz}" || { echo "cannot unpack $z"; exit 2; }
+done
 LOGS="${OUT:-$HERE/logs}"
 mkdir -p "$LOGS"
 SANITIZE=0; BENCH=0; BENCH_SUITE=""; TESTS=1; WANT_TESTS=0
