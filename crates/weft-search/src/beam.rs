@@ -2,9 +2,9 @@
 
 use std::sync::Mutex;
 
+use crate::check::check_search_inputs;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use weft_core::error::check_k;
 use weft_core::rng::{SplitMix64, hash3};
 use weft_core::{
     DatasetView, Element, Error, GraphView, INVALID, Metric, NeighborsMut, NodeId, Params, Result,
@@ -233,38 +233,12 @@ impl BeamSearch {
         params: &BeamSearchParams,
         out: &NeighborsMut<'_>,
     ) -> Result<()> {
-        let n = data.rows();
-        if n == 0 {
-            return Err(Error::InvalidInput("cannot search an empty set".into()));
-        }
-        params.validate(n, data.dim())?;
-        data.check_same_dim(&queries, "base vs query dimension")?;
-        if graph.num_nodes() != n {
-            return Err(Error::dim_mismatch(
-                "graph vertices vs data rows",
-                n,
-                graph.num_nodes(),
-            ));
-        }
-        if out.rows() != queries.rows() {
-            return Err(Error::dim_mismatch(
-                "output rows vs queries",
-                queries.rows(),
-                out.rows(),
-            ));
-        }
-        let k = out.k();
-        check_k(k, n)?;
+        let k = check_search_inputs(graph, data, queries, out, |n, dim| params.validate(n, dim))?;
         if params.l < k {
             return Err(Error::invalid_param(
                 "l",
                 format!("the beam size L = {} is below k = {k}", params.l),
             ));
-        }
-        if let Some(&e) = graph.entry_points().iter().find(|&&e| e as usize >= n) {
-            return Err(Error::InvalidGraph(format!(
-                "entry point {e} is out of range (n = {n})"
-            )));
         }
         Ok(())
     }

@@ -11,6 +11,7 @@
 //! - [`medoid`]: an approximate medoid (seeded sample), the usual search entry point.
 
 mod beam;
+mod check;
 mod entry;
 mod exact;
 mod ggnn;
