@@ -364,6 +364,24 @@ impl CagraCpu {
     }
 }
 
+/// The checks both optimisers make before any work: the parameters against the data, and the
+/// k-NN graph's vertex count against the data's rows.
+pub(crate) fn check_optimize_inputs<T: Element>(
+    data: DatasetView<'_, T>,
+    knn: &KnnGraph,
+    params: &CagraParams,
+) -> Result<()> {
+    params.validate(data.rows(), data.dim())?;
+    if knn.n() != data.rows() {
+        return Err(Error::dim_mismatch(
+            "k-NN graph vertices vs data rows",
+            data.rows(),
+            knn.n(),
+        ));
+    }
+    Ok(())
+}
+
 impl GraphOptimizer for CagraCpu {
     type Params = CagraParams;
 
@@ -380,14 +398,7 @@ impl GraphOptimizer for CagraCpu {
         params: &CagraParams,
         ctx: &BuildCtx,
     ) -> Result<FixedDegreeGraph> {
-        params.validate(data.rows(), data.dim())?;
-        if knn.n() != data.rows() {
-            return Err(Error::dim_mismatch(
-                "k-NN graph vertices vs data rows",
-                data.rows(),
-                knn.n(),
-            ));
-        }
+        check_optimize_inputs(data, knn, params)?;
         let graph = self.optimize_knn(knn, degree, ctx)?;
         Ok(graph.with_entry_points(entry_points(knn.n(), params.entry_points, ctx.seed())))
     }

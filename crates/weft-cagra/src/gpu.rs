@@ -1,13 +1,13 @@
 //! The GPU optimiser: [`CagraGpu`], a [`GraphOptimizer`] over `weft_gpu::CagraOptimizer`.
 
 use weft_core::{
-    BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, GraphOptimizer, KnnGraph, Metric,
-    Params, Result,
+    BuildCtx, DatasetView, Element, FixedDegreeGraph, GraphOptimizer, KnnGraph, Metric, Params,
+    Result,
 };
 use weft_gpu::{CagraOptimizer, DeviceKnnGraph, GpuContext};
 
 use crate::CagraParams;
-use crate::cpu::{check_input, entry_points};
+use crate::cpu::{check_input, check_optimize_inputs, entry_points};
 
 /// CAGRA graph optimisation on a GPU, name `cagra`: the same output as
 /// [`CagraCpu`](crate::CagraCpu), bit for bit (detour counts, pruned rows, reverse rows and the
@@ -79,14 +79,7 @@ impl GraphOptimizer for CagraGpu<'_> {
         params: &CagraParams,
         ctx: &BuildCtx,
     ) -> Result<FixedDegreeGraph> {
-        params.validate(data.rows(), data.dim())?;
-        if knn.n() != data.rows() {
-            return Err(Error::dim_mismatch(
-                "k-NN graph vertices vs data rows",
-                data.rows(),
-                knn.n(),
-            ));
-        }
+        check_optimize_inputs(data, knn, params)?;
         let graph = self.optimize_knn(knn, degree, ctx)?;
         Ok(graph.with_entry_points(entry_points(knn.n(), params.entry_points, ctx.seed())))
     }
