@@ -1,11 +1,13 @@
-//! `cargo xtask device-pack [--workspace] [--no-cli] [--no-bench] [--bench-only] [--out DIR]`:
+//! `cargo xtask device-pack [--workspace | --crates a,b] [--no-cli] [--no-bench] [--bench-only] [--out DIR]`:
 //! gathers stripped release test binaries, example/bench binaries and the CLI, with a run
 //! script, into `device-pack/` (or `DIR`, relative to the workspace; ignored by git: use a name
 //! `device-pack*`), under the 64 MiB a device run may carry. `--bench-only` packs only the
 //! benchmark harness (no tests, examples or CLI).
 //!
-//! - test binaries: the tests of weft-gpu, weft-nndescent and weft-cagra with their
-//!   `cuda` features (`--workspace`: every workspace test binary);
+//! - test binaries: the tests of weft-gpu and of every library crate under `crates/` that
+//!   declares a `cuda` feature, with those features on (`--crates a,b`: the tests of those
+//!   crates only, with their `cuda` features where they have one; `--workspace`: every
+//!   workspace test binary);
 //! - examples of weft-gpu (the exact-kNN benchmark) and, unless `--no-cli`, the `weft` binary
 //!   of weft-cli when it builds;
 //! - unless `--no-bench`: the harness runner `weft-bench` (weft-benches), a TrueType font for
@@ -34,6 +36,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut bench = true;
     let mut bench_only = false;
     let mut out = None;
+    let mut only: Option<Vec<String>> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -42,8 +45,12 @@ pub fn run(args: &[String]) -> Result<()> {
             "--no-bench" => bench = false,
             "--bench-only" => bench_only = true,
             "--out" => out = Some(it.next().context("--out needs a folder name")?.clone()),
+            "--crates" => {
+                let list = it.next().context("--crates needs a comma-separated list")?;
+                only = Some(list.split(',').map(str::to_owned).collect());
+            }
             other => bail!(
-                "device-pack: unknown option `{other}` (use --workspace, --no-cli, --no-bench, --bench-only, --out DIR)"
+                "device-pack: unknown option `{other}` (use --workspace, --crates a,b, --no-cli, --no-bench, --bench-only, --out DIR)"
             ),
         }
     }
@@ -60,22 +67,29 @@ pub fn run(args: &[String]) -> Result<()> {
         std::fs::create_dir_all(pack.join(d))?;
     }
 
-    let mut test_args = vec!["test", "--release", "--no-run", "--message-format=json"];
+    let mut test_args: Vec<String> = ["test", "--release", "--no-run", "--message-format=json"]
+        .map(String::from)
+        .to_vec();
     if workspace {
-        test_args.push("--workspace");
+        test_args.push("--workspace".into());
     } else {
-        // Every crate with GPU tests: the runtime and the GPU back ends of the algorithms.
-        test_args.extend([
-            "-p",
-            "weft-gpu",
-            "-p",
-            "weft-nndescent",
-            "-p",
-            "weft-cagra",
-            "--features",
-            "weft-nndescent/cuda,weft-cagra/cuda",
-        ]);
+        // The crates with GPU tests: the runtime and the GPU back ends of the algorithms.
+        let crates = match only {
+            Some(list) => list,
+            None => gpu_crates(&root)?,
+        };
+        let mut features = Vec::new();
+        for name in &crates {
+            test_args.extend(["-p".into(), name.clone()]);
+            if has_cuda_feature(&root.join("crates").join(name))? {
+                features.push(format!("{name}/cuda"));
+            }
+        }
+        if !features.is_empty() {
+            test_args.extend(["--features".into(), features.join(",")]);
+        }
     }
+    let test_args: Vec<&str> = test_args.iter().map(String::as_str).collect();
     let tests = if bench_only {
         Vec::new()
     } else {
@@ -158,6 +172,51 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// weft-gpu and every library crate under `crates/` with a `cuda` feature (the facade `weft`
+/// and the CLI, whose tests are CPU tests, are left out).
+fn gpu_crates(root: &Path) -> Result<Vec<String>> {
+    let mut crates = vec!["weft-gpu".to_owned()];
+    let dir = root.join("crates");
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .with_context(|| format!("read {}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        if matches!(name.as_str(), "weft" | "weft-cli" | "weft-gpu") {
+            continue;
+        }
+        if has_cuda_feature(&path)? {
+            crates.push(name);
+        }
+    }
+    Ok(crates)
+}
+
+/// Whether the crate at `dir` declares a `cuda` feature in its Cargo.toml.
+fn has_cuda_feature(dir: &Path) -> Result<bool> {
+    let manifest = dir.join("Cargo.toml");
+    if !manifest.exists() {
+        bail!("device-pack: no crate at {}", dir.display());
+    }
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("read {}", manifest.display()))?;
+    let mut in_features = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_features = line == "[features]";
+        } else if in_features && line.split('=').next().map(str::trim) == Some("cuda") {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Font files the harness plots can use (as benches/src/plots.rs looks for them).
