@@ -59,6 +59,20 @@ impl DeviceFixedGraph {
         self.degree
     }
 
+    /// Copies a host graph to the device (its entry points stay on the host).
+    pub fn upload(ctx: &GpuContext, graph: &FixedDegreeGraph) -> Result<Self> {
+        Ok(DeviceFixedGraph {
+            n: graph.n(),
+            degree: graph.degree(),
+            ids: ctx.upload(graph.ids())?,
+        })
+    }
+
+    /// The ids (`n * degree`, row-major), for the kernels that read the graph.
+    pub(crate) fn ids(&self) -> &CudaSlice<NodeId> {
+        &self.ids
+    }
+
     /// Copies the graph to the host (no entry points).
     pub fn download(&self, ctx: &GpuContext) -> Result<FixedDegreeGraph> {
         let ids = ctx.download(&self.ids, self.n * self.degree)?;

@@ -17,6 +17,8 @@
 //!   or brought back.
 //! - [`CagraOptimizer`]: CAGRA graph optimisation (detour pruning, reverse edges, merge) of a
 //!   k-NN graph on the host or on the device.
+//! - [`CagraSearchDevice`]: CAGRA-style graph search (single- and multi-CTA, filters, k up to
+//!   1024) over a [`DeviceFixedGraph`] or a host graph.
 //! - [`testing`]: the skip-or-fail helper for GPU tests and device-side checks of the kernel
 //!   headers.
 //!
@@ -24,6 +26,7 @@
 //! is checked and mapped to [`weft_core::Error::Gpu`] with context.
 
 pub mod cagra;
+pub mod cagra_search;
 pub mod context;
 pub mod device_graph;
 pub mod exact;
@@ -36,6 +39,7 @@ pub mod testing;
 mod launch;
 
 pub use cagra::{CagraOptimizer, CagraStages, DeviceFixedGraph};
+pub use cagra_search::{CagraSearchConfig, CagraSearchDevice, CagraSearchMode};
 pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_device};
 pub use device_graph::DeviceKnnGraph;
 pub use exact::{ExactGpu, ExactPlan};

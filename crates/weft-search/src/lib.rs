@@ -8,15 +8,23 @@
 //!   the graph and calls [`weft_graph::exact::exact_search`].
 //! - [`GgnnSearch`]: the GGNN query (bounded best list, priority queue and visited ring, tau
 //!   slack stop rule) on the CPU over any [`weft_core::GraphView`] (name `ggnn`).
+//! - `CagraSearchGpu` (feature `cuda`): the CAGRA-style search on the GPU (name `cagra_gpu`)
+//!   over any [`weft_core::FixedDegreeGraph`], with [`CagraSearchParams`].
 //! - [`medoid`]: an approximate medoid (seeded sample), the usual search entry point.
 
 mod beam;
+mod cagra_gpu_params;
 mod check;
 mod entry;
 mod exact;
 mod ggnn;
+#[cfg(feature = "cuda")]
+mod gpu;
 
 pub use beam::{BeamSearch, BeamSearchParams, EntryPoints};
+pub use cagra_gpu_params::{CAGRA_GPU_MAX_ITOPK, CagraSearchModeParam, CagraSearchParams};
 pub use entry::medoid;
 pub use exact::ExactSearcher;
 pub use ggnn::{GgnnSearch, GgnnSearchParams};
+#[cfg(feature = "cuda")]
+pub use gpu::CagraSearchGpu;

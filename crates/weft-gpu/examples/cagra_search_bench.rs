@@ -1,0 +1,249 @@
+//! QPS and recall of the GPU CAGRA-style search (`CagraSearchDevice`).
+//!
+//! ```text
+//! cagra_search_bench [--preset sift|gist] [--n 1000000] [--nq 10000] [--knn-degree 128]
+//!     [--degree 64] [--itopk 32,48,64,96,128,192,256] [--runs 3] [--batch1 200]
+//!     [--batch1-itopk 32,64,128] [--f16]
+//! ```
+//!
+//! Generates the weft-io synthetic preset (seed 1: base and queries), uploads it, builds the
+//! search graph on the GPU as the `cagra` gpu registry entry does (GNND k-NN graph of degree
+//! `--knn-degree`, then `CagraOptimizer::optimize_device` to `--degree`, no host round trip),
+//! computes the exact top 10 with `ExactGpu`, then prints one JSON line per measurement:
+//! single-CTA QPS and recall@10 per itopk at batch `--nq` (data, graph and queries resident; the
+//! time covers the kernels, the result download and the per-call allocations, median of
+//! `--runs`), the batch-1 latency per itopk (multi-CTA, the first `--batch1` queries one at a
+//! time), and with `--f16` the same sweep on f16 copies of base and queries (recall against the
+//! f32 truth). Each search line also gives the memory-bandwidth floor of its iterations: the
+//! bytes of vectors and graph rows one query reads (distances computed x row bytes + expanded
+//! vertices x degree x 4), over 4.8 TB/s (H200 HBM3e; scale for other GPUs).
+
+use std::time::Instant;
+
+use weft_core::{BuildCtx, Dataset, Element, Metric, Neighbors};
+use weft_gpu::cagra_search::{CagraSearchConfig, CagraSearchDevice, CagraSearchMode};
+use weft_gpu::{
+    CagraOptimizer, DeviceFixedGraph, DeviceMatrix, ExactGpu, Gnnd, GnndConfig, GpuContext,
+};
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+fn num(args: &[String], name: &str, default: usize) -> usize {
+    arg(args, name).map_or(default, |v| v.parse().expect("a number"))
+}
+
+fn list(args: &[String], name: &str, default: &str) -> Vec<usize> {
+    arg(args, name)
+        .unwrap_or_else(|| default.to_string())
+        .split(',')
+        .map(|v| v.parse().expect("a number"))
+        .collect()
+}
+
+fn recall(found: &Neighbors, truth: &Neighbors, rows: usize) -> f64 {
+    let mut hits = 0;
+    for q in 0..rows {
+        let t = &truth.row_ids(q)[..10];
+        hits += found.row_ids(q)[..10]
+            .iter()
+            .filter(|x| t.contains(x))
+            .count();
+    }
+    hits as f64 / (rows * 10) as f64
+}
+
+const HBM_BYTES_PER_S: f64 = 4.8e12;
+
+#[allow(clippy::too_many_arguments)]
+fn sweep<T: Element>(
+    ctx: &GpuContext,
+    label: &str,
+    data: &DeviceMatrix<T>,
+    graph: &DeviceFixedGraph,
+    queries: &DeviceMatrix<T>,
+    truth: &Neighbors,
+    itopks: &[usize],
+    runs: usize,
+) -> weft_core::Result<()> {
+    let search = CagraSearchDevice::new(ctx);
+    let nq = queries.rows();
+    let row_bytes = data.stride() * std::mem::size_of::<T>();
+    for &itopk in itopks {
+        let cfg = CagraSearchConfig {
+            itopk,
+            mode: CagraSearchMode::SingleCta,
+            ..Default::default()
+        };
+        let plan = search.plan(
+            data.rows(),
+            data.dim(),
+            std::mem::size_of::<T>(),
+            graph.degree(),
+            nq,
+            10,
+            &cfg,
+            false,
+        )?;
+        let (found, stats) =
+            search.search_device(data, graph, queries, Metric::L2Squared, 10, &cfg, &[], None)?;
+        let mut times = Vec::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            search.search_device(data, graph, queries, Metric::L2Squared, 10, &cfg, &[], None)?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+        times.sort_by(f64::total_cmp);
+        let t = times[times.len() / 2];
+        let dpq = stats.distance_computations as f64 / nq as f64;
+        let hpq = stats.hops as f64 / nq as f64;
+        let bytes_per_query = dpq * row_bytes as f64 + hpq * graph.degree() as f64 * 4.0;
+        let floor_s = bytes_per_query * nq as f64 / HBM_BYTES_PER_S;
+        println!(
+            "{}",
+            serde_json::json!({
+                "what": "batch", "data": label, "mode": "single_cta", "itopk": itopk,
+                "queries": nq, "recall@10": recall(&found, truth, nq), "qps": nq as f64 / t,
+                "seconds_median": t, "runs": runs, "team": plan.team_size,
+                "max_iterations": plan.max_iterations, "distances_per_query": dpq,
+                "expanded_per_query": hpq, "bytes_per_query": bytes_per_query,
+                "bandwidth_floor_s": floor_s, "floor_fraction": floor_s / t,
+            })
+        );
+    }
+    Ok(())
+}
+
+fn batch1<T: Element>(
+    ctx: &GpuContext,
+    label: &str,
+    data: &DeviceMatrix<T>,
+    graph: &DeviceFixedGraph,
+    queries: &Dataset<T>,
+    truth: &Neighbors,
+    itopks: &[usize],
+    count: usize,
+) -> weft_core::Result<()> {
+    let search = CagraSearchDevice::new(ctx);
+    let count = count.min(queries.rows());
+    let singles: Vec<DeviceMatrix<T>> = (0..count)
+        .map(|q| DeviceMatrix::upload(ctx, queries.view().slice_rows(q..q + 1)?))
+        .collect::<weft_core::Result<_>>()?;
+    for &itopk in itopks {
+        let cfg = CagraSearchConfig {
+            itopk,
+            mode: CagraSearchMode::MultiCta,
+            ..Default::default()
+        };
+        search.search_device(
+            data,
+            graph,
+            &singles[0],
+            Metric::L2Squared,
+            10,
+            &cfg,
+            &[],
+            None,
+        )?;
+        let mut lat = Vec::new();
+        let mut found = Neighbors::new(count, 10);
+        for (q, m) in singles.iter().enumerate() {
+            let t = Instant::now();
+            let (nb, _) =
+                search.search_device(data, graph, m, Metric::L2Squared, 10, &cfg, &[], None)?;
+            lat.push(t.elapsed().as_secs_f64());
+            found.ids[q * 10..q * 10 + 10].copy_from_slice(nb.row_ids(0));
+        }
+        lat.sort_by(f64::total_cmp);
+        println!(
+            "{}",
+            serde_json::json!({
+                "what": "batch1", "data": label, "mode": "multi_cta", "itopk": itopk,
+                "queries": count, "recall@10": recall(&found, truth, count),
+                "latency_ms_median": 1e3 * lat[lat.len() / 2],
+                "latency_ms_p99": 1e3 * lat[(lat.len() * 99 / 100).min(lat.len() - 1)],
+            })
+        );
+    }
+    Ok(())
+}
+
+fn main() -> weft_core::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let preset = match arg(&args, "--preset").as_deref() {
+        Some("gist") => weft_io::synthetic::Preset::Gist,
+        _ => weft_io::synthetic::Preset::Sift,
+    };
+    let n = num(&args, "--n", 1_000_000);
+    let nq = num(&args, "--nq", 10_000);
+    let knn_degree = num(&args, "--knn-degree", 128);
+    let degree = num(&args, "--degree", 64);
+    let runs = num(&args, "--runs", 3).max(1);
+    let b1 = num(&args, "--batch1", 200);
+    let itopks = list(&args, "--itopk", "32,48,64,96,128,192,256");
+    let b1_itopks = list(&args, "--batch1-itopk", "32,64,128");
+    let f16 = args.iter().any(|a| a == "--f16");
+
+    let ctx = weft_gpu::probe()?;
+    let t = Instant::now();
+    let generator = preset.generator(1)?;
+    let base = generator.base(n)?;
+    let queries = generator.queries(nq)?;
+    let gen_s = t.elapsed().as_secs_f64();
+    let dev = DeviceMatrix::upload(&ctx, base.view())?;
+    let qdev = DeviceMatrix::upload(&ctx, queries.view())?;
+    let t = Instant::now();
+    let (dknn, _) = Gnnd::new(&ctx).build_device(
+        &dev,
+        Metric::L2Squared,
+        knn_degree,
+        &GnndConfig::default(),
+        &BuildCtx::new(0),
+    )?;
+    let knn_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let graph = CagraOptimizer::new(&ctx).optimize_device(&dknn, degree)?;
+    ctx.synchronize()?;
+    let opt_s = t.elapsed().as_secs_f64();
+    drop(dknn);
+    let t = Instant::now();
+    let truth = ExactGpu::new(&ctx).search_device(&dev, &qdev, Metric::L2Squared, 10)?;
+    let exact_s = t.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({
+            "what": "setup", "device": ctx.info().name, "preset": preset.name(), "n": n,
+            "dim": base.dim(), "queries": nq, "knn_degree": knn_degree, "degree": degree,
+            "generate_s": gen_s, "gnnd_s": knn_s, "optimize_s": opt_s, "exact_truth_s": exact_s,
+        })
+    );
+    let label = format!("{}-f32", preset.name());
+    sweep(&ctx, &label, &dev, &graph, &qdev, &truth, &itopks, runs)?;
+    if b1 > 0 {
+        batch1(&ctx, &label, &dev, &graph, &queries, &truth, &b1_itopks, b1)?;
+    }
+    if f16 {
+        drop(dev);
+        drop(qdev);
+        let to_f16 = |d: &Dataset<f32>| {
+            let v: Vec<half::f16> = d
+                .view()
+                .iter()
+                .flatten()
+                .map(|&x| half::f16::from_f32(x))
+                .collect();
+            Dataset::from_vec(v, d.rows(), d.dim())
+        };
+        let base16 = to_f16(&base)?;
+        let q16 = to_f16(&queries)?;
+        let dev16 = DeviceMatrix::upload(&ctx, base16.view())?;
+        let qdev16 = DeviceMatrix::upload(&ctx, q16.view())?;
+        let label = format!("{}-f16", preset.name());
+        sweep(&ctx, &label, &dev16, &graph, &qdev16, &truth, &itopks, runs)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,632 @@
+//! CAGRA-style graph search on the GPU: [`CagraSearchDevice`].
+//!
+//! It searches a graph of fixed out-degree ([`FixedDegreeGraph`] on the host or
+//! [`DeviceFixedGraph`] on the device, e.g. from [`crate::CagraOptimizer`]) with the kernels of
+//! `kernels/cagra_search/`: per query an internal top-`itopk` list sorted by distance, a candidate
+//! buffer of `search_width * degree` entries, parent selection of the first `search_width`
+//! entries not yet expanded, distances by teams of threads with 16-byte loads, a bitonic sort of
+//! the candidates and a merge into the list, a visited hash table (in shared memory and cleared
+//! when half full, or in global memory). Two modes:
+//!
+//! - **single-CTA**: one block per query (lists of up to [`MAX_ITOPK`] entries); deterministic,
+//!   and a query's result depends only on the query, the data, the graph and the parameters
+//!   (the random starting points are keyed by a hash of the query's bytes), never on the batch;
+//! - **multi-CTA**: `max(search_width, ceil(itopk / 32))` blocks per query, each with a 32-entry
+//!   list, sharing one visited table in global memory, merged by `cagra_search_merge`; for small
+//!   batches. Which block reaches a vertex first depends on timing, so results may differ
+//!   slightly between runs.
+//!
+//! [`CagraSearchMode::Auto`] picks multi-CTA when the batch is smaller than twice the number of
+//! SMs or `itopk > 512`. A filter (a bitset of allowed ids) keeps a second result list of
+//! allowed points only: filtered-out points are traversed (so the search still reaches the
+//! allowed points near the query) but never returned.
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+use weft_core::{
+    DatasetView, Element, Error, FixedDegreeGraph, GraphView, Metric, Neighbors, NodeId, Result,
+    SearchStats,
+};
+
+use crate::cagra::DeviceFixedGraph;
+use crate::context::GpuContext;
+use crate::launch::{cfg as launch_cfg, launch, need, u32_of};
+use crate::matrix::DeviceMatrix;
+
+/// The largest internal list (`itopk`), and so the largest `k`.
+pub const MAX_ITOPK: usize = 1024;
+/// The largest `search_width` (parents per iteration).
+pub const MAX_SEARCH_WIDTH: usize = 32;
+/// The largest candidate buffer (`search_width * degree`).
+pub const MAX_CANDIDATES: usize = 1024;
+/// Entries of each block's list in multi-CTA mode.
+pub const MULTI_CTA_ITOPK: usize = 32;
+/// Threads per search block.
+const BLOCK: u32 = 128;
+/// Shared memory a block may use (the launch wrapper's limit).
+const SMEM_LIMIT: usize = 48 * 1024;
+/// The largest multi-CTA merge buffer (pairs).
+const MERGE_SLOTS_MAX: usize = 4096;
+
+/// How the queries are spread over blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CagraSearchMode {
+    /// Multi-CTA for batches smaller than twice the SM count or `itopk > 512`, else single-CTA.
+    #[default]
+    Auto,
+    /// One block per query.
+    SingleCta,
+    /// Several blocks per query sharing a visited table.
+    MultiCta,
+}
+
+/// Search parameters (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CagraSearchConfig {
+    /// Internal list length (at least k, at most [`MAX_ITOPK`]). Default 64.
+    pub itopk: usize,
+    /// Parents expanded per iteration (1..=[`MAX_SEARCH_WIDTH`]). Default 1.
+    pub search_width: usize,
+    /// Iteration cap; 0 = automatic (single-CTA `1 + min(ceil(1.1 itopk / w), itopk / w + 10)`,
+    /// multi-CTA 36, at least `min_iterations`). Default 0.
+    pub max_iterations: usize,
+    /// Iterations before the search may stop; a search that runs out of parents earlier
+    /// restarts from random points. Default 0.
+    pub min_iterations: usize,
+    /// Threads per distance (2, 4, 8, 16 or 32); 0 = automatic from the row size
+    /// ([`auto_team_size`]). Default 0.
+    pub team_size: usize,
+    /// Single- or multi-CTA. Default automatic.
+    pub mode: CagraSearchMode,
+    /// Seed of the random starting points. Default 0.
+    pub seed: u64,
+}
+
+impl Default for CagraSearchConfig {
+    fn default() -> Self {
+        CagraSearchConfig {
+            itopk: 64,
+            search_width: 1,
+            max_iterations: 0,
+            min_iterations: 0,
+            team_size: 0,
+            mode: CagraSearchMode::Auto,
+            seed: 0,
+        }
+    }
+}
+
+/// The automatic team size for rows of `dim` elements of `elem_bytes` bytes: one lane per four
+/// 16-byte loads of the padded row, rounded up to a power of two, between 4 and 32 (8 for 128
+/// f32, 32 for 960 f32, 4 for 128 f16).
+pub fn auto_team_size(dim: usize, elem_bytes: usize) -> usize {
+    let vecs = crate::matrix::padded_stride(dim) * elem_bytes / 16;
+    vecs.div_ceil(4).next_power_of_two().clamp(4, 32)
+}
+
+/// The launch plan of one search, resolved from a [`CagraSearchConfig`] and the shapes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CagraSearchPlan {
+    /// The mode used (never `Auto`).
+    pub mode: CagraSearchMode,
+    /// Threads per distance.
+    pub team_size: usize,
+    /// Iteration cap.
+    pub max_iterations: usize,
+    /// Blocks per query.
+    pub ctas_per_query: usize,
+    /// Each block's list length.
+    pub list_len: usize,
+    /// Parents per iteration of each block.
+    pub width: usize,
+    /// Candidate buffer (a power of two).
+    pub candidates: usize,
+    /// log2 of the visited table size.
+    pub hash_bits: u32,
+    /// Where the visited table lives: 0 shared memory, 1 global per block, 2 global per query.
+    pub table_mode: u32,
+    /// Dynamic shared memory per search block, in bytes.
+    pub shared_bytes: usize,
+}
+
+/// CAGRA-style search on one GPU (see the module documentation).
+#[derive(Clone, Copy, Debug)]
+pub struct CagraSearchDevice<'c> {
+    ctx: &'c GpuContext,
+    budget: Option<u64>,
+}
+
+/// A checked filter: a bitset of allowed ids (bit `i % 32` of word `i / 32` set = allowed).
+fn check_filter(filter: Option<&[u32]>, n: usize) -> Result<()> {
+    if let Some(f) = filter
+        && f.len() < n.div_ceil(32)
+    {
+        return Err(Error::invalid_param(
+            "filter",
+            format!(
+                "a bitset of {} words cannot cover {n} points (needs {})",
+                f.len(),
+                n.div_ceil(32)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl<'c> CagraSearchDevice<'c> {
+    /// The search on `ctx`, within the default memory budget.
+    pub fn new(ctx: &'c GpuContext) -> Self {
+        CagraSearchDevice { ctx, budget: None }
+    }
+
+    /// Limits device memory to `bytes` (still capped by free memory).
+    pub fn with_budget(mut self, bytes: u64) -> Self {
+        self.budget = Some(bytes);
+        self
+    }
+
+    /// Checks `cfg` for `n` points of `dim` elements of `elem_bytes` bytes, a graph of `degree`,
+    /// `nq` queries and `k` results, and resolves the launch plan.
+    #[allow(clippy::too_many_arguments)]
+    pub fn plan(
+        &self,
+        n: usize,
+        dim: usize,
+        elem_bytes: usize,
+        degree: usize,
+        nq: usize,
+        k: usize,
+        cfg: &CagraSearchConfig,
+        filtered: bool,
+    ) -> Result<CagraSearchPlan> {
+        plan(
+            self.ctx.info().sm_count as usize,
+            n,
+            dim,
+            elem_bytes,
+            degree,
+            nq,
+            k,
+            cfg,
+            filtered,
+        )
+    }
+
+    /// Searches host data through a host graph (its entry points, when it has some, start the
+    /// search besides the random points). `filter`: a bitset of allowed ids (see
+    /// [`CagraSearchDevice::search_device`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn search<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        graph: &FixedDegreeGraph,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        k: usize,
+        cfg: &CagraSearchConfig,
+        filter: Option<&[u32]>,
+    ) -> Result<(Neighbors, SearchStats)> {
+        data.check_same_dim(&queries, "base vs query dimension")?;
+        if graph.n() != data.rows() {
+            return Err(Error::dim_mismatch(
+                "graph vertices vs data rows",
+                data.rows(),
+                graph.n(),
+            ));
+        }
+        // Check everything that needs no device memory before uploading.
+        self.plan(
+            data.rows(),
+            data.dim(),
+            std::mem::size_of::<T>(),
+            graph.degree(),
+            queries.rows(),
+            k,
+            cfg,
+            filter.is_some(),
+        )?;
+        check_filter(filter, data.rows())?;
+        let upload = DeviceMatrix::<T>::bytes_for(data.rows(), data.dim())
+            + DeviceMatrix::<T>::bytes_for(queries.rows(), data.dim())
+            + graph.ids().len() as u64 * 4;
+        self.ctx.check_fits(upload, self.budget)?;
+        let d = DeviceMatrix::upload(self.ctx, data)?;
+        let q = DeviceMatrix::upload(self.ctx, queries)?;
+        let g = DeviceFixedGraph::upload(self.ctx, graph)?;
+        self.search_device(&d, &g, &q, metric, k, cfg, graph.entry_points(), filter)
+    }
+
+    /// Searches data already on the device through a device graph; the results come back to
+    /// the host. `entries`: vertices every query starts from besides the random ones (may be
+    /// empty). `filter`: a bitset of allowed ids, bit `i % 32` of word `i / 32` set when id `i`
+    /// may be returned (at least `ceil(n / 32)` words).
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_device<T: Element>(
+        &self,
+        data: &DeviceMatrix<T>,
+        graph: &DeviceFixedGraph,
+        queries: &DeviceMatrix<T>,
+        metric: Metric,
+        k: usize,
+        cfg: &CagraSearchConfig,
+        entries: &[NodeId],
+        filter: Option<&[u32]>,
+    ) -> Result<(Neighbors, SearchStats)> {
+        let ctx = self.ctx;
+        let n = data.rows();
+        if queries.dim() != data.dim() {
+            return Err(Error::dim_mismatch(
+                "base vs query dimension",
+                data.dim(),
+                queries.dim(),
+            ));
+        }
+        if graph.n() != n {
+            return Err(Error::dim_mismatch(
+                "graph vertices vs data rows",
+                n,
+                graph.n(),
+            ));
+        }
+        let nq = queries.rows();
+        let p = self.plan(
+            n,
+            data.dim(),
+            std::mem::size_of::<T>(),
+            graph.degree(),
+            nq,
+            k,
+            cfg,
+            filter.is_some(),
+        )?;
+        check_filter(filter, n)?;
+        if let Some(&e) = entries.iter().find(|&&e| e as usize >= n) {
+            return Err(Error::InvalidGraph(format!(
+                "entry point {e} is out of range (n = {n})"
+            )));
+        }
+        let mut out = Neighbors::new(nq, k);
+        if nq == 0 {
+            return Ok((out, SearchStats::default()));
+        }
+        let sms = ctx.info().sm_count as usize;
+        let multi = p.mode == CagraSearchMode::MultiCta;
+        let hsize = 1usize << p.hash_bits;
+        // Queries per launch and grid: bounded so that tables and staging stay small.
+        let chunk = if multi {
+            let per_query = hsize * 4 + p.ctas_per_query * p.list_len * 8;
+            ((256usize << 20) / per_query).clamp(1, 65_536).min(nq)
+        } else {
+            nq.min(1 << 20)
+        };
+        let grid_cap = sms * 16;
+        let grid_max = (chunk * p.ctas_per_query).min(grid_cap).max(1);
+        let tables = match p.table_mode {
+            0 => 1,
+            1 => grid_max * hsize,
+            _ => chunk * hsize,
+        };
+        let parts_out = if multi {
+            chunk * p.ctas_per_query * p.list_len
+        } else {
+            chunk * k
+        };
+        let needed = tables as u64 * 4
+            + parts_out as u64 * 8
+            + if multi {
+                chunk as u64 * k as u64 * 8
+            } else {
+                0
+            }
+            + filter.map_or(0, |f| f.len() as u64 * 4)
+            + entries.len() as u64 * 4
+            + 64;
+        ctx.check_fits(needed, self.budget)?;
+
+        let mut gtable = ctx.alloc_zeros::<u32>(tables.max(1))?;
+        let mut part_ids = ctx.alloc_zeros::<u32>(parts_out.max(1))?;
+        let mut part_d = ctx.alloc_zeros::<f32>(parts_out.max(1))?;
+        let (mut fin_ids, mut fin_d) = if multi {
+            (
+                ctx.alloc_zeros::<u32>(chunk * k)?,
+                ctx.alloc_zeros::<f32>(chunk * k)?,
+            )
+        } else {
+            (ctx.alloc_zeros::<u32>(1)?, ctx.alloc_zeros::<f32>(1)?)
+        };
+        let filter_buf: CudaSlice<u32> = match filter {
+            Some(f) => ctx.upload(&f[..n.div_ceil(32)])?,
+            None => ctx.alloc_zeros::<u32>(1)?,
+        };
+        let entry_buf: CudaSlice<u32> = if entries.is_empty() {
+            ctx.alloc_zeros::<u32>(1)?
+        } else {
+            ctx.upload(entries)?
+        };
+        let mut counters = ctx.alloc_zeros::<u64>(2)?;
+
+        let stride = u32_of(data.stride(), "row stride")?;
+        let n32 = u32_of(n, "points")?;
+        let degree = u32_of(graph.degree(), "degree")?;
+        let metric_code = metric.code() as i32;
+        let itopk = p.list_len as u32;
+        let width = p.width as u32;
+        let max_iter = p.max_iterations as u32;
+        let min_iter = u32_of(cfg.min_iterations, "min_iterations")?;
+        let team = p.team_size as u32;
+        let n_entries = u32_of(entries.len(), "entry points")?;
+        let has_filter = filter.is_some() as u32;
+        let cand_cap = p.candidates as u32;
+        let ncta = p.ctas_per_query as u32;
+        let name = format!("cagra_search_{}", T::DTYPE.name());
+        let f = ctx.function("cagra_search", &name)?;
+        need(graph.ids().len(), n as u64 * degree as u64, "graph ids")?;
+
+        let mut start = 0usize;
+        while start < nq {
+            let cnt = chunk.min(nq - start);
+            let cnt32 = cnt as u32;
+            if p.table_mode == 2 {
+                let len = (cnt * hsize) as u64;
+                let fill = ctx.function("cagra_search", "cagra_search_fill")?;
+                let mut a = ctx.stream().launch_builder(&fill);
+                a.arg(&mut gtable).arg(&len);
+                let blocks = (len.div_ceil(256)).min(8192) as u32;
+                launch(
+                    ctx,
+                    "cagra_search_fill",
+                    a,
+                    launch_cfg((blocks, 1, 1), 256, 0),
+                )?;
+            }
+            let qv = queries.rows_view(start, start + cnt)?;
+            let dv = data.rows_view(0, n)?;
+            let out_len = if multi { p.list_len as u32 } else { k as u32 };
+            let grid = ((cnt * p.ctas_per_query).min(grid_cap)).max(1) as u32;
+            {
+                let mut a = ctx.stream().launch_builder(&f);
+                a.arg(&dv)
+                    .arg(&n32)
+                    .arg(&stride)
+                    .arg(graph.ids())
+                    .arg(&degree)
+                    .arg(&qv)
+                    .arg(&cnt32)
+                    .arg(&metric_code)
+                    .arg(&itopk)
+                    .arg(&width)
+                    .arg(&max_iter)
+                    .arg(&min_iter)
+                    .arg(&team)
+                    .arg(&cfg.seed)
+                    .arg(&entry_buf)
+                    .arg(&n_entries)
+                    .arg(&filter_buf)
+                    .arg(&has_filter)
+                    .arg(&cand_cap)
+                    .arg(&p.hash_bits)
+                    .arg(&p.table_mode)
+                    .arg(&mut gtable)
+                    .arg(&ncta)
+                    .arg(&out_len)
+                    .arg(&mut part_ids)
+                    .arg(&mut part_d)
+                    .arg(&mut counters);
+                launch(
+                    ctx,
+                    &name,
+                    a,
+                    launch_cfg((grid, 1, 1), BLOCK, p.shared_bytes as u32),
+                )?;
+            }
+            let (src_ids, src_d) = if multi {
+                let parts = p.ctas_per_query as u32;
+                let len = p.list_len as u32;
+                let slots = (parts * len).next_power_of_two();
+                let k32 = k as u32;
+                let mf = ctx.function("cagra_search", "cagra_search_merge")?;
+                let mut a = ctx.stream().launch_builder(&mf);
+                a.arg(&part_ids)
+                    .arg(&part_d)
+                    .arg(&parts)
+                    .arg(&len)
+                    .arg(&slots)
+                    .arg(&k32)
+                    .arg(&mut fin_ids)
+                    .arg(&mut fin_d);
+                launch(
+                    ctx,
+                    "cagra_search_merge",
+                    a,
+                    launch_cfg((cnt32, 1, 1), 256, slots * 8),
+                )?;
+                (&fin_ids, &fin_d)
+            } else {
+                (&part_ids, &part_d)
+            };
+            let ids = ctx.download(src_ids, cnt * k)?;
+            let dists = ctx.download(src_d, cnt * k)?;
+            out.ids[start * k..(start + cnt) * k].copy_from_slice(&ids);
+            out.dists[start * k..(start + cnt) * k].copy_from_slice(&dists);
+            start += cnt;
+        }
+        let c = ctx.download(&counters, 2)?;
+        Ok((
+            out,
+            SearchStats {
+                queries: nq as u64,
+                distance_computations: c[1],
+                hops: c[0],
+            },
+        ))
+    }
+}
+
+/// [`CagraSearchDevice::plan`] for a device of `sms` SMs.
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    sms: usize,
+    n: usize,
+    dim: usize,
+    elem_bytes: usize,
+    degree: usize,
+    nq: usize,
+    k: usize,
+    cfg: &CagraSearchConfig,
+    filtered: bool,
+) -> Result<CagraSearchPlan> {
+    if n == 0 {
+        return Err(Error::InvalidInput("cannot search an empty set".into()));
+    }
+    if n > (1usize << 31) - 1 {
+        return Err(Error::InvalidInput(format!(
+            "{n} points: the GPU search marks expanded vertices with the id's top bit and needs \
+             fewer than 2^31 points"
+        )));
+    }
+    if k == 0 || k > MAX_ITOPK {
+        return Err(Error::invalid_param(
+            "k",
+            format!("k = {k} must be between 1 and {MAX_ITOPK}"),
+        ));
+    }
+    if cfg.itopk < k || cfg.itopk > MAX_ITOPK {
+        return Err(Error::invalid_param(
+            "itopk",
+            format!(
+                "the internal list size {} must be at least k = {k} and at most {MAX_ITOPK}",
+                cfg.itopk
+            ),
+        ));
+    }
+    if cfg.search_width == 0 || cfg.search_width > MAX_SEARCH_WIDTH {
+        return Err(Error::invalid_param(
+            "search_width",
+            format!(
+                "{} parents per iteration: must be between 1 and {MAX_SEARCH_WIDTH}",
+                cfg.search_width
+            ),
+        ));
+    }
+    if degree == 0 || degree > MAX_CANDIDATES {
+        return Err(Error::InvalidGraph(format!(
+            "graph degree {degree} must be between 1 and {MAX_CANDIDATES}"
+        )));
+    }
+    if !matches!(cfg.team_size, 0 | 2 | 4 | 8 | 16 | 32) {
+        return Err(Error::invalid_param(
+            "team_size",
+            format!(
+                "{} threads per distance: use 0 (automatic), 2, 4, 8, 16 or 32",
+                cfg.team_size
+            ),
+        ));
+    }
+    if cfg.max_iterations != 0 && cfg.min_iterations > cfg.max_iterations {
+        return Err(Error::invalid_param(
+            "min_iterations",
+            format!(
+                "min_iterations = {} exceeds max_iterations = {}",
+                cfg.min_iterations, cfg.max_iterations
+            ),
+        ));
+    }
+    if cfg.max_iterations > u32::MAX as usize || cfg.min_iterations > u32::MAX as usize {
+        return Err(Error::invalid_param(
+            "max_iterations",
+            "iteration counts must fit in 32 bits",
+        ));
+    }
+    let mode = match cfg.mode {
+        CagraSearchMode::Auto => {
+            if nq < 2 * sms || cfg.itopk > 512 {
+                CagraSearchMode::MultiCta
+            } else {
+                CagraSearchMode::SingleCta
+            }
+        }
+        m => m,
+    };
+    let multi = mode == CagraSearchMode::MultiCta;
+    let (list_len, width, ctas) = if multi {
+        (
+            MULTI_CTA_ITOPK,
+            1,
+            cfg.search_width.max(cfg.itopk.div_ceil(MULTI_CTA_ITOPK)),
+        )
+    } else {
+        (cfg.itopk, cfg.search_width, 1)
+    };
+    if multi && (ctas * list_len).next_power_of_two() > MERGE_SLOTS_MAX {
+        return Err(Error::invalid_param(
+            "itopk",
+            format!(
+                "multi-CTA search merges at most {MERGE_SLOTS_MAX} entries per query; itopk = {} \
+                 needs {ctas} blocks of {list_len}",
+                cfg.itopk
+            ),
+        ));
+    }
+    if width * degree > MAX_CANDIDATES {
+        return Err(Error::invalid_param(
+            "search_width",
+            format!("search_width {width} x degree {degree} candidates exceed {MAX_CANDIDATES}"),
+        ));
+    }
+    let candidates = (width * degree).next_power_of_two().max(32);
+    let team_size = if cfg.team_size == 0 {
+        auto_team_size(dim, elem_bytes)
+    } else {
+        cfg.team_size
+    };
+    let auto_iter = if multi {
+        36
+    } else {
+        let l = list_len as f64 / width as f64;
+        1 + ((1.1 * l).ceil() as usize).min(list_len / width + 10)
+    };
+    let max_iterations = if cfg.max_iterations == 0 {
+        auto_iter.max(cfg.min_iterations).max(1)
+    } else {
+        cfg.max_iterations
+    };
+    let stride = crate::matrix::padded_stride(dim);
+    let results = if filtered { list_len } else { 0 };
+    // query f32, top list, result list, candidates (pairs), parents, filter masks.
+    let base_words = stride + 2 * list_len + 2 * results + 2 * candidates + 32 + candidates / 32;
+    if base_words * 4 > SMEM_LIMIT {
+        return Err(Error::invalid_param(
+            "itopk",
+            format!(
+                "dimension {dim} with itopk = {list_len} and {candidates} candidates needs {} bytes \
+                 of shared memory per block (limit {SMEM_LIMIT})",
+                base_words * 4
+            ),
+        ));
+    }
+    let (hash_bits, table_mode) = if multi {
+        let want = 2 * ctas * (list_len + degree * max_iterations);
+        (want.next_power_of_two().trailing_zeros().clamp(11, 20), 2)
+    } else {
+        let want = 2 * (list_len + results + candidates);
+        let bits = want.next_power_of_two().trailing_zeros().max(8);
+        if bits <= 13 && (base_words + (1usize << bits)) * 4 <= SMEM_LIMIT {
+            (bits, 0)
+        } else {
+            (bits, 1)
+        }
+    };
+    let shared_words = base_words + if table_mode == 0 { 1 << hash_bits } else { 0 };
+    debug_assert!(list_len + candidates <= 16 * BLOCK as usize);
+    Ok(CagraSearchPlan {
+        mode,
+        team_size,
+        max_iterations,
+        ctas_per_query: ctas,
+        list_len,
+        width,
+        candidates,
+        hash_bits,
+        table_mode,
+        shared_bytes: shared_words * 4,
+    })
+}

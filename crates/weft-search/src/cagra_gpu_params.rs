@@ -1,0 +1,132 @@
+//! Parameters of the GPU CAGRA-style search (`CagraSearchGpu`, behind the `cuda` feature),
+//! compiled in every build so that callers can carry them without GPU support.
+
+use serde::{Deserialize, Serialize};
+use weft_core::{Error, Params, Result};
+
+/// The largest `itopk` (and so `k`) of the GPU search.
+pub const CAGRA_GPU_MAX_ITOPK: usize = 1024;
+
+/// How the GPU search (`CagraSearchGpu`, feature `cuda`) spreads queries over thread blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CagraSearchModeParam {
+    /// Multi-CTA for batches smaller than twice the GPU's SM count or `itopk > 512`, else
+    /// single-CTA. Results of the two modes differ: fix the mode when results must not depend on
+    /// the batch size.
+    #[default]
+    Auto,
+    /// One block per query: deterministic, independent of the batch.
+    SingleCta,
+    /// Several blocks per query sharing a visited table (small batches, large `itopk`).
+    MultiCta,
+}
+
+/// Parameters of the GPU CAGRA-style search (`CagraSearchGpu`, feature `cuda`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CagraSearchParams {
+    /// Internal list size: at least the search's `k`, at most 1024. The main recall knob, the
+    /// counterpart of the beam search's `l`. Default 64.
+    pub itopk: usize,
+    /// Parents expanded per iteration (1..=32). Default 1.
+    pub search_width: usize,
+    /// Iteration cap; 0 = automatic. Default 0.
+    pub max_iterations: usize,
+    /// Iterations before a search may stop (one that runs out of parents earlier restarts from
+    /// random points). Default 0.
+    pub min_iterations: usize,
+    /// Threads per distance computation (2, 4, 8, 16, 32); 0 = chosen from the dimension.
+    /// Default 0.
+    pub team_size: usize,
+    /// Single- or multi-CTA. Default automatic.
+    pub mode: CagraSearchModeParam,
+    /// Seed of the random starting points. Default 0.
+    pub seed: u64,
+    /// Only these ids may be returned: a bitset, bit `i % 32` of word `i / 32` set when id `i`
+    /// is allowed (at least `ceil(n / 32)` words). Filtered-out points are still traversed.
+    /// Default none.
+    pub filter: Option<Vec<u32>>,
+}
+
+impl Default for CagraSearchParams {
+    fn default() -> Self {
+        CagraSearchParams {
+            itopk: 64,
+            search_width: 1,
+            max_iterations: 0,
+            min_iterations: 0,
+            team_size: 0,
+            mode: CagraSearchModeParam::Auto,
+            seed: 0,
+            filter: None,
+        }
+    }
+}
+
+impl CagraSearchParams {
+    /// Default parameters with list size `itopk`.
+    pub fn with_itopk(itopk: usize) -> Self {
+        CagraSearchParams {
+            itopk,
+            ..Default::default()
+        }
+    }
+
+    /// A filter bitset over `n` ids allowing those for which `allowed(id)` holds.
+    pub fn filter_from(n: usize, allowed: impl Fn(usize) -> bool) -> Vec<u32> {
+        let mut words = vec![0u32; n.div_ceil(32)];
+        for i in (0..n).filter(|&i| allowed(i)) {
+            words[i / 32] |= 1 << (i % 32);
+        }
+        words
+    }
+}
+
+impl Params for CagraSearchParams {
+    fn validate(&self, rows: usize, _dim: usize) -> Result<()> {
+        if self.itopk == 0 || self.itopk > CAGRA_GPU_MAX_ITOPK {
+            return Err(Error::invalid_param(
+                "itopk",
+                format!(
+                    "the list size {} must be between 1 and {CAGRA_GPU_MAX_ITOPK}",
+                    self.itopk
+                ),
+            ));
+        }
+        if self.search_width == 0 || self.search_width > 32 {
+            return Err(Error::invalid_param(
+                "search_width",
+                format!("{} must be between 1 and 32", self.search_width),
+            ));
+        }
+        if !matches!(self.team_size, 0 | 2 | 4 | 8 | 16 | 32) {
+            return Err(Error::invalid_param(
+                "team_size",
+                format!("{}: use 0 (automatic), 2, 4, 8, 16 or 32", self.team_size),
+            ));
+        }
+        if self.max_iterations != 0 && self.min_iterations > self.max_iterations {
+            return Err(Error::invalid_param(
+                "min_iterations",
+                format!(
+                    "{} exceeds max_iterations = {}",
+                    self.min_iterations, self.max_iterations
+                ),
+            ));
+        }
+        if let Some(f) = &self.filter
+            && f.len() < rows.div_ceil(32)
+        {
+            return Err(Error::invalid_param(
+                "filter",
+                format!(
+                    "a bitset of {} words cannot cover {rows} points (needs {})",
+                    f.len(),
+                    rows.div_ceil(32)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

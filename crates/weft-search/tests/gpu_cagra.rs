@@ -1,0 +1,344 @@
+//! The GPU CAGRA-style search (`CagraSearchGpu`): the searcher suite (every dtype and metric, bad
+//! inputs), an oracle test against the CPU beam search on fresh random sets, batch-size
+//! independence, filters at 90% and 99%, k up to 1024, and single vs multi CTA. Every test skips
+//! visibly without a GPU and fails with WEFT_REQUIRE_GPU=1.
+#![cfg(feature = "cuda")]
+
+use proptest::prelude::*;
+use weft_core::{Error, FixedDegreeGraph, INVALID, Metric, Neighbors, Searcher};
+use weft_gpu::GpuContext;
+use weft_gpu::testing::gpu_or_skip;
+use weft_search::{
+    BeamSearch, BeamSearchParams, CagraSearchGpu, CagraSearchModeParam, CagraSearchParams,
+};
+use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
+use weft_testkit::search::{SearchSuite, known_good_graph, run_search_suite};
+
+/// How much lower than the CPU beam search's recall the GPU search's may be at the same list
+/// size: the GPU search stops after an iteration cap and starts from random points as well as
+/// the entry point, so on small sets it can differ by a query or two.
+const RECALL_TOLERANCE: f64 = 0.02;
+
+fn single(itopk: usize) -> CagraSearchParams {
+    CagraSearchParams {
+        mode: CagraSearchModeParam::SingleCta,
+        ..CagraSearchParams::with_itopk(itopk)
+    }
+}
+
+fn multi(itopk: usize) -> CagraSearchParams {
+    CagraSearchParams {
+        mode: CagraSearchModeParam::MultiCta,
+        ..CagraSearchParams::with_itopk(itopk)
+    }
+}
+
+/// Every row sorted by distance, ids valid and distinct (padding only at the end).
+fn check_rows(nb: &Neighbors, n: usize) {
+    for q in 0..nb.rows() {
+        let ids = nb.row_ids(q);
+        let d = nb.row_dists(q);
+        let valid = ids.iter().take_while(|&&i| i != INVALID).count();
+        assert!(
+            ids[valid..].iter().all(|&i| i == INVALID),
+            "query {q}: id after padding"
+        );
+        let mut seen = ids[..valid].to_vec();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), valid, "query {q}: duplicate ids {ids:?}");
+        assert!(
+            ids[..valid].iter().all(|&i| (i as usize) < n),
+            "query {q}: id out of range"
+        );
+        assert!(
+            d[..valid].windows(2).all(|w| w[0] <= w[1]),
+            "query {q}: not sorted {d:?}"
+        );
+    }
+}
+
+fn search(
+    ctx: &GpuContext,
+    graph: &FixedDegreeGraph,
+    base: &weft_core::Dataset<f32>,
+    queries: &weft_core::Dataset<f32>,
+    metric: Metric,
+    k: usize,
+    params: &CagraSearchParams,
+) -> Neighbors {
+    let mut out = Neighbors::new(queries.rows(), k);
+    CagraSearchGpu::new(ctx)
+        .search(
+            graph,
+            base.view(),
+            queries.view(),
+            metric,
+            params,
+            out.as_mut(),
+        )
+        .unwrap();
+    out
+}
+
+#[test]
+fn gpu_cagra_search_passes_the_suite() {
+    let Some(ctx) = gpu_or_skip("gpu_cagra_search_passes_the_suite") else {
+        return;
+    };
+    for params in [single(32), multi(32)] {
+        let mut suite = SearchSuite::new(params.clone(), 0.9);
+        suite.invalid_params = vec![
+            CagraSearchParams::with_itopk(0),
+            CagraSearchParams::with_itopk(5), // below k = 10
+            CagraSearchParams::with_itopk(2048),
+            CagraSearchParams {
+                search_width: 0,
+                ..Default::default()
+            },
+            CagraSearchParams {
+                team_size: 3,
+                ..Default::default()
+            },
+            CagraSearchParams {
+                max_iterations: 4,
+                min_iterations: 5,
+                ..Default::default()
+            },
+            CagraSearchParams {
+                filter: Some(vec![u32::MAX]),
+                ..Default::default()
+            },
+        ];
+        let report = run_search_suite(&CagraSearchGpu::new(&ctx), &suite);
+        println!("{params:?}\n{report}");
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("WEFT_GPU_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// On fresh random sets, the GPU search's recall@10 is at least the CPU beam search's at
+    /// the same list size, minus RECALL_TOLERANCE; rows are sorted, distinct and valid.
+    #[test]
+    fn gpu_cagra_search_matches_beam_search(
+        n in 300usize..1500,
+        dim in 2usize..40,
+        clusters in 1usize..6,
+        metric_i in 0usize..3,
+        l in prop::sample::select(vec![16usize, 32, 64]),
+        width in 1usize..3,
+        seed in 0u64..1000,
+    ) {
+        let Some(ctx) = gpu_or_skip("gpu_cagra_search_matches_beam_search") else {
+            return Ok(());
+        };
+        let metric = [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine][metric_i];
+        let (base, queries) = gaussian_mixture::<f32>(n, 40, dim, clusters, seed);
+        let graph = known_good_graph(base.view(), metric, seed);
+        let k = 10;
+        let truth = ground_truth(base.view(), queries.view(), metric, k).unwrap();
+        let mut cpu = Neighbors::new(queries.rows(), k);
+        BeamSearch
+            .search(&graph, base.view(), queries.view(), metric, &BeamSearchParams::with_l(l), cpu.as_mut())
+            .unwrap();
+        let params = CagraSearchParams { search_width: width, seed, ..single(l) };
+        let gpu = search(&ctx, &graph, &base, &queries, metric, k, &params);
+        check_rows(&gpu, n);
+        let (rc, rg) = (recall_at_k(&cpu, &truth, k), recall_at_k(&gpu, &truth, k));
+        prop_assert!(rg >= rc - RECALL_TOLERANCE, "GPU recall {rg} < CPU beam {rc} (L = {l}, {metric:?})");
+        let gpu_multi = search(&ctx, &graph, &base, &queries, metric, k, &CagraSearchParams { seed, ..multi(l) });
+        check_rows(&gpu_multi, n);
+        let rm = recall_at_k(&gpu_multi, &truth, k);
+        prop_assert!(rm >= rc - RECALL_TOLERANCE, "multi-CTA recall {rm} < CPU beam {rc} (L = {l}, {metric:?})");
+    }
+}
+
+#[test]
+fn gpu_cagra_search_is_batch_size_independent() {
+    let Some(ctx) = gpu_or_skip("gpu_cagra_search_is_batch_size_independent") else {
+        return;
+    };
+    let (base, queries) = gaussian_mixture::<f32>(3000, 64, 24, 5, 11);
+    let graph = known_good_graph(base.view(), Metric::L2Squared, 11);
+    let params = CagraSearchParams {
+        seed: 7,
+        ..single(48)
+    };
+    let all = search(
+        &ctx,
+        &graph,
+        &base,
+        &queries,
+        Metric::L2Squared,
+        10,
+        &params,
+    );
+    check_rows(&all, 3000);
+    for q in 0..queries.rows() {
+        let one = weft_core::Dataset::from_vec(queries.view().row(q).to_vec(), 1, 24).unwrap();
+        let r = search(&ctx, &graph, &base, &one, Metric::L2Squared, 10, &params);
+        assert_eq!(r.row_ids(0), all.row_ids(q), "query {q}");
+        assert_eq!(r.row_dists(0), all.row_dists(q), "query {q}");
+    }
+    // And the same call twice gives the same answer.
+    assert_eq!(
+        all.ids,
+        search(
+            &ctx,
+            &graph,
+            &base,
+            &queries,
+            Metric::L2Squared,
+            10,
+            &params
+        )
+        .ids
+    );
+}
+
+#[test]
+fn gpu_cagra_filtered_search_never_returns_filtered_ids() {
+    let Some(ctx) = gpu_or_skip("gpu_cagra_filtered_search_never_returns_filtered_ids") else {
+        return;
+    };
+    let n = 5000;
+    let (base, queries) = gaussian_mixture::<f32>(n, 100, 16, 4, 21);
+    let graph = known_good_graph(base.view(), Metric::L2Squared, 21);
+    for (rate, keep_every, min_recall) in [(0.9, 10usize, 0.85), (0.99, 100, 0.6)] {
+        let allowed = |i: usize| weft_core::rng::hash3(5, i as u64, 0) % keep_every as u64 == 0;
+        let filter = CagraSearchParams::filter_from(n, allowed);
+        let ids: Vec<usize> = (0..n).filter(|&i| allowed(i)).collect();
+        // Exact answer over the allowed points only.
+        let sub: Vec<f32> = ids
+            .iter()
+            .flat_map(|&i| base.view().row(i).to_vec())
+            .collect();
+        let sub = weft_core::Dataset::from_vec(sub, ids.len(), 16).unwrap();
+        let k = 10.min(ids.len());
+        let mut truth = ground_truth(sub.view(), queries.view(), Metric::L2Squared, k).unwrap();
+        for x in truth.ids.iter_mut() {
+            *x = ids[*x as usize] as u32;
+        }
+        for params in [single(128), multi(128)] {
+            let params = CagraSearchParams {
+                filter: Some(filter.clone()),
+                min_iterations: 64,
+                ..params
+            };
+            let found = search(&ctx, &graph, &base, &queries, Metric::L2Squared, k, &params);
+            check_rows(&found, n);
+            for &id in found.ids.iter().filter(|&&i| i != INVALID) {
+                assert!(
+                    allowed(id as usize),
+                    "filtered-out id {id} returned ({rate} filtered)"
+                );
+            }
+            let r = recall_at_k(&found, &truth, k);
+            println!("filter {rate}: {:?} recall@{k} {r:.3}", params.mode);
+            assert!(
+                r >= min_recall,
+                "recall {r} at {rate} filtered ({:?})",
+                params.mode
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_cagra_search_k_up_to_1024_in_both_modes() {
+    let Some(ctx) = gpu_or_skip("gpu_cagra_search_k_up_to_1024_in_both_modes") else {
+        return;
+    };
+    let (base, queries) = gaussian_mixture::<f32>(4000, 8, 12, 3, 31);
+    let graph = known_good_graph(base.view(), Metric::L2Squared, 31);
+    for k in [100, 1024] {
+        let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, k).unwrap();
+        for params in [single(1024), multi(1024)] {
+            let found = search(&ctx, &graph, &base, &queries, Metric::L2Squared, k, &params);
+            check_rows(&found, 4000);
+            let r = recall_at_k(&found, &truth, k);
+            println!("k = {k} {:?}: recall {r:.3}", params.mode);
+            assert!(r >= 0.9, "k = {k} {:?}: recall {r}", params.mode);
+        }
+    }
+}
+
+#[test]
+fn gpu_cagra_search_f16_and_every_metric() {
+    let Some(ctx) = gpu_or_skip("gpu_cagra_search_f16_and_every_metric") else {
+        return;
+    };
+    for metric in [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine] {
+        let (base, queries) = gaussian_mixture::<half::f16>(2000, 50, 40, 4, 41);
+        let graph = known_good_graph(base.view(), metric, 41);
+        let truth = ground_truth(base.view(), queries.view(), metric, 10).unwrap();
+        for params in [single(64), multi(64)] {
+            let mut out = Neighbors::new(50, 10);
+            CagraSearchGpu::new(&ctx)
+                .search(
+                    &graph,
+                    base.view(),
+                    queries.view(),
+                    metric,
+                    &params,
+                    out.as_mut(),
+                )
+                .unwrap();
+            check_rows(&out, 2000);
+            let r = recall_at_k(&out, &truth, 10);
+            let min = if metric == Metric::InnerProduct {
+                0.45
+            } else {
+                0.9
+            };
+            assert!(r >= min, "f16 {metric:?} {:?}: recall {r}", params.mode);
+        }
+    }
+}
+
+#[test]
+fn gpu_cagra_search_rejects_bad_params() {
+    let Some(ctx) = gpu_or_skip("gpu_cagra_search_rejects_bad_params") else {
+        return;
+    };
+    let (base, queries) = gaussian_mixture::<f32>(500, 4, 8, 2, 51);
+    let graph = known_good_graph(base.view(), Metric::L2Squared, 51);
+    let bad = [
+        CagraSearchParams::with_itopk(8),
+        CagraSearchParams {
+            search_width: 33,
+            ..Default::default()
+        },
+        CagraSearchParams {
+            team_size: 64,
+            ..Default::default()
+        },
+        CagraSearchParams {
+            filter: Some(vec![0; 3]),
+            ..Default::default()
+        },
+    ];
+    for p in bad {
+        let mut out = Neighbors::new(4, 10);
+        let r = CagraSearchGpu::new(&ctx).search(
+            &graph,
+            base.view(),
+            queries.view(),
+            Metric::L2Squared,
+            &p,
+            out.as_mut(),
+        );
+        assert!(
+            matches!(r, Err(Error::InvalidParams { .. })),
+            "{p:?}: {r:?}"
+        );
+    }
+}

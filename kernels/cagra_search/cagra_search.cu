@@ -1,0 +1,473 @@
+// cagra_search/cagra_search.cu: CAGRA-style graph search (crates/weft-gpu/src/cagra_search.rs
+// drives it; docs/kernels.md, "CAGRA search", explains the design).
+//
+// One CTA works on one (query, part) pair: single-CTA mode runs one part per query with an
+// internal top-L list of up to 1024 entries; multi-CTA mode runs `num_cta` parts per query,
+// each with a 32-entry list, sharing one visited table per query in global memory, and
+// cagra_search_merge then picks the k best of all parts. Per iteration a CTA
+//   1. gathers candidate ids: the neighbours of this iteration's parents (or random ids at the
+//      start and on a restart),
+//   2. drops those already visited (open-addressing table of weft/hashset.cuh, in shared memory
+//      and "forgettable": cleared and refilled with the current lists when half full; or in
+//      global memory) and compacts the new ones,
+//   3. computes their distances, one team of `team` lanes per candidate with 16-byte loads and
+//      a shuffle reduction inside the team,
+//   4. sorts the candidates (block bitonic sort) and merges them into the top-L list by ranks
+//      (each element's position = its index + the number of smaller elements of the other
+//      list, found by binary search), and with a filter, merges the allowed ones into a second
+//      result list of the same length (so that filtered-out points are traversed but never
+//      returned),
+//   5. picks the next parents: the first `width` entries of the top-L list that have not been
+//      parents (the id's most significant bit marks a parent).
+// It stops when no parent is left (after `min_iter` iterations; before that it restarts from
+// random points) or after `max_iter` iterations. Random ids come from weft/rng.cuh keyed by
+// (seed, a hash of the query's bytes, part, counter), so a query's result does not depend on
+// the batch it is in or its position there.
+#include "weft/distance.cuh"
+#include "weft/hashset.cuh"
+#include "weft/rng.cuh"
+#include "weft/topk.cuh"
+#include "weft/types.cuh"
+
+namespace weft {
+namespace cagra_search {
+
+constexpr u32 MSB = 0x80000000u;
+// Elements one thread holds during a rank merge (list + candidates <= 16 * blockDim).
+constexpr u32 MAX_PER_THREAD = 16;
+
+// Hash-table placement (the `table_mode` argument).
+enum TableMode : u32 {
+    // Forgettable table in shared memory (cleared and refilled when half full).
+    TABLE_SHARED = 0,
+    // Forgettable table in global memory, one per CTA of the grid.
+    TABLE_GLOBAL_CTA = 1,
+    // One table per query in global memory shared by the query's CTAs, never cleared by the
+    // kernel (multi-CTA).
+    TABLE_GLOBAL_QUERY = 2,
+};
+
+__device__ __forceinline__ u32 key_id(u32 id) { return id == INVALID ? INVALID : (id & ~MSB); }
+
+// (da, ia) strictly before (db, ib), the ids compared without the parent flag.
+__device__ __forceinline__ bool before(float da, u32 ia, float db, u32 ib) {
+    return pair_less(da, key_id(ia), db, key_id(ib));
+}
+
+// Number of entries of the sorted list (d, id)[0..len) strictly before (x, xi) (or, with
+// `or_equal`, before or equal to it).
+__device__ __forceinline__ u32 count_before(const float* d, const u32* id, u32 len, float x, u32 xi,
+                                            bool or_equal) {
+    u32 lo = 0, hi = len;
+    while (lo < hi) {
+        const u32 mid = (lo + hi) >> 1;
+        const bool b = or_equal ? !before(x, xi, d[mid], id[mid]) : before(d[mid], id[mid], x, xi);
+        if (b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+// Merges the sorted candidates (cd, ci)[0..cnt) into the sorted list (ld, li)[0..len) in place,
+// keeping the len best. With `masks`, only candidates whose bit is set take part (their rank
+// among the candidates is the number of set bits before them). Every thread calls it; it begins
+// and ends with a barrier.
+__device__ __forceinline__ void merge_into(float* ld, u32* li, u32 len, const float* cd, const u32* ci,
+                                           u32 cnt, const u32* masks) {
+    __syncthreads();
+    float vd[MAX_PER_THREAD];
+    u32 vi[MAX_PER_THREAD];
+    u32 vr[MAX_PER_THREAD];
+    const u32 total = len + cnt;
+#pragma unroll
+    for (u32 r = 0; r < MAX_PER_THREAD; ++r) {
+        const u32 e = threadIdx.x + r * blockDim.x;
+        vr[r] = INVALID;
+        if (e >= total) continue;
+        if (e < len) {
+            vd[r] = ld[e];
+            vi[r] = li[e];
+            vr[r] = e + count_before(cd, ci, cnt, vd[r], vi[r], false);
+            if (masks != nullptr) {
+                // Only allowed candidates count.
+                const u32 c = count_before(cd, ci, cnt, vd[r], vi[r], false);
+                u32 allowed = 0;
+                for (u32 w = 0; w < c / 32; ++w) allowed += __popc(masks[w]);
+                if (c % 32) allowed += __popc(masks[c / 32] & ((1u << (c % 32)) - 1u));
+                vr[r] = e + allowed;
+            }
+        } else {
+            const u32 j = e - len;
+            if (masks != nullptr && ((masks[j / 32] >> (j % 32)) & 1u) == 0) continue;
+            vd[r] = cd[j];
+            vi[r] = ci[j];
+            u32 rank = j;
+            if (masks != nullptr) {
+                rank = 0;
+                for (u32 w = 0; w < j / 32; ++w) rank += __popc(masks[w]);
+                if (j % 32) rank += __popc(masks[j / 32] & ((1u << (j % 32)) - 1u));
+            }
+            vr[r] = rank + count_before(ld, li, len, vd[r], vi[r], true);
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (u32 r = 0; r < MAX_PER_THREAD; ++r) {
+        if (vr[r] < len) {
+            ld[vr[r]] = vd[r];
+            li[vr[r]] = vi[r];
+        }
+    }
+    __syncthreads();
+}
+
+// 64 bits that depend only on the query's bytes (row of `words` u32 words): the RNG key that
+// makes the search independent of the batch. Every thread of warp 0 returns it.
+__device__ __forceinline__ u64 query_key(const u32* row, u32 words) {
+    const u32 lane = threadIdx.x & 31u;
+    u64 h = 0;
+    for (u32 i = lane; i < words; i += 32) h += mix64(((u64)i << 32) ^ (u64)row[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) h += __shfl_xor_sync(0xffffffffu, h, o);
+    return mix64(h ^ words);
+}
+
+struct Args {
+    const u8* data;
+    u32 n;
+    u32 stride;
+    const u32* graph;
+    u32 degree;
+    const u8* queries;
+    u32 nq;
+    i32 metric;
+    u32 itopk;
+    u32 width;
+    u32 max_iter;
+    u32 min_iter;
+    u32 team;
+    u64 seed;
+    const u32* entries;
+    u32 n_entries;
+    const u32* filter;
+    u32 has_filter;
+    u32 cand_cap;
+    u32 hash_bits;
+    u32 table_mode;
+    u32* gtable;
+    u32 num_cta;
+    u32 out_len;
+    u32* out_ids;
+    float* out_d;
+    unsigned long long* counters;
+};
+
+template <typename T>
+__device__ void search(const Args& a) {
+    constexpr u32 P = Elem<T>::PER_VEC;
+    extern __shared__ __align__(16) u32 smem[];
+    __shared__ u32 s_cnt;
+    __shared__ u32 s_np;
+    __shared__ u32 s_filled;
+    __shared__ u64 s_key;
+    __shared__ float s_qnorm;
+
+    const u32 L = a.itopk;
+    const u32 C = a.cand_cap;
+    const u32 W = a.width;
+    const u32 R = a.has_filter ? L : 0;
+    const bool filtered = a.has_filter != 0;
+    float* qv = reinterpret_cast<float*>(smem);
+    float* top_d = qv + a.stride;
+    u32* top_i = reinterpret_cast<u32*>(top_d + L);
+    float* res_d = reinterpret_cast<float*>(top_i + L);
+    u32* res_i = reinterpret_cast<u32*>(res_d + R);
+    float* cand_d = reinterpret_cast<float*>(res_i + R);
+    u32* cand_i = reinterpret_cast<u32*>(cand_d + C);
+    u32* gathered = reinterpret_cast<u32*>(cand_d);  // ids before the distances overwrite them
+    u32* parents = cand_i + C;
+    u32* masks = parents + 32;
+    u32* stable = masks + C / 32;
+
+    const u32 tid = threadIdx.x;
+    const u32 bd = blockDim.x;
+    const u32 lane = tid & 31u;
+    const u32 team = a.team;
+    const u32 team_id = tid / team;
+    const u32 team_lane = tid % team;
+    const u32 nteams = bd / team;
+    const u32 nvec = a.stride / P;
+    const u32 hsize = 1u << a.hash_bits;
+    const u32 hmask = hsize - 1u;
+    const u64 row_bytes = (u64)a.stride * sizeof(T);
+
+    u64 hops = 0, dcs = 0;
+    const u32 total = a.nq * a.num_cta;
+    for (u32 w = blockIdx.x; w < total; w += gridDim.x) {
+        const u32 q = w / a.num_cta;
+        const u32 part = w % a.num_cta;
+        u32* table = a.table_mode == TABLE_SHARED       ? stable
+                     : a.table_mode == TABLE_GLOBAL_CTA ? a.gtable + (u64)blockIdx.x * hsize
+                                                        : a.gtable + (u64)q * hsize;
+        const bool forgettable = a.table_mode != TABLE_GLOBAL_QUERY;
+
+        // The query, as f32, and its key and norm.
+        const u8* qrow = a.queries + (u64)q * row_bytes;
+        __syncthreads();  // the previous query's output is written
+        for (u32 v = tid; v < nvec; v += bd) {
+            float x[P];
+            Elem<T>::unpack(reinterpret_cast<const uint4*>(qrow)[v], x);
+#pragma unroll
+            for (u32 i = 0; i < P; ++i) qv[v * P + i] = x[i];
+        }
+        for (u32 i = tid; i < L; i += bd) {
+            top_d[i] = inf_f32();
+            top_i[i] = INVALID;
+        }
+        for (u32 i = tid; i < R; i += bd) {
+            res_d[i] = inf_f32();
+            res_i[i] = INVALID;
+        }
+        if (forgettable) visited_clear(table, hsize);  // blockDim-strided
+        if (tid < 32) {
+            const u64 key = query_key(reinterpret_cast<const u32*>(qrow), (u32)(row_bytes / 4));
+            if (tid == 0) {
+                s_key = key;
+                s_filled = 0;
+            }
+        }
+        __syncthreads();
+        if (tid < 32) {
+            float s = 0.0f;
+            for (u32 i = lane; i < a.stride; i += 32) s = fmaf(qv[i], qv[i], s);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0) s_qnorm = s;
+        }
+        const u64 key = s_key;
+        u64 counter = 0;  // random draws so far (the same in every thread)
+
+        // Initial candidates: the entry points (first part only), then random ids.
+        const u32 n_ent = part == 0 ? min(a.n_entries, C) : 0u;
+        for (u32 s = tid; s < C; s += bd) {
+            gathered[s] = s < n_ent ? a.entries[s]
+                                    : (u32)below(hash3(a.seed, key, ((u64)part << 40) | (counter + s)), a.n);
+        }
+        counter += C;
+        u32 iter = 0;
+        while (true) {
+            // Drop visited and invalid ids; compact the new ones.
+            if (tid == 0) s_cnt = 0;
+            __syncthreads();
+            for (u32 s = tid; s < C; s += bd) {
+                const u32 id = gathered[s];
+                if (id < a.n && visited_insert(table, hmask, id)) cand_i[atomicAdd(&s_cnt, 1u)] = id;
+            }
+            __syncthreads();
+            const u32 cnt = s_cnt;
+            // Distances, one team per candidate.
+            for (u32 base = 0; base < cnt; base += nteams) {
+                const u32 s = base + team_id;
+                const bool valid = s < cnt;
+                float l2 = 0.0f, dot = 0.0f, nb = 0.0f;
+                if (valid) {
+                    const uint4* row = reinterpret_cast<const uint4*>(a.data + (u64)cand_i[s] * row_bytes);
+                    for (u32 v = team_lane; v < nvec; v += team) {
+                        float x[P];
+                        Elem<T>::unpack(row[v], x);
+#pragma unroll
+                        for (u32 i = 0; i < P; ++i) {
+                            const float y = qv[v * P + i];
+                            const float d = y - x[i];
+                            l2 = fmaf(d, d, l2);
+                            dot = fmaf(y, x[i], dot);
+                            nb = fmaf(x[i], x[i], nb);
+                        }
+                    }
+                }
+                for (u32 o = team >> 1; o > 0; o >>= 1) {
+                    l2 += __shfl_xor_sync(0xffffffffu, l2, o);
+                    dot += __shfl_xor_sync(0xffffffffu, dot, o);
+                    nb += __shfl_xor_sync(0xffffffffu, nb, o);
+                }
+                if (valid && team_lane == 0) {
+                    cand_d[s] = a.metric == METRIC_L2   ? l2
+                                : a.metric == METRIC_IP ? -dot
+                                                        : cosine_from_parts(dot, s_qnorm, nb);
+                }
+            }
+            for (u32 s = cnt + tid; s < C; s += bd) {
+                cand_d[s] = inf_f32();
+                cand_i[s] = INVALID;
+            }
+            if (tid == 0) {
+                s_filled += cnt;
+                dcs += cnt;
+            }
+            block_bitonic_sort(cand_d, cand_i, C);  // barriers on both sides
+            merge_into(top_d, top_i, L, cand_d, cand_i, min(cnt, C), nullptr);
+            if (filtered) {
+                for (u32 s = tid; s < C / 32; s += bd) masks[s] = 0;
+                __syncthreads();
+                for (u32 s = tid; s < cnt; s += bd) {
+                    const u32 id = cand_i[s];
+                    if ((a.filter[id >> 5] >> (id & 31u)) & 1u) atomicOr(&masks[s >> 5], 1u << (s & 31u));
+                }
+                merge_into(res_d, res_i, R, cand_d, cand_i, cnt, masks);
+            }
+            ++iter;
+            if (iter >= a.max_iter) break;
+
+            // Parents: the first W unflagged entries of the top list, by one warp.
+            if (tid < 32) {
+                u32 np = 0;
+                for (u32 base = 0; base < L && np < W; base += 32) {
+                    const u32 i = base + lane;
+                    const u32 id = i < L ? top_i[i] : INVALID;
+                    const bool unflagged = (id & MSB) == 0;
+                    const u32 ballot = __ballot_sync(0xffffffffu, unflagged);
+                    const u32 before_me = __popc(ballot & ((1u << lane) - 1u));
+                    if (unflagged && np + before_me < W) {
+                        parents[np + before_me] = id;
+                        top_i[i] = id | MSB;
+                    }
+                    np = min(W, np + __popc(ballot));
+                }
+                if (lane == 0) s_np = np;
+            }
+            __syncthreads();
+            const u32 np = s_np;
+            if (np == 0 && iter >= a.min_iter) break;
+
+            // Forgettable table: clear it before it is half full and refill it with the lists.
+            if (forgettable && s_filled + C > hsize / 2) {
+                __syncthreads();
+                visited_clear(table, hsize);
+                __syncthreads();
+                if (tid == 0) s_cnt = 0;
+                __syncthreads();
+                for (u32 i = tid; i < L + R; i += bd) {
+                    const u32 id = key_id(i < L ? top_i[i] : res_i[i - L]);
+                    if (id != INVALID && visited_insert(table, hmask, id)) atomicAdd(&s_cnt, 1u);
+                }
+                __syncthreads();
+                if (tid == 0) s_filled = s_cnt;
+            }
+            if (np == 0) {
+                // Converged before min_iter: restart from random points.
+                for (u32 s = tid; s < C; s += bd)
+                    gathered[s] = (u32)below(hash3(a.seed, key, ((u64)part << 40) | (counter + s)), a.n);
+                counter += C;
+            } else {
+                if (tid == 0) hops += np;
+                for (u32 s = tid; s < C; s += bd) {
+                    const u32 p = s / a.degree;
+                    gathered[s] = p < np ? a.graph[(u64)parents[p] * a.degree + (s - p * a.degree)] : INVALID;
+                }
+            }
+            __syncthreads();
+        }
+
+        // Output: the first out_len distinct entries of the result list, by one warp.
+        __syncthreads();
+        if (tid < 32) {
+            const float* od = filtered ? res_d : top_d;
+            const u32* oi = filtered ? res_i : top_i;
+            u32* dst_i = a.out_ids + (u64)w * a.out_len;
+            float* dst_d = a.out_d + (u64)w * a.out_len;
+            u32 pos = 0;
+            for (u32 base = 0; base < L && pos < a.out_len; base += 32) {
+                const u32 i = base + lane;
+                const u32 id = i < L ? key_id(oi[i]) : INVALID;
+                const bool keep = id != INVALID && (i == 0 || key_id(oi[i - 1]) != id);
+                const u32 ballot = __ballot_sync(0xffffffffu, keep);
+                const u32 at = pos + __popc(ballot & ((1u << lane) - 1u));
+                if (keep && at < a.out_len) {
+                    dst_i[at] = id;
+                    dst_d[at] = od[i];
+                }
+                pos += __popc(ballot);
+            }
+            for (u32 i = pos + lane; i < a.out_len; i += 32) {
+                dst_i[i] = INVALID;
+                dst_d[i] = inf_f32();
+            }
+        }
+    }
+    if (tid == 0) {
+        atomicAdd(&a.counters[0], (unsigned long long)hops);
+        atomicAdd(&a.counters[1], (unsigned long long)dcs);
+    }
+}
+
+}  // namespace cagra_search
+}  // namespace weft
+
+using namespace weft;
+using namespace weft::cagra_search;
+
+#define WEFT_CAGRA_SEARCH(NAME, T)                                                                     \
+    extern "C" __global__ void NAME(                                                                   \
+        const u8* data, u32 n, u32 stride, const u32* graph, u32 degree, const u8* queries, u32 nq,    \
+        i32 metric, u32 itopk, u32 width, u32 max_iter, u32 min_iter, u32 team, u64 seed,              \
+        const u32* entries, u32 n_entries, const u32* filter, u32 has_filter, u32 cand_cap,            \
+        u32 hash_bits, u32 table_mode, u32* gtable, u32 num_cta, u32 out_len, u32* out_ids,            \
+        float* out_d, unsigned long long* counters) {                                                  \
+        Args a = {data,      n,        stride,    graph,     degree,   queries, nq,       metric,      \
+                  itopk,     width,    max_iter,  min_iter,  team,     seed,    entries,  n_entries,   \
+                  filter,    has_filter, cand_cap, hash_bits, table_mode, gtable, num_cta, out_len,    \
+                  out_ids,   out_d,    counters};                                                      \
+        search<T>(a);                                                                                  \
+    }
+
+WEFT_CAGRA_SEARCH(cagra_search_f32, float)
+WEFT_CAGRA_SEARCH(cagra_search_f16, f16_t)
+WEFT_CAGRA_SEARCH(cagra_search_u8, u8)
+WEFT_CAGRA_SEARCH(cagra_search_i8, i8)
+
+// Sets `len` words to INVALID (empties global visited tables).
+extern "C" __global__ void cagra_search_fill(u32* p, unsigned long long len) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < len;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        p[i] = INVALID;
+}
+
+// Multi-CTA results: per query, the `k` best distinct of `parts` sorted lists of `len` entries
+// (`in_ids` / `in_d`, [query][part][len]); `slots` (a power of two >= parts * len) pairs of
+// dynamic shared memory.
+extern "C" __global__ void cagra_search_merge(const u32* in_ids, const float* in_d, u32 parts, u32 len,
+                                              u32 slots, u32 k, u32* out_ids, float* out_d) {
+    extern __shared__ __align__(16) u32 smem[];
+    float* d = reinterpret_cast<float*>(smem);
+    u32* id = smem + slots;
+    const u32 q = blockIdx.x;
+    const u32 m = parts * len;
+    for (u32 i = threadIdx.x; i < slots; i += blockDim.x) {
+        d[i] = i < m ? in_d[(u64)q * m + i] : inf_f32();
+        id[i] = i < m ? in_ids[(u64)q * m + i] : INVALID;
+        if (id[i] == INVALID) d[i] = inf_f32();
+    }
+    block_bitonic_sort(d, id, slots);
+    if (threadIdx.x < 32) {
+        const u32 lane = threadIdx.x;
+        u32 pos = 0;
+        for (u32 base = 0; base < slots && pos < k; base += 32) {
+            const u32 i = base + lane;
+            const u32 x = id[i];
+            const bool keep = x != INVALID && (i == 0 || id[i - 1] != x);
+            const u32 ballot = __ballot_sync(0xffffffffu, keep);
+            const u32 at = pos + __popc(ballot & ((1u << lane) - 1u));
+            if (keep && at < k) {
+                out_ids[(u64)q * k + at] = x;
+                out_d[(u64)q * k + at] = d[i];
+            }
+            pos += __popc(ballot);
+        }
+        for (u32 i = pos + lane; i < k; i += 32) {
+            out_ids[(u64)q * k + i] = INVALID;
+            out_d[(u64)q * k + i] = inf_f32();
+        }
+    }
+}
