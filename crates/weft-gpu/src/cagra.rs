@@ -73,6 +73,12 @@ impl DeviceFixedGraph {
         &self.ids
     }
 
+    /// Wraps device rows built by another stage (GRNND): `n * degree` ids.
+    pub(crate) fn from_parts(n: usize, degree: usize, ids: CudaSlice<NodeId>) -> Result<Self> {
+        crate::launch::need(ids.len(), n as u64 * degree as u64, "device graph ids")?;
+        Ok(DeviceFixedGraph { n, degree, ids })
+    }
+
     /// Copies the graph to the host (no entry points).
     pub fn download(&self, ctx: &GpuContext) -> Result<FixedDegreeGraph> {
         let ids = ctx.download(&self.ids, self.n * self.degree)?;

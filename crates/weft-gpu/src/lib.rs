@@ -15,6 +15,8 @@
 //!   f32, f16, u8, i8; k up to [`exact::MAX_K`]).
 //! - [`Gnnd`]: GPU NN-Descent (GNND) k-NN graphs, left on the device as a [`DeviceKnnGraph`]
 //!   or brought back.
+//! - [`Grnnd`]: GRNND (GPU RNN-Descent) search graphs of fixed degree, left on the device as a
+//!   [`DeviceFixedGraph`] or brought back.
 //! - [`CagraOptimizer`]: CAGRA graph optimisation (detour pruning, reverse edges, merge) of a
 //!   k-NN graph on the host or on the device.
 //! - [`CagraSearchDevice`]: CAGRA-style graph search (single- and multi-CTA, filters, k up to
@@ -31,6 +33,7 @@ pub mod context;
 pub mod device_graph;
 pub mod exact;
 pub mod gnnd;
+pub mod grnnd;
 pub mod loader;
 pub mod matrix;
 pub mod nvrtc;
@@ -44,6 +47,7 @@ pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_d
 pub use device_graph::DeviceKnnGraph;
 pub use exact::{ExactGpu, ExactPlan};
 pub use gnnd::{Gnnd, GnndConfig, GnndStats};
+pub use grnnd::{Grnnd, GrnndConfig, GrnndStats, PairOrder};
 pub use loader::{KernelLoadPath, KernelMode};
 pub use matrix::DeviceMatrix;
 

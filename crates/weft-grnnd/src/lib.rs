@@ -1,14 +1,22 @@
 //! # weft-grnnd
 //!
-//! GRNND (Li et al., 2025): RNN-Descent redesigned for the GPU. It uses disordered neighbour
-//! updates, fixed-capacity double-buffered pools, warp-cooperative distances, and atomic
-//! insertion of packed (distance, id) entries. It shares its parameters with the CPU
-//! RNN-Descent of `weft-rnndescent` ([`GrnndParams`] is the same type), so the two back ends
-//! can be compared setting by setting.
+//! GRNND (Li, Li, Chang & Miyazaki, 2025): RNN-Descent redesigned for the GPU. It uses
+//! disordered neighbour updates, fixed-capacity double-buffered pools, warp-cooperative
+//! distances, and atomic insertion of packed (distance, id) entries. It shares its parameters
+//! with the CPU RNN-Descent of `weft-rnndescent` ([`GrnndParams`] is the same type), so the two
+//! back ends can be compared setting by setting.
 //!
-//! **Status:** the GPU builder is not implemented yet, so `grnnd` is not in weft's registry:
-//! asking for it gives a clear "not available yet" error.
+//! The builder, [`GrnndGpu`] (name `grnnd`), is behind the `cuda` feature; the device side
+//! (kernels, launches, host orchestration, connectivity check and repair) lives in
+//! `weft_gpu::grnnd`. `docs/grnnd.md` describes the design, the ambiguities of the paper and how
+//! they were resolved, and the measured figures.
+
+#[cfg(feature = "cuda")]
+mod gpu;
+
+#[cfg(feature = "cuda")]
+pub use gpu::GrnndGpu;
 
 /// The parameters of GRNND: those of the CPU RNN-Descent, including the GPU-only fields
-/// (back-edge ratio `rho`, update order).
+/// (back-edge ratio `rho`, update order, reverse sampling, pair cap).
 pub type GrnndParams = weft_rnndescent::RnnDescentParams;

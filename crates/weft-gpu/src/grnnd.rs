@@ -1,0 +1,986 @@
+//! GRNND (Li, Li, Chang & Miyazaki 2025), RNN-Descent on the GPU: [`Grnnd`] builds a search
+//! graph of fixed out-degree on the device and leaves it there ([`DeviceFixedGraph`]) or brings
+//! it back ([`FixedDegreeGraph`]).
+//!
+//! The kernels are in `kernels/grnnd/grnnd.cu`; the design and the choices where the paper is
+//! ambiguous are in `docs/grnnd.md`. In short:
+//! 1. `grnnd_init_*`: every vertex gets `min(S, n - 1)` distinct random neighbours, NEW.
+//! 2. `T1` outer iterations of `T2` rounds of `grnnd_update_*` (one warp per vertex): the
+//!    vertex's pool (read buffer) is visited pair by pair in the configured order (random,
+//!    ascending, descending); the RNG rule redirects the farther member of a pruned pair to the
+//!    closer one's pool in the write buffer; survivors go to the vertex's own pool. Insertions
+//!    are the digest's corrected WARP_INSERT on packed 64-bit `(distance, flag, id)` entries
+//!    (ballot de-duplication, slot reservation, compare-and-swap replacement of the largest
+//!    entry). The read buffer is cleared and the buffers swapped after every round.
+//! 3. Between outer iterations (and after the last with `final_reverse`), `grnnd_reverse`
+//!    copies every pool and adds the reverse edges of the `ceil(rho k)` closest (or first) entries.
+//! 4. `grnnd_finalize`: rows de-duplicated, sorted, cut to the output degree.
+//! 5. The entry point (the vertex nearest the mean), a breadth-first search from it on the
+//!    device, and, when some vertices are unreachable, the host repair of
+//!    [`repair_connectivity`].
+//!
+//! Results are valid graphs but not bit-reproducible for a seed (atomic arrival order decides
+//! which of equal-capacity candidates land first).
+
+use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
+use weft_core::{
+    BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, INVALID, Metric, NodeId, Result,
+};
+
+use crate::cagra::DeviceFixedGraph;
+use crate::context::GpuContext;
+use crate::launch::{self, cfg, launch, need, u32_of};
+use crate::matrix::DeviceMatrix;
+
+/// The largest pool capacity `R` (a warp's rows fit 4 x 20 R bytes of shared memory).
+pub const MAX_R: usize = 256;
+/// The most vertices: ids use 31 bits (bit 31 of an entry is the NEW flag).
+pub const MAX_POINTS: usize = (1 << 31) - 2;
+/// A free pool slot (larger than every entry).
+pub const EMPTY: u64 = u64::MAX;
+/// The NEW flag of a packed entry.
+pub const NEW_BIT: u64 = 0x8000_0000;
+
+/// Warps per block of the warp-per-vertex kernels (the kernel's `WARPS`).
+const WARPS: u32 = 4;
+/// Threads per block and most blocks of the grid-stride kernels.
+const FILL_THREADS: u32 = 256;
+const FILL_BLOCKS: u64 = 4096;
+/// Rows per block of `grnnd_colsum_*` (the kernel's `COLSUM_ROWS`).
+const COLSUM_ROWS: u32 = 1024;
+/// Repair passes before giving up (each pass links every unreachable component it can).
+const REPAIR_PASSES: usize = 32;
+
+/// The order-preserving map of `f32` to `u32` the kernels use for entry keys.
+pub fn ordered(f: f32) -> u32 {
+    let b = f.to_bits();
+    if b & 0x8000_0000 != 0 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+/// The inverse of [`ordered`].
+pub fn from_ordered(key: u32) -> f32 {
+    f32::from_bits(if key & 0x8000_0000 != 0 {
+        key & 0x7fff_ffff
+    } else {
+        !key
+    })
+}
+
+/// A packed pool entry: `ordered(dist) << 32 | new << 31 | id` (`id < 2^31 - 1`).
+pub fn pack(dist: f32, new: bool, id: NodeId) -> u64 {
+    (u64::from(ordered(dist + 0.0)) << 32) | if new { NEW_BIT } else { 0 } | u64::from(id)
+}
+
+/// `(distance, new, id)` of a packed entry.
+pub fn unpack(e: u64) -> (f32, bool, NodeId) {
+    (
+        from_ordered((e >> 32) as u32),
+        e & NEW_BIT != 0,
+        (e as u32) & 0x7fff_ffff,
+    )
+}
+
+/// In which order the update kernel visits the pairs of a pool (the paper's Fig. 7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PairOrder {
+    /// A random permutation seeded by (seed, round, vertex): "disordered" propagation.
+    #[default]
+    Random,
+    /// Ascending distance from the vertex.
+    Ascending,
+    /// Descending distance from the vertex.
+    Descending,
+}
+
+impl PairOrder {
+    fn code(self) -> u32 {
+        match self {
+            PairOrder::Random => 0,
+            PairOrder::Ascending => 1,
+            PairOrder::Descending => 2,
+        }
+    }
+}
+
+/// GRNND's settings (the fields of `weft_rnndescent::RnnDescentParams` the GPU uses, plus the
+/// seed).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GrnndConfig {
+    /// `S`: random neighbours per vertex at the start (`1..=r`).
+    pub s: usize,
+    /// `R`: pool capacity (`1..=MAX_R`).
+    pub r: usize,
+    /// `T1`: outer iterations (at least 1).
+    pub t1: usize,
+    /// `T2`: update rounds per outer iteration (at least 1).
+    pub t2: usize,
+    /// Out-degree of the output graph (`1..=r`).
+    pub degree: usize,
+    /// Reverse-edge sampling ratio in `(0, 1]`.
+    pub rho: f32,
+    /// Pair order of the update rounds.
+    pub order: PairOrder,
+    /// Reverse edges for the closest `ceil(rho k)` entries (`false`: the first in pool order).
+    pub reverse_closest: bool,
+    /// Skip pairs of two OLD entries (already compared).
+    pub new_old: bool,
+    /// Prune on `d(i, j) < max(d(v, i), d(v, j))` (`false`: on `<=`).
+    pub strict: bool,
+    /// At most this many pairs evaluated per vertex and round (`None`: every pair).
+    pub max_pairs: Option<usize>,
+    /// Add reverse edges after the last outer iteration too.
+    pub final_reverse: bool,
+    /// Link unreachable vertices into the graph (see [`repair_connectivity`]).
+    pub repair: bool,
+    /// Seed of the random start and of the random pair order.
+    pub seed: u64,
+}
+
+impl Default for GrnndConfig {
+    fn default() -> Self {
+        GrnndConfig {
+            s: 20,
+            r: 64,
+            t1: 3,
+            t2: 10,
+            degree: 32,
+            rho: 0.6,
+            order: PairOrder::Random,
+            reverse_closest: true,
+            new_old: true,
+            strict: true,
+            max_pairs: None,
+            final_reverse: false,
+            repair: true,
+            seed: 0,
+        }
+    }
+}
+
+impl GrnndConfig {
+    /// Checks the settings for `n` vertices.
+    pub fn check(&self, n: usize) -> Result<()> {
+        if self.r == 0 || self.r > MAX_R {
+            return Err(Error::invalid_param(
+                "r",
+                format!(
+                    "the GPU pool capacity R must be in 1..={MAX_R}, got {}",
+                    self.r
+                ),
+            ));
+        }
+        if self.s == 0 || self.s > self.r {
+            return Err(Error::invalid_param(
+                "s",
+                format!("S = {} must be in 1..=R (R = {})", self.s, self.r),
+            ));
+        }
+        if self.t1 == 0 || self.t2 == 0 {
+            return Err(Error::invalid_param(
+                "t1",
+                "T1 and T2 must be at least 1",
+            ));
+        }
+        if self.degree == 0 || self.degree > self.r {
+            return Err(Error::invalid_param(
+                "degree",
+                format!("degree {} must be in 1..=R (R = {})", self.degree, self.r),
+            ));
+        }
+        if !(self.rho > 0.0 && self.rho <= 1.0) {
+            return Err(Error::invalid_param(
+                "rho",
+                format!("must be in (0, 1], got {}", self.rho),
+            ));
+        }
+        if let Some(m) = self.max_pairs {
+            if m == 0 || m > u32::MAX as usize {
+                return Err(Error::invalid_param(
+                    "max_pairs",
+                    format!("must be in 1..={}, got {m}", u32::MAX),
+                ));
+            }
+        }
+        if n == 0 {
+            return Err(Error::InvalidInput(
+                "cannot build a graph over an empty set".into(),
+            ));
+        }
+        if n > MAX_POINTS {
+            return Err(Error::InvalidInput(format!(
+                "{n} points exceed GRNND's id range ({MAX_POINTS})"
+            )));
+        }
+        Ok(())
+    }
+
+    fn mode(&self) -> u32 {
+        self.strict as u32 | (self.new_old as u32) << 1 | self.order.code() << 2
+    }
+}
+
+/// What a GRNND build did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GrnndStats {
+    /// Update rounds run (`t1 * t2`).
+    pub rounds: usize,
+    /// Reverse-edge steps run.
+    pub reverse_steps: usize,
+    /// Pair distances evaluated by the update rounds.
+    pub distance_computations: u64,
+    /// Redirected (pruned) edges.
+    pub redirects: u64,
+    /// Entries of the final pools before the cut to the output degree.
+    pub edges_before_cut: u64,
+    /// The entry point (the vertex nearest the mean of the data).
+    pub entry_point: NodeId,
+    /// Vertices unreachable from the entry point before the repair.
+    pub unreachable: usize,
+    /// Edges the repair replaced or added.
+    pub repair_links: usize,
+    /// Vertices still unreachable after the repair (0 unless the repair was off or gave up).
+    pub unreachable_after: usize,
+    /// Device bytes the build allocated (the vectors included when they were uploaded).
+    pub bytes: u64,
+}
+
+/// GRNND on one GPU (see the module documentation).
+#[derive(Clone, Copy, Debug)]
+pub struct Grnnd<'c> {
+    ctx: &'c GpuContext,
+    budget: Option<u64>,
+}
+
+/// Two pools of `n x r` packed entries with their reservation counters.
+struct Pools {
+    n: usize,
+    r: usize,
+    a: CudaSlice<u64>,
+    ca: CudaSlice<u32>,
+    b: CudaSlice<u64>,
+    cb: CudaSlice<u32>,
+}
+
+impl<'c> Grnnd<'c> {
+    /// GRNND on `ctx`, within the default memory budget.
+    pub fn new(ctx: &'c GpuContext) -> Self {
+        Grnnd { ctx, budget: None }
+    }
+
+    /// Limits device memory to `bytes` (still capped by free memory).
+    pub fn with_budget(mut self, bytes: u64) -> Self {
+        self.budget = Some(bytes);
+        self
+    }
+
+    /// Device bytes a build of `n` points of `dim` elements of `T` needs with pool capacity `r`
+    /// and output degree `degree` (`vectors`: plus the uploaded vectors).
+    pub fn bytes_needed<T: Element>(
+        n: usize,
+        dim: usize,
+        r: usize,
+        degree: usize,
+        vectors: bool,
+    ) -> u64 {
+        let n64 = n as u64;
+        let data = if vectors {
+            DeviceMatrix::<T>::bytes_for(n, dim)
+        } else {
+            0
+        };
+        // Two pools and counters, the output rows and counts, levels, column sums, scalars.
+        data + 2 * n64 * r as u64 * 8 + 2 * n64 * 4 + n64 * degree as u64 * 4 + 2 * n64 * 4
+            + dim as u64 * 4
+            + 64
+    }
+
+    /// Builds the graph of `data` (on the host) and returns it on the host, with the entry
+    /// point.
+    pub fn build<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        config: &GrnndConfig,
+        build: &BuildCtx,
+    ) -> Result<(FixedDegreeGraph, GrnndStats)> {
+        config.check(data.rows())?;
+        data.check_finite()?;
+        let bytes =
+            Self::bytes_needed::<T>(data.rows(), data.dim(), config.r, config.degree, true);
+        self.ctx.check_fits(bytes, self.budget)?;
+        let m = DeviceMatrix::upload(self.ctx, data)?;
+        let (g, mut stats) = self.build_device(&m, metric, config, build)?;
+        stats.bytes = bytes;
+        let graph = g.download(self.ctx)?.with_entry_points(vec![stats.entry_point]);
+        Ok((graph, stats))
+    }
+
+    /// Builds the graph of vectors already on the device and leaves it there (the entry point
+    /// is in the stats).
+    pub fn build_device<T: Element>(
+        &self,
+        data: &DeviceMatrix<T>,
+        metric: Metric,
+        config: &GrnndConfig,
+        build: &BuildCtx,
+    ) -> Result<(DeviceFixedGraph, GrnndStats)> {
+        let n = data.rows();
+        config.check(n)?;
+        let bytes = Self::bytes_needed::<T>(n, data.dim(), config.r, config.degree, false);
+        self.ctx.check_fits(bytes, self.budget)?;
+        build.check_cancelled()?;
+        let ctx = self.ctx;
+        let view = data.rows_view(0, n)?;
+        let stride = u32_of(data.stride(), "stride")?;
+        let mut stats = GrnndStats {
+            bytes,
+            ..Default::default()
+        };
+        let mut pools = Pools::alloc(ctx, n, config.r)?;
+        let mut counters = ctx.alloc_zeros::<u64>(2)?;
+        let total = (config.t1 * config.t2) as u64;
+        build.progress().begin("grnnd", Some(total));
+        init::<T>(ctx, &view, stride, metric, config, &mut pools)?;
+        let mut round = 0u32;
+        for t1 in 0..config.t1 {
+            for _ in 0..config.t2 {
+                build.check_cancelled()?;
+                update::<T>(
+                    ctx,
+                    &view,
+                    stride,
+                    metric,
+                    config,
+                    round,
+                    &mut pools,
+                    &mut counters,
+                )?;
+                pools.clear_a_and_swap(ctx)?;
+                round += 1;
+                stats.rounds += 1;
+                build.progress().advance(1);
+            }
+            if t1 + 1 != config.t1 || config.final_reverse {
+                build.check_cancelled()?;
+                reverse(ctx, config, &mut pools)?;
+                pools.clear_a_and_swap(ctx)?;
+                stats.reverse_steps += 1;
+            }
+        }
+        build.progress().end();
+        build.check_cancelled()?;
+        let (ids, counts) = finalize(ctx, config.degree, &pools)?;
+        drop(pools);
+        let c = ctx.download(&counters, 2)?;
+        stats.distance_computations = c[0];
+        stats.redirects = c[1];
+        stats.edges_before_cut = ctx.download(&counts, n)?.iter().map(|&k| k as u64).sum();
+        drop(counts);
+        let entry = entry_point::<T>(ctx, &view, n, data.dim(), stride)?;
+        stats.entry_point = entry;
+        let graph = DeviceFixedGraph::from_parts(n, config.degree, ids)?;
+        let levels = reachability(ctx, &graph, entry)?;
+        stats.unreachable = levels.iter().filter(|&&l| l == INVALID).count();
+        stats.unreachable_after = stats.unreachable;
+        if stats.unreachable == 0 || !config.repair {
+            return Ok((graph, stats));
+        }
+        let host = graph.download(ctx)?;
+        let mut ids = host.ids().to_vec();
+        let report = repair_connectivity(&mut ids, n, config.degree, &[entry], config.seed);
+        stats.repair_links = report.links;
+        stats.unreachable_after = report.unreachable_after;
+        let ids = ctx.upload(&ids)?;
+        Ok((DeviceFixedGraph::from_parts(n, config.degree, ids)?, stats))
+    }
+}
+
+impl Pools {
+    fn alloc(ctx: &GpuContext, n: usize, r: usize) -> Result<Self> {
+        let len = n * r;
+        let mut p = Pools {
+            n,
+            r,
+            a: ctx.alloc_zeros(len)?,
+            ca: ctx.alloc_zeros(n)?,
+            b: ctx.alloc_zeros(len)?,
+            cb: ctx.alloc_zeros(n)?,
+        };
+        fill_u64(ctx, &mut p.a, len, EMPTY)?;
+        fill_u64(ctx, &mut p.b, len, EMPTY)?;
+        Ok(p)
+    }
+
+    /// Empties pool A (EMPTY entries, zero counters) and swaps A and B.
+    fn clear_a_and_swap(&mut self, ctx: &GpuContext) -> Result<()> {
+        fill_u64(ctx, &mut self.a, self.n * self.r, EMPTY)?;
+        ctx.stream()
+            .memset_zeros(&mut self.ca)
+            .map_err(|e| Error::Gpu(format!("zero the pool counters: {e}")))?;
+        std::mem::swap(&mut self.a, &mut self.b);
+        std::mem::swap(&mut self.ca, &mut self.cb);
+        Ok(())
+    }
+}
+
+fn grid_stride(len: u64) -> Result<(u32, u32, u32)> {
+    Ok((
+        u32_of(
+            len.div_ceil(FILL_THREADS as u64).clamp(1, FILL_BLOCKS) as usize,
+            "blocks",
+        )?,
+        1,
+        1,
+    ))
+}
+
+fn warp_grid(n: usize) -> Result<(u32, u32, u32)> {
+    Ok((u32_of(n.div_ceil(WARPS as usize), "blocks")?, 1, 1))
+}
+
+/// Dynamic shared memory of the pool kernels: per warp, 2 R entries and R indices.
+fn pool_smem(r: usize) -> u32 {
+    WARPS * r as u32 * 20
+}
+
+fn fill_u64(ctx: &GpuContext, p: &mut CudaSlice<u64>, len: usize, value: u64) -> Result<()> {
+    need(p.len(), len as u64, "grnnd_fill_u64")?;
+    if len == 0 {
+        return Ok(());
+    }
+    let name = "grnnd_fill_u64";
+    let f = ctx.function("grnnd", name)?;
+    let len64 = len as u64;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(p).arg(&len64).arg(&value);
+    launch(ctx, name, a, cfg(grid_stride(len64)?, FILL_THREADS, 0))
+}
+
+fn fill_u32(ctx: &GpuContext, p: &mut CudaSlice<u32>, len: usize, value: u32) -> Result<()> {
+    need(p.len(), len as u64, "grnnd_fill_u32")?;
+    if len == 0 {
+        return Ok(());
+    }
+    let name = "grnnd_fill_u32";
+    let f = ctx.function("grnnd", name)?;
+    let len64 = len as u64;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(p).arg(&len64).arg(&value);
+    launch(ctx, name, a, cfg(grid_stride(len64)?, FILL_THREADS, 0))
+}
+
+fn init<T: Element>(
+    ctx: &GpuContext,
+    data: &CudaView<'_, u8>,
+    stride: u32,
+    metric: Metric,
+    config: &GrnndConfig,
+    p: &mut Pools,
+) -> Result<()> {
+    let (n, r, s) = (
+        u32_of(p.n, "vertices")?,
+        u32_of(p.r, "r")?,
+        u32_of(config.s, "s")?,
+    );
+    need(data.len(), launch::elem_bytes::<T>(n, stride), "grnnd_init data")?;
+    need(p.a.len(), n as u64 * r as u64, "grnnd_init pool")?;
+    if s > r {
+        return Err(Error::Gpu(format!("internal: S {s} > R {r}")));
+    }
+    let name = format!("grnnd_init_{}", T::DTYPE.name());
+    let f = ctx.function("grnnd", &name)?;
+    let code = metric.code() as i32;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(data)
+        .arg(&n)
+        .arg(&stride)
+        .arg(&code)
+        .arg(&s)
+        .arg(&config.seed)
+        .arg(&mut p.a)
+        .arg(&mut p.ca)
+        .arg(&r);
+    launch(ctx, &name, a, cfg(warp_grid(p.n)?, WARPS * 32, 0))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn update<T: Element>(
+    ctx: &GpuContext,
+    data: &CudaView<'_, u8>,
+    stride: u32,
+    metric: Metric,
+    config: &GrnndConfig,
+    round: u32,
+    p: &mut Pools,
+    counters: &mut CudaSlice<u64>,
+) -> Result<()> {
+    let (n, r) = (u32_of(p.n, "vertices")?, u32_of(p.r, "r")?);
+    need(data.len(), launch::elem_bytes::<T>(n, stride), "grnnd_update data")?;
+    need(p.a.len(), n as u64 * r as u64, "grnnd_update pool A")?;
+    need(p.b.len(), n as u64 * r as u64, "grnnd_update pool B")?;
+    need(counters.len(), 2, "grnnd_update counters")?;
+    let name = format!("grnnd_update_{}", T::DTYPE.name());
+    let f = ctx.function("grnnd", &name)?;
+    let code = metric.code() as i32;
+    let mode = config.mode();
+    let max_pairs = config.max_pairs.unwrap_or(0) as u32;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(data)
+        .arg(&n)
+        .arg(&stride)
+        .arg(&code)
+        .arg(&p.a)
+        .arg(&p.ca)
+        .arg(&mut p.b)
+        .arg(&mut p.cb)
+        .arg(&r)
+        .arg(&mode)
+        .arg(&max_pairs)
+        .arg(&config.seed)
+        .arg(&round)
+        .arg(counters);
+    launch(
+        ctx,
+        &name,
+        a,
+        cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)),
+    )
+}
+
+fn reverse(ctx: &GpuContext, config: &GrnndConfig, p: &mut Pools) -> Result<()> {
+    let (n, r) = (u32_of(p.n, "vertices")?, u32_of(p.r, "r")?);
+    need(p.a.len(), n as u64 * r as u64, "grnnd_reverse pool A")?;
+    need(p.b.len(), n as u64 * r as u64, "grnnd_reverse pool B")?;
+    let name = "grnnd_reverse";
+    let f = ctx.function("grnnd", name)?;
+    let closest = config.reverse_closest as u32;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&p.a)
+        .arg(&p.ca)
+        .arg(&mut p.b)
+        .arg(&mut p.cb)
+        .arg(&n)
+        .arg(&r)
+        .arg(&config.rho)
+        .arg(&closest);
+    launch(ctx, name, a, cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)))
+}
+
+/// The output rows (`n * degree`) and the pool sizes (`n`) of pool A.
+fn finalize(
+    ctx: &GpuContext,
+    degree: usize,
+    p: &Pools,
+) -> Result<(CudaSlice<NodeId>, CudaSlice<u32>)> {
+    let (n, r, d) = (
+        u32_of(p.n, "vertices")?,
+        u32_of(p.r, "r")?,
+        u32_of(degree, "degree")?,
+    );
+    if d > r {
+        return Err(Error::Gpu(format!("internal: degree {d} > R {r}")));
+    }
+    let mut out = ctx.alloc_zeros::<NodeId>(p.n * degree)?;
+    let mut counts = ctx.alloc_zeros::<u32>(p.n)?;
+    let name = "grnnd_finalize";
+    let f = ctx.function("grnnd", name)?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&p.a)
+        .arg(&p.ca)
+        .arg(&n)
+        .arg(&r)
+        .arg(&d)
+        .arg(&mut out)
+        .arg(&mut counts);
+    launch(ctx, name, a, cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)))?;
+    Ok((out, counts))
+}
+
+/// The vertex nearest (squared L2) to the mean of the data, ties to the lowest id.
+fn entry_point<T: Element>(
+    ctx: &GpuContext,
+    data: &CudaView<'_, u8>,
+    n: usize,
+    dim: usize,
+    stride: u32,
+) -> Result<NodeId> {
+    let (n32, dim32) = (u32_of(n, "vertices")?, u32_of(dim, "dim")?);
+    need(data.len(), launch::elem_bytes::<T>(n32, stride), "grnnd entry data")?;
+    if dim32 > stride {
+        return Err(Error::Gpu(format!("internal: dim {dim} > stride {stride}")));
+    }
+    let mut sums = ctx.alloc_zeros::<f32>(dim.max(1))?;
+    let name = format!("grnnd_colsum_{}", T::DTYPE.name());
+    let f = ctx.function("grnnd", &name)?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(data).arg(&n32).arg(&stride).arg(&dim32).arg(&mut sums);
+    launch(
+        ctx,
+        &name,
+        a,
+        cfg((n32.div_ceil(COLSUM_ROWS), 1, 1), 128, 0),
+    )?;
+    let mut best = ctx.upload(&[u64::MAX])?;
+    let name = format!("grnnd_nearest_{}", T::DTYPE.name());
+    let f = ctx.function("grnnd", &name)?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(data)
+        .arg(&n32)
+        .arg(&stride)
+        .arg(&dim32)
+        .arg(&sums)
+        .arg(&mut best);
+    launch(ctx, &name, a, cfg(warp_grid(n)?, WARPS * 32, 0))?;
+    let b = ctx.download(&best, 1)?[0];
+    let id = b as u32;
+    if id as usize >= n {
+        return Err(Error::Gpu(format!("internal: entry point {id} >= n = {n}")));
+    }
+    Ok(id)
+}
+
+/// BFS levels of every vertex of `graph` from `entry` (`INVALID`: unreachable), on the device.
+pub fn reachability(
+    ctx: &GpuContext,
+    graph: &DeviceFixedGraph,
+    entry: NodeId,
+) -> Result<Vec<u32>> {
+    let n = graph.n();
+    if entry as usize >= n {
+        return Err(Error::InvalidInput(format!(
+            "entry point {entry} out of range (n = {n})"
+        )));
+    }
+    let (n32, d32) = (u32_of(n, "vertices")?, u32_of(graph.degree(), "degree")?);
+    need(graph.ids().len(), n as u64 * d32 as u64, "grnnd_bfs graph")?;
+    let mut level = ctx.alloc_zeros::<u32>(n)?;
+    fill_u32(ctx, &mut level, n, INVALID)?;
+    {
+        let mut one = level.slice_mut(entry as usize..entry as usize + 1);
+        ctx.stream()
+            .memset_zeros(&mut one)
+            .map_err(|e| Error::Gpu(format!("set the entry level: {e}")))?;
+    }
+    let mut changed = ctx.alloc_zeros::<u32>(1)?;
+    let edges = n as u64 * d32 as u64;
+    let name = "grnnd_bfs_step";
+    let f = ctx.function("grnnd", name)?;
+    for cur in 0..n32 {
+        ctx.stream()
+            .memset_zeros(&mut changed)
+            .map_err(|e| Error::Gpu(format!("zero the BFS flag: {e}")))?;
+        let mut a = ctx.stream().launch_builder(&f);
+        a.arg(graph.ids())
+            .arg(&n32)
+            .arg(&d32)
+            .arg(&mut level)
+            .arg(&cur)
+            .arg(&mut changed);
+        launch(ctx, name, a, cfg(grid_stride(edges)?, FILL_THREADS, 0))?;
+        if ctx.download(&changed, 1)?[0] == 0 {
+            break;
+        }
+    }
+    ctx.download(&level, n)
+}
+
+/// What [`repair_connectivity`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Vertices unreachable from the entry points before.
+    pub unreachable_before: usize,
+    /// Edges written (into a free slot, or replacing a row's last edge).
+    pub links: usize,
+    /// Vertices still unreachable after (0 unless the pass limit was hit).
+    pub unreachable_after: usize,
+}
+
+/// Host BFS: which vertices of the rows `ids` (`n x degree`) are reachable from `entries`.
+pub fn reachable(ids: &[NodeId], n: usize, degree: usize, entries: &[NodeId]) -> Vec<bool> {
+    let mut seen = vec![false; n];
+    let mut stack: Vec<NodeId> = Vec::new();
+    for &e in entries {
+        if (e as usize) < n && !seen[e as usize] {
+            seen[e as usize] = true;
+            stack.push(e);
+        }
+    }
+    flood(ids, n, degree, &mut seen, &mut stack);
+    seen
+}
+
+fn flood(ids: &[NodeId], n: usize, degree: usize, seen: &mut [bool], stack: &mut Vec<NodeId>) {
+    while let Some(u) = stack.pop() {
+        for &w in &ids[u as usize * degree..(u as usize + 1) * degree] {
+            if (w as usize) < n && !seen[w as usize] {
+                seen[w as usize] = true;
+                stack.push(w);
+            }
+        }
+    }
+}
+
+/// Links every vertex unreachable from `entries` into the graph `ids` (`n` rows of `degree`
+/// ids, `INVALID` padding last, rows ascending by distance). Per pass, in id order, an
+/// unreachable vertex `u` whose row holds a reachable vertex gets the edge `r -> u` from the
+/// first (closest) such `r`: into `r`'s first free slot, else replacing `r`'s last (farthest)
+/// edge; everything `u` reaches becomes reachable. When a pass links nothing (a component none
+/// of whose rows leaves it), the smallest unreachable vertex is linked from a reachable vertex
+/// picked by a hash of (seed, u). A replaced edge can leave its old target unreachable, so
+/// every pass starts with a fresh BFS; after [`REPAIR_PASSES`] passes whatever is left is
+/// reported.
+pub fn repair_connectivity(
+    ids: &mut [NodeId],
+    n: usize,
+    degree: usize,
+    entries: &[NodeId],
+    seed: u64,
+) -> RepairReport {
+    let mut report = RepairReport::default();
+    if n == 0 || degree == 0 || ids.len() < n * degree || entries.is_empty() {
+        return report;
+    }
+    let mut seen = reachable(ids, n, degree, entries);
+    report.unreachable_before = seen.iter().filter(|&&s| !s).count();
+    let mut stack = Vec::new();
+    for _ in 0..REPAIR_PASSES {
+        if seen.iter().all(|&s| s) {
+            break;
+        }
+        let mut linked = false;
+        for u in 0..n {
+            if seen[u] {
+                continue;
+            }
+            let row = &ids[u * degree..(u + 1) * degree];
+            let Some(&r) = row.iter().find(|&&w| (w as usize) < n && seen[w as usize]) else {
+                continue;
+            };
+            link(ids, degree, r as usize, u as NodeId);
+            report.links += 1;
+            linked = true;
+            seen[u] = true;
+            stack.push(u as NodeId);
+            flood(ids, n, degree, &mut seen, &mut stack);
+        }
+        if !linked {
+            if let Some(u) = seen.iter().position(|&s| !s) {
+                let mut r = (weft_core::rng::hash3(seed, u as u64, 0x7265_7061_6972) % n as u64)
+                    as usize;
+                while !seen[r] {
+                    r = (r + 1) % n;
+                }
+                link(ids, degree, r, u as NodeId);
+                report.links += 1;
+            }
+        }
+        seen = reachable(ids, n, degree, entries);
+    }
+    report.unreachable_after = seen.iter().filter(|&&s| !s).count();
+    report
+}
+
+/// Writes the edge `r -> u`: into the first free slot of row `r`, else over its last edge.
+fn link(ids: &mut [NodeId], degree: usize, r: usize, u: NodeId) {
+    let row = &mut ids[r * degree..(r + 1) * degree];
+    match row.iter().position(|&w| w == INVALID) {
+        Some(slot) => row[slot] = u,
+        None => row[degree - 1] = u,
+    }
+}
+
+/// Device-side pieces of GRNND run on explicit inputs, for the oracle tests
+/// (`tests/grnnd.rs`).
+pub mod testing {
+    use super::*;
+
+    /// A pool buffer brought back: `n` rows of `r` packed entries and the reservation counters.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct PoolRows {
+        /// Rows.
+        pub n: usize,
+        /// Capacity per row.
+        pub r: usize,
+        /// `n * r` packed entries ([`EMPTY`] when free).
+        pub entries: Vec<u64>,
+        /// Reservation counters (the valid slots of row `v` are the first `min(counts[v], r)`).
+        pub counts: Vec<u32>,
+    }
+
+    impl PoolRows {
+        /// Rows holding `rows[v]` (at most `r` entries each).
+        pub fn from_rows(rows: &[Vec<u64>], r: usize) -> Result<Self> {
+            let n = rows.len();
+            let mut entries = vec![EMPTY; n * r];
+            let mut counts = vec![0u32; n];
+            for (v, row) in rows.iter().enumerate() {
+                if row.len() > r {
+                    return Err(Error::InvalidInput(format!("row {v} exceeds R = {r}")));
+                }
+                entries[v * r..v * r + row.len()].copy_from_slice(row);
+                counts[v] = row.len() as u32;
+            }
+            Ok(PoolRows {
+                n,
+                r,
+                entries,
+                counts,
+            })
+        }
+
+        /// The valid entries of row `v` (EMPTY skipped), in slot order.
+        pub fn row(&self, v: usize) -> Vec<u64> {
+            let k = (self.counts[v] as usize).min(self.r);
+            self.entries[v * self.r..v * self.r + k]
+                .iter()
+                .copied()
+                .filter(|&e| e != EMPTY)
+                .collect()
+        }
+
+        fn upload(&self, ctx: &GpuContext) -> Result<(CudaSlice<u64>, CudaSlice<u32>)> {
+            Ok((ctx.upload(&self.entries)?, ctx.upload(&self.counts)?))
+        }
+
+        fn download(
+            ctx: &GpuContext,
+            n: usize,
+            r: usize,
+            p: &CudaSlice<u64>,
+            c: &CudaSlice<u32>,
+        ) -> Result<Self> {
+            Ok(PoolRows {
+                n,
+                r,
+                entries: ctx.download(p, n * r)?,
+                counts: ctx.download(c, n)?,
+            })
+        }
+    }
+
+    /// Runs `grnnd_insert_test`: warp `w` inserts `entries[w]` into row `owners[w]` of `pool`
+    /// (all warps at once); returns the pool afterwards.
+    pub fn insert(
+        ctx: &GpuContext,
+        pool: &PoolRows,
+        owners: &[u32],
+        entries: &[u64],
+    ) -> Result<PoolRows> {
+        if owners.len() != entries.len() || owners.iter().any(|&o| o as usize >= pool.n) {
+            return Err(Error::InvalidInput("insert: bad owners".into()));
+        }
+        let (mut p, mut c) = pool.upload(ctx)?;
+        let m = u32_of(owners.len(), "insertions")?;
+        if m > 0 {
+            let o = ctx.upload(owners)?;
+            let e = ctx.upload(entries)?;
+            let r = u32_of(pool.r, "r")?;
+            let name = "grnnd_insert_test";
+            let f = ctx.function("grnnd", name)?;
+            let mut a = ctx.stream().launch_builder(&f);
+            a.arg(&mut p).arg(&mut c).arg(&r).arg(&o).arg(&e).arg(&m);
+            launch(ctx, name, a, cfg(warp_grid(owners.len())?, WARPS * 32, 0))?;
+        }
+        PoolRows::download(ctx, pool.n, pool.r, &p, &c)
+    }
+
+    /// Runs one update round (`grnnd_update_*`) of `config`'s mode on `pool` (rows of the
+    /// vertices of `data`) into an empty pool; returns it, the pairs evaluated and the redirects.
+    pub fn update_round<T: Element>(
+        ctx: &GpuContext,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        config: &GrnndConfig,
+        round: u32,
+        pool: &PoolRows,
+    ) -> Result<(PoolRows, u64, u64)> {
+        config.check(data.rows())?;
+        if pool.n != data.rows() || pool.r != config.r {
+            return Err(Error::InvalidInput("update_round: inconsistent shapes".into()));
+        }
+        let m = DeviceMatrix::upload(ctx, data)?;
+        let view = m.rows_view(0, pool.n)?;
+        let (a, ca) = pool.upload(ctx)?;
+        let mut p = Pools::alloc(ctx, pool.n, pool.r)?;
+        p.a = a;
+        p.ca = ca;
+        let mut counters = ctx.alloc_zeros::<u64>(2)?;
+        let stride = m.stride() as u32;
+        update::<T>(ctx, &view, stride, metric, config, round, &mut p, &mut counters)?;
+        let c = ctx.download(&counters, 2)?;
+        Ok((
+            PoolRows::download(ctx, pool.n, pool.r, &p.b, &p.cb)?,
+            c[0],
+            c[1],
+        ))
+    }
+
+    /// Runs one reverse-edge step (`grnnd_reverse`) on `pool` into an empty pool.
+    pub fn reverse_step(ctx: &GpuContext, config: &GrnndConfig, pool: &PoolRows) -> Result<PoolRows> {
+        config.check(pool.n)?;
+        if pool.r != config.r {
+            return Err(Error::InvalidInput("reverse_step: inconsistent shapes".into()));
+        }
+        let (a, ca) = pool.upload(ctx)?;
+        let mut p = Pools::alloc(ctx, pool.n, pool.r)?;
+        p.a = a;
+        p.ca = ca;
+        reverse(ctx, config, &mut p)?;
+        PoolRows::download(ctx, pool.n, pool.r, &p.b, &p.cb)
+    }
+
+    /// Runs `grnnd_finalize` on `pool`: the output rows (`n * degree`) and the pool sizes.
+    pub fn finalize_rows(
+        ctx: &GpuContext,
+        pool: &PoolRows,
+        degree: usize,
+    ) -> Result<(Vec<NodeId>, Vec<u32>)> {
+        let (a, ca) = pool.upload(ctx)?;
+        let mut p = Pools::alloc(ctx, pool.n, pool.r)?;
+        p.a = a;
+        p.ca = ca;
+        let (ids, counts) = finalize(ctx, degree, &p)?;
+        Ok((ctx.download(&ids, pool.n * degree)?, ctx.download(&counts, pool.n)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_orders_like_distance_then_id() {
+        let ds = [-3.5f32, -0.0, 0.0, 1e-30, 0.5, 2.0, f32::INFINITY];
+        for w in ds.windows(2) {
+            assert!(pack(w[0], false, 1) <= pack(w[1], false, 1), "{w:?}");
+        }
+        assert!(pack(1.0, false, 3) < pack(1.0, false, 4));
+        assert!(pack(f32::INFINITY, true, 0x7fff_fffe) < EMPTY);
+        for &d in &ds[2..] {
+            assert_eq!(unpack(pack(d, true, 17)), (d, true, 17));
+        }
+    }
+
+    #[test]
+    fn repair_links_every_component() {
+        // 0 -> 1 -> 2; 3 <-> 4 isolated; 5 -> 0 (5 unreachable, its row leads back).
+        let d = 2;
+        let mut ids = vec![
+            1, INVALID, 2, INVALID, 1, INVALID, 4, INVALID, 3, INVALID, 0, INVALID,
+        ];
+        let rep = repair_connectivity(&mut ids, 6, d, &[0], 1);
+        assert_eq!(rep.unreachable_before, 3);
+        assert_eq!(rep.unreachable_after, 0);
+        assert!(reachable(&ids, 6, d, &[0]).iter().all(|&s| s));
+        // Full rows: the last edge is replaced.
+        let mut full = vec![1, 2, 0, 2, 0, 1, 4, 0, 3, 1];
+        let rep = repair_connectivity(&mut full, 5, 2, &[0], 9);
+        assert_eq!(rep.unreachable_before, 2);
+        assert_eq!(rep.unreachable_after, 0);
+        assert!(reachable(&full, 5, 2, &[0]).iter().all(|&s| s));
+    }
+}

@@ -1,0 +1,576 @@
+//! GRNND kernels on a GPU against CPU models: the atomic insertion (heavy contention on one row:
+//! exactly the best-capacity set), the update round (the RNG rule in each pair order, with and
+//! without new/old flags, strict and not), reverse-edge sampling, the finalisation, and whole
+//! builds (valid graphs, every vertex reachable, every metric and element type, clear errors).
+//!
+//! Data are small integers, so that every distance is exact in f32 on both sides and the
+//! pruning decisions of the model and the kernel agree bit for bit.
+
+use proptest::prelude::*;
+use weft_core::rng::{SplitMix64, hash3, mix64};
+use weft_core::{BuildCtx, DatasetView, Element, Error, Metric, NodeId};
+use weft_gpu::grnnd::testing::{PoolRows, finalize_rows, insert, reverse_step, update_round};
+use weft_gpu::grnnd::{EMPTY, NEW_BIT, pack, unpack};
+use weft_gpu::testing::gpu_or_skip;
+use weft_gpu::{GpuContext, Grnnd, GrnndConfig, PairOrder};
+
+const ID_MASK: u64 = 0x7fff_ffff;
+
+fn id_of(e: u64) -> u32 {
+    (e & ID_MASK) as u32
+}
+
+fn key_of(e: u64) -> u64 {
+    e >> 32
+}
+
+/// Integer-valued data in `0..range`.
+fn int_data(n: usize, dim: usize, range: u64, seed: u64) -> Vec<f32> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n * dim).map(|_| rng.below(range) as f32).collect()
+}
+
+fn dist(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
+    match metric {
+        Metric::L2Squared => a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum(),
+        Metric::InnerProduct => -a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>(),
+        Metric::Cosine => unreachable!("the oracle uses exact metrics only"),
+    }
+}
+
+/// A row as the kernels load it: repeated ids merged into their first copy (NEW if any copy is
+/// NEW, the smallest key), EMPTY skipped, slot order.
+fn load_row(row: &[u64]) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    for &x in row {
+        if x == EMPTY {
+            continue;
+        }
+        if let Some(y) = out.iter_mut().find(|y| id_of(**y) == id_of(x)) {
+            let flag = (*y | x) & NEW_BIT;
+            if key_of(x) < key_of(*y) {
+                *y = x;
+            }
+            *y = (*y & !NEW_BIT) | flag;
+        } else {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// Indices of `keys` by (key, index).
+fn rank_perm(keys: &[u64]) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..keys.len()).collect();
+    p.sort_by_key(|&i| (keys[i], i));
+    p
+}
+
+/// The CPU model of one update round: the offers each row receives, in order, the pairs
+/// evaluated and the redirects.
+fn model_update(
+    data: &[f32],
+    dim: usize,
+    metric: Metric,
+    cfg: &GrnndConfig,
+    round: u32,
+    pool: &PoolRows,
+) -> (Vec<Vec<u64>>, u64, u64) {
+    let n = pool.n;
+    let row = |i: u32| &data[i as usize * dim..(i as usize + 1) * dim];
+    let mut offers = vec![Vec::new(); n];
+    let (mut pairs, mut redirects) = (0u64, 0u64);
+    for v in 0..n {
+        let mut e = load_row(&pool.row(v));
+        let k = e.len();
+        let h = hash3(cfg.seed, 0x7570_6461_7465_0000 | round as u64, v as u64);
+        let okey: Vec<u64> = e
+            .iter()
+            .map(|&x| {
+                let x = x & !NEW_BIT;
+                match cfg.order {
+                    PairOrder::Ascending => x,
+                    PairOrder::Descending => !x,
+                    PairOrder::Random => mix64(h ^ (x & ID_MASK)),
+                }
+            })
+            .collect();
+        let perm = rank_perm(&okey);
+        let mut capped = false;
+        let mut my_pairs = 0u64;
+        'outer: for a in 1..k {
+            let i = perm[a];
+            if e[i] == EMPTY {
+                continue;
+            }
+            for &j in &perm[..a] {
+                let (ei, ej) = (e[i], e[j]);
+                if ej == EMPTY {
+                    continue;
+                }
+                if cfg.new_old && ei & NEW_BIT == 0 && ej & NEW_BIT == 0 {
+                    continue;
+                }
+                if let Some(m) = cfg.max_pairs {
+                    if my_pairs >= m as u64 {
+                        capped = true;
+                        break 'outer;
+                    }
+                }
+                my_pairs += 1;
+                let dij = dist(metric, row(id_of(ei)), row(id_of(ej)));
+                let (di, dj) = (unpack(ei).0, unpack(ej).0);
+                let far = di.max(dj);
+                let prune = if cfg.strict { dij < far } else { dij <= far };
+                if !prune {
+                    continue;
+                }
+                let (keep, gone) = if di < dj { (i, j) } else { (j, i) };
+                offers[id_of(e[keep]) as usize].push(pack(dij, true, id_of(e[gone])));
+                redirects += 1;
+                e[gone] = EMPTY;
+                if gone == i {
+                    break;
+                }
+            }
+        }
+        pairs += my_pairs;
+        for &x in &e {
+            if x != EMPTY {
+                offers[v].push(if capped { x } else { x & !NEW_BIT });
+            }
+        }
+    }
+    (offers, pairs, redirects)
+}
+
+/// Checks a kernel-written row against the offers it received (on top of `initial`): the
+/// distinct ids kept are offered ones, as many as fit (less one per duplicate slot a race may
+/// have written), none left out is closer than the farthest kept, and each kept flag was
+/// offered with that id.
+fn check_row(owner: usize, got: &[u64], initial: &[u64], offers: &[u64], r: usize) {
+    let mut all: Vec<u64> = initial.to_vec();
+    all.extend(offers.iter().copied().filter(|&x| id_of(x) as usize != owner));
+    let got_rows = load_row(got);
+    let dups = got.len() - got_rows.len();
+    let mut distinct: Vec<u32> = all.iter().map(|&x| id_of(x)).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let want = distinct.len().min(r);
+    assert!(
+        got_rows.len() + dups >= want && got_rows.len() <= want,
+        "row {owner}: {} distinct kept (+{dups} duplicates), expected {want}",
+        got_rows.len()
+    );
+    let mut max_kept = 0u64;
+    for &x in &got_rows {
+        assert!(
+            all.iter().any(|&y| id_of(y) == id_of(x) && key_of(y) == key_of(x)),
+            "row {owner}: kept {x:#x} was never offered"
+        );
+        assert!(
+            all.iter()
+                .any(|&y| id_of(y) == id_of(x) && (y & NEW_BIT) == (x & NEW_BIT)),
+            "row {owner}: kept flag of {} was never offered",
+            id_of(x)
+        );
+        max_kept = max_kept.max(key_of(x));
+    }
+    if got_rows.len() == want && dups == 0 {
+        for &y in &all {
+            if !got_rows.iter().any(|&x| id_of(x) == id_of(y)) {
+                assert!(
+                    key_of(y) >= max_kept,
+                    "row {owner}: left out {} (key {:#x}) is closer than a kept entry ({max_kept:#x})",
+                    id_of(y),
+                    key_of(y)
+                );
+            }
+        }
+    }
+}
+
+/// Random pools over `n` vertices: rows of up to `fill` distinct ids with their true distances
+/// and random flags.
+fn random_pool(data: &[f32], dim: usize, n: usize, r: usize, fill: usize, metric: Metric, seed: u64) -> PoolRows {
+    let mut rng = SplitMix64::new(seed);
+    let rows: Vec<Vec<u64>> = (0..n)
+        .map(|v| {
+            let m = (rng.below(fill as u64 + 1) as usize).min(n - 1).min(r);
+            let mut ids: Vec<u32> = Vec::new();
+            while ids.len() < m {
+                let u = rng.below(n as u64) as u32;
+                if u as usize != v && !ids.contains(&u) {
+                    ids.push(u);
+                }
+            }
+            ids.iter()
+                .map(|&u| {
+                    let d = dist(
+                        metric,
+                        &data[v * dim..(v + 1) * dim],
+                        &data[u as usize * dim..(u as usize + 1) * dim],
+                    );
+                    pack(d, rng.below(2) == 0, u)
+                })
+                .collect()
+        })
+        .collect();
+    PoolRows::from_rows(&rows, r).unwrap()
+}
+
+fn ctx_or_skip(name: &str) -> Option<GpuContext> {
+    gpu_or_skip(name)
+}
+
+#[test]
+fn grnnd_insert_heavy_contention_keeps_the_best_capacity_set() {
+    let Some(ctx) = ctx_or_skip("grnnd_insert_heavy_contention_keeps_the_best_capacity_set") else {
+        return;
+    };
+    for (case, &(r, m, initial)) in [(64usize, 4000usize, 10usize), (32, 3000, 32), (7, 500, 0), (256, 5000, 100)]
+        .iter()
+        .enumerate()
+    {
+        let mut rng = SplitMix64::new(case as u64 + 11);
+        // Row 0 gets `m` candidates with distinct ids 1..=m (keys with many ties, random flags);
+        // row 1 a few; `initial` entries of row 0 have ids above m.
+        let init: Vec<u64> = (0..initial)
+            .map(|i| pack(rng.below(50) as f32, rng.below(2) == 0, (m + 1 + i) as u32))
+            .collect();
+        let pool = PoolRows::from_rows(&[init.clone(), Vec::new()], r).unwrap();
+        let mut owners = Vec::new();
+        let mut entries = Vec::new();
+        for id in 1..=m as u32 {
+            owners.push(0u32);
+            entries.push(pack(rng.below(100) as f32, rng.below(2) == 0, id));
+            if id % 97 == 0 {
+                owners.push(1);
+                entries.push(pack(rng.below(100) as f32, false, id));
+            }
+        }
+        // A self-loop is refused.
+        owners.push(1);
+        entries.push(pack(0.0, true, 1));
+        let out = insert(&ctx, &pool, &owners, &entries).unwrap();
+        for owner in 0..2usize {
+            let mut offered: Vec<u64> = if owner == 0 { init.clone() } else { Vec::new() };
+            offered.extend(
+                owners
+                    .iter()
+                    .zip(&entries)
+                    .filter(|(o, e)| **o as usize == owner && id_of(**e) as usize != owner)
+                    .map(|(_, e)| *e),
+            );
+            offered.sort_unstable();
+            offered.truncate(r);
+            let mut got = out.row(owner);
+            got.sort_unstable();
+            assert_eq!(got, offered, "case {case}, row {owner}");
+        }
+    }
+}
+
+#[test]
+fn grnnd_insert_refuses_ids_already_in_the_row() {
+    let Some(ctx) = ctx_or_skip("grnnd_insert_refuses_ids_already_in_the_row") else {
+        return;
+    };
+    let r = 40;
+    let init: Vec<u64> = (1..=35u32).map(|i| pack(i as f32, false, i)).collect();
+    let pool = PoolRows::from_rows(&[init.clone()], r).unwrap();
+    // Closer copies of present ids, from many warps at once: all refused (the row has room).
+    let owners = vec![0u32; 35 * 8];
+    let entries: Vec<u64> = (0..35 * 8).map(|i| pack(0.5, true, (i % 35 + 1) as u32)).collect();
+    let out = insert(&ctx, &pool, &owners, &entries).unwrap();
+    let mut got = out.row(0);
+    got.sort_unstable();
+    assert_eq!(got, init);
+    // One at a time: a repeated new id goes in once.
+    let mut p = pool;
+    for _ in 0..3 {
+        p = insert(&ctx, &p, &[0], &[pack(0.25, true, 99)]).unwrap();
+    }
+    assert_eq!(p.row(0).iter().filter(|&&x| id_of(x) == 99).count(), 1);
+    assert_eq!(p.row(0).len(), 36);
+}
+
+fn config(order: PairOrder, new_old: bool, strict: bool, r: usize, seed: u64) -> GrnndConfig {
+    GrnndConfig {
+        s: 1,
+        r,
+        degree: 1,
+        order,
+        new_old,
+        strict,
+        seed,
+        ..Default::default()
+    }
+}
+
+fn check_update(ctx: &GpuContext, n: usize, dim: usize, r: usize, fill: usize, metric: Metric, cfg: &GrnndConfig, seed: u64) {
+    let range = if metric == Metric::InnerProduct { 7 } else { 12 };
+    let data = int_data(n, dim, range, seed);
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let pool = random_pool(&data, dim, n, r, fill, metric, seed ^ 0x55);
+    let round = (seed % 5) as u32;
+    let (out, pairs, redirects) = update_round(ctx, view, metric, cfg, round, &pool).unwrap();
+    let (offers, mp, mr) = model_update(&data, dim, metric, cfg, round, &pool);
+    assert_eq!((pairs, redirects), (mp, mr), "pairs, redirects ({cfg:?})");
+    for v in 0..n {
+        check_row(v, &out.row(v), &[], &offers[v], r);
+    }
+}
+
+#[test]
+fn grnnd_update_matches_the_cpu_model_in_every_order() {
+    let Some(ctx) = ctx_or_skip("grnnd_update_matches_the_cpu_model_in_every_order") else {
+        return;
+    };
+    let mut case = 0u64;
+    for order in [PairOrder::Random, PairOrder::Ascending, PairOrder::Descending] {
+        for (new_old, strict) in [(true, true), (false, true), (false, false)] {
+            for metric in [Metric::L2Squared, Metric::InnerProduct] {
+                case += 1;
+                let cfg = config(order, new_old, strict, 48, case);
+                check_update(&ctx, 300, 9, 48, 40, metric, &cfg, case);
+            }
+        }
+    }
+    // A pair cap: survivors keep their flags.
+    let cfg = GrnndConfig {
+        max_pairs: Some(30),
+        ..config(PairOrder::Random, true, true, 32, 3)
+    };
+    check_update(&ctx, 200, 5, 32, 32, Metric::L2Squared, &cfg, 77);
+    // Heavy contention: 60 vertices with full pools over 61 points.
+    let cfg = config(PairOrder::Random, false, true, 64, 5);
+    check_update(&ctx, 61, 3, 64, 64, Metric::L2Squared, &cfg, 78);
+}
+
+/// The CPU model of the reverse step: offers per row.
+fn model_reverse(pool: &PoolRows, rho: f32, closest: bool) -> Vec<Vec<u64>> {
+    let mut offers = vec![Vec::new(); pool.n];
+    for v in 0..pool.n {
+        let e = load_row(&pool.row(v));
+        offers[v].extend(e.iter().copied());
+        let k = e.len();
+        let m = ((rho * k as f32).ceil() as usize).min(k);
+        let order: Vec<usize> = if closest {
+            rank_perm(&e.iter().map(|&x| x & !NEW_BIT).collect::<Vec<_>>())
+        } else {
+            (0..k).collect()
+        };
+        for &t in &order[..m] {
+            let x = e[t];
+            offers[id_of(x) as usize].push((x & 0xffff_ffff_0000_0000) | NEW_BIT | v as u64);
+        }
+    }
+    offers
+}
+
+#[test]
+fn grnnd_reverse_sampling_matches_the_cpu_model() {
+    let Some(ctx) = ctx_or_skip("grnnd_reverse_sampling_matches_the_cpu_model") else {
+        return;
+    };
+    for (case, &(rho, closest, r, fill)) in [(0.6f32, true, 32usize, 20usize), (1.0, true, 16, 16), (0.3, false, 64, 40), (0.6, true, 8, 8)]
+        .iter()
+        .enumerate()
+    {
+        let n = 400;
+        let data = int_data(n, 6, 10, case as u64);
+        let pool = random_pool(&data, 6, n, r, fill, Metric::L2Squared, case as u64 + 100);
+        let cfg = GrnndConfig {
+            rho,
+            reverse_closest: closest,
+            ..config(PairOrder::Random, true, true, r, 1)
+        };
+        let out = reverse_step(&ctx, &cfg, &pool).unwrap();
+        let offers = model_reverse(&pool, rho, closest);
+        for v in 0..n {
+            check_row(v, &out.row(v), &[], &offers[v], r);
+        }
+    }
+}
+
+#[test]
+fn grnnd_finalize_sorts_dedups_and_cuts() {
+    let Some(ctx) = ctx_or_skip("grnnd_finalize_sorts_dedups_and_cuts") else {
+        return;
+    };
+    let rows = vec![
+        vec![pack(3.0, true, 4), pack(1.0, false, 2), pack(3.0, false, 4), pack(2.0, true, 7), pack(1.0, true, 1)],
+        vec![],
+        vec![pack(-5.0, false, 9)],
+    ];
+    let pool = PoolRows::from_rows(&rows, 8).unwrap();
+    let (ids, counts) = finalize_rows(&ctx, &pool, 3).unwrap();
+    assert_eq!(counts, vec![4, 0, 1]);
+    let inv = weft_core::INVALID;
+    assert_eq!(ids, vec![1, 2, 7, inv, inv, inv, 9, inv, inv]);
+}
+
+fn check_graph(g: &weft_core::FixedDegreeGraph, n: usize) {
+    g.validate().unwrap();
+    assert_eq!(g.n(), n);
+    for v in 0..n {
+        let row: Vec<NodeId> = g.row(v).iter().copied().filter(|&x| x != weft_core::INVALID).collect();
+        assert!(!row.is_empty() || n == 1, "vertex {v} has no edge");
+        assert!(!row.contains(&(v as NodeId)), "self-loop at {v}");
+        let mut s = row.clone();
+        s.sort_unstable();
+        s.dedup();
+        assert_eq!(s.len(), row.len(), "duplicate in row {v}");
+    }
+}
+
+fn build_and_check<T: Element>(ctx: &GpuContext, data: &[T], n: usize, dim: usize, metric: Metric, cfg: &GrnndConfig) -> weft_gpu::GrnndStats {
+    let view = DatasetView::new(data, n, dim).unwrap();
+    let (g, stats) = Grnnd::new(ctx).build(view, metric, cfg, &BuildCtx::new(cfg.seed)).unwrap();
+    check_graph(&g, n);
+    assert_eq!(stats.unreachable_after, 0, "{stats:?}");
+    let reach = weft_gpu::grnnd::reachable(g.ids(), n, g.degree(), &[stats.entry_point]);
+    assert!(reach.iter().all(|&r| r));
+    stats
+}
+
+#[test]
+fn grnnd_builds_valid_connected_graphs_for_every_metric_and_type() {
+    let Some(ctx) = ctx_or_skip("grnnd_builds_valid_connected_graphs_for_every_metric_and_type") else {
+        return;
+    };
+    let (n, dim) = (1500, 24);
+    let mut rng = SplitMix64::new(5);
+    let f: Vec<f32> = (0..n * dim).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+    let cfg = GrnndConfig {
+        s: 12,
+        r: 32,
+        t1: 2,
+        t2: 4,
+        degree: 16,
+        seed: 9,
+        ..Default::default()
+    };
+    for metric in [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine] {
+        let s = build_and_check(&ctx, &f, n, dim, metric, &cfg);
+        assert!(s.distance_computations > 0 && s.rounds == 8 && s.reverse_steps == 1);
+    }
+    let h: Vec<half::f16> = f.iter().map(|&x| half::f16::from_f32(x)).collect();
+    build_and_check(&ctx, &h, n, dim, Metric::L2Squared, &cfg);
+    let u: Vec<u8> = f.iter().map(|&x| ((x + 1.0) * 100.0) as u8).collect();
+    build_and_check(&ctx, &u, n, dim, Metric::L2Squared, &cfg);
+    let i: Vec<i8> = f.iter().map(|&x| (x * 100.0) as i8).collect();
+    build_and_check(&ctx, &i, n, dim, Metric::Cosine, &cfg);
+    for order in [PairOrder::Ascending, PairOrder::Descending] {
+        build_and_check(&ctx, &f, n, dim, Metric::L2Squared, &GrnndConfig { order, new_old: false, final_reverse: true, ..cfg });
+    }
+    // Tiny sets: one point, two points, n - 1 < S.
+    for tiny in [1usize, 2, 5] {
+        build_and_check(&ctx, &f[..tiny * dim], tiny, dim, Metric::L2Squared, &cfg);
+    }
+    // Quality: most vertices' true nearest neighbour is in their row.
+    let view = DatasetView::new(&f, n, dim).unwrap();
+    let (g, _) = Grnnd::new(&ctx).build(view, Metric::L2Squared, &cfg, &BuildCtx::new(3)).unwrap();
+    let l2 = Metric::L2Squared.distance_fn::<f32>();
+    let mut hits = 0;
+    for v in 0..n {
+        let nn = (0..n).filter(|&u| u != v).min_by(|&a, &b| {
+            l2.eval(view.row(v), view.row(a)).total_cmp(&l2.eval(view.row(v), view.row(b)))
+        });
+        if g.row(v).contains(&(nn.unwrap() as NodeId)) {
+            hits += 1;
+        }
+    }
+    assert!(hits as f64 >= 0.9 * n as f64, "nearest neighbour in the row for {hits} of {n}");
+}
+
+#[test]
+fn grnnd_errors_are_typed() {
+    let Some(ctx) = ctx_or_skip("grnnd_errors_are_typed") else {
+        return;
+    };
+    let data = vec![0.5f32; 100 * 8];
+    let view = DatasetView::new(&data, 100, 8).unwrap();
+    let b = BuildCtx::new(1);
+    for bad in [
+        GrnndConfig { r: 300, ..Default::default() },
+        GrnndConfig { s: 0, ..Default::default() },
+        GrnndConfig { degree: 65, ..Default::default() },
+        GrnndConfig { rho: 0.0, ..Default::default() },
+        GrnndConfig { max_pairs: Some(0), ..Default::default() },
+    ] {
+        let e = Grnnd::new(&ctx).build(view, Metric::L2Squared, &bad, &b).unwrap_err();
+        assert!(matches!(e, Error::InvalidParams { .. }), "{e}");
+    }
+    let e = Grnnd::new(&ctx)
+        .with_budget(1000)
+        .build(view, Metric::L2Squared, &GrnndConfig::default(), &b)
+        .unwrap_err();
+    assert!(matches!(e, Error::OutOfDeviceMemory { .. }), "{e}");
+    let mut nan = data.clone();
+    nan[17] = f32::NAN;
+    let e = Grnnd::new(&ctx)
+        .build(DatasetView::new(&nan, 100, 8).unwrap(), Metric::L2Squared, &GrnndConfig::default(), &b)
+        .unwrap_err();
+    assert!(!matches!(e, Error::Gpu(_)), "{e}");
+    // Cancellation before the first round.
+    let b = BuildCtx::new(1);
+    b.cancel_token().cancel();
+    let e = Grnnd::new(&ctx).build(view, Metric::L2Squared, &GrnndConfig::default(), &b).unwrap_err();
+    assert!(matches!(e, Error::Cancelled), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn grnnd_update_oracle_on_random_pools(
+        n in 2usize..400,
+        dim in 1usize..20,
+        r in 1usize..80,
+        fill in 0usize..80,
+        order in 0u8..3,
+        new_old in any::<bool>(),
+        strict in any::<bool>(),
+        ip in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let Some(ctx) = gpu_or_skip("grnnd_update_oracle_on_random_pools") else {
+            return Ok(());
+        };
+        let order = [PairOrder::Random, PairOrder::Ascending, PairOrder::Descending][order as usize];
+        let cfg = config(order, new_old, strict, r, seed);
+        let metric = if ip { Metric::InnerProduct } else { Metric::L2Squared };
+        check_update(&ctx, n, dim, r, fill, metric, &cfg, seed);
+    }
+
+    #[test]
+    fn grnnd_insert_oracle_on_random_batches(
+        r in 1usize..100,
+        m in 1usize..3000,
+        rows in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        let Some(ctx) = gpu_or_skip("grnnd_insert_oracle_on_random_batches") else {
+            return Ok(());
+        };
+        let mut rng = SplitMix64::new(seed);
+        let pool = PoolRows::from_rows(&vec![Vec::new(); rows], r).unwrap();
+        let owners: Vec<u32> = (0..m).map(|_| rng.below(rows as u64) as u32).collect();
+        // Distinct ids per owner (ids above the row count, so no self-loops).
+        let entries: Vec<u64> = (0..m)
+            .map(|i| pack(rng.below(30) as f32, rng.below(2) == 0, (rows + i) as u32))
+            .collect();
+        let out = insert(&ctx, &pool, &owners, &entries).unwrap();
+        for owner in 0..rows {
+            let mut want: Vec<u64> = owners.iter().zip(&entries)
+                .filter(|(o, _)| **o as usize == owner).map(|(_, e)| *e).collect();
+            want.sort_unstable();
+            want.truncate(r);
+            let mut got = out.row(owner);
+            got.sort_unstable();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
