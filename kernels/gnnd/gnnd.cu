@@ -13,6 +13,11 @@
 //   gnnd_merge    one warp per list: the inbox is inserted into the sorted list (duplicates
 //                 rejected, entries inserted NEW), the inbox emptied, insertions counted.
 // Lists are sorted ascending by (distance, id); the NEW flag is the top bit of the id.
+// The graph merge (GGM, crates/weft-gpu/src/gnnd/merge.rs) reuses these kernels on the union of
+// two vertex sets, vertices [0, split) read from one matrix and [split, n) from another:
+// gnnd_cross_init_* seeds each list with random vertices of the other set, gnnd_sample skips
+// OLD entries of the other set, and the join's MODE_CROSS skips NEW x NEW pairs, so only
+// cross-set pairs are joined.
 #include "weft/distance.cuh"
 #include "weft/rng.cuh"
 #include "weft/topk.cuh"
@@ -35,6 +40,19 @@ constexpr u32 CHUNK = 32;
 constexpr u32 PITCH = CHUNK + 4;
 
 __device__ __forceinline__ u32 raw_id(u32 id) { return id == INVALID ? INVALID : (id & ID_MASK); }
+
+// The vector of vertex v when the vertices live in two matrices: [0, split) in `a`, [split, n)
+// in `b` (a merge of two shards; a plain build passes b = a and split = n).
+template <typename T>
+__device__ __forceinline__ const T* row_of(const T* a, const T* b, u32 split, u32 v, u32 stride) {
+    return v < split ? a + (u64)v * stride : b + (u64)(v - split) * stride;
+}
+
+// Join modes: bit 0 symmetric offers, bit 1 cross-only (GGM: NEW x NEW pairs are skipped, so
+// only NEW x OLD pairs, which the merge sampling makes cross-subset, are offered), bits 8.. the
+// offers per row.
+constexpr u32 MODE_SYMMETRIC = 1u;
+constexpr u32 MODE_CROSS = 2u;
 
 // An order-preserving map of floats to u32 (negative values too: inner-product distances).
 __device__ __forceinline__ u32 ordered(float f) {
@@ -94,6 +112,35 @@ __device__ void init(const T* data, u32 n, u32 stride, i32 metric, u32 k, u64 se
     if (lane == 0) inbox_cnt[s] = k;
 }
 
+// GGM initialisation: list s of a merge (vertices [0, split) in `a`, [split, n) in `b`) gets
+// min(half, size of the other subset) distinct random ids of the other subset (o + j g modulo its
+// size, g coprime to it), with their distances, as inbox candidates (the lists themselves, the
+// kept halves of the two graphs, are written by the host).
+template <typename T>
+__device__ void cross_init(const T* a, const T* b, u32 split, u32 n, u32 stride, i32 metric,
+                           u32 half, u64 seed, float* inbox_d, u32* inbox_i, u32* inbox_cnt,
+                           u32 M) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 s = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (s >= n) return;
+    const u32 base = s < split ? split : 0;
+    const u32 m = s < split ? n - split : split;
+    const u32 cnt = min(half, m);
+    const u64 h = hash3(seed, 0x67676d696e6974ull, s);
+    const u32 o = m > 0 ? (u32)below(h, m) : 0;
+    const u32 g = coprime_step(mix64(h ^ 0x5bd1e995ull), m);
+    const T* x = row_of(a, b, split, s, stride);
+    for (u32 j = 0; j < cnt; ++j) {
+        const u32 v = base + (u32)(((u64)o + (u64)j * g) % m);
+        const float d = warp_distance<T>(x, row_of(a, b, split, v, stride), stride, metric);
+        if (lane == 0) {
+            inbox_d[(u64)s * M + j] = d;
+            inbox_i[(u64)s * M + j] = v;
+        }
+    }
+    if (lane == 0) inbox_cnt[s] = cnt;
+}
+
 // Row r of the join tile: NEW samples first, then OLD.
 struct JoinShared {
     u32 ids[JOIN_ROWS];
@@ -122,7 +169,8 @@ __device__ __forceinline__ void emit(u32 u, float worst, u32 v, float d, u32 k, 
 // The distance tile of one join block: thread (tr, tc) owns rows tr + 16 i (i < RI) and columns
 // tc + 16 j (j < CJ). L2: sum of squared differences; else the dot product (finished later).
 template <typename T, bool L2, u32 RI, u32 CJ>
-__device__ void join_tile(const T* data, u32 stride, i32 metric, JoinShared& sh, u32 R, u32 A,
+__device__ void join_tile(const T* data, const T* data_b, u32 split, u32 stride, i32 metric,
+                          JoinShared& sh, u32 R, u32 A,
                           const float* list_d, u32 k, float* inbox_d, u32* inbox_i,
                           u32* inbox_cnt, u32 M, unsigned long long* overflow, u32 mode) {
     constexpr int P = Elem<T>::PER_VEC;
@@ -143,8 +191,8 @@ __device__ void join_tile(const T* data, u32 stride, i32 metric, JoinShared& sh,
             const u32 vi = c0 / P + q;
             float x[P];
             if (vi < nvec) {
-                const uint4 w =
-                    reinterpret_cast<const uint4*>(data + (u64)sh.ids[r] * stride)[vi];
+                const uint4 w = reinterpret_cast<const uint4*>(
+                    row_of(data, data_b, split, sh.ids[r], stride))[vi];
                 Elem<T>::unpack(w, x);
             } else {
 #pragma unroll
@@ -192,7 +240,8 @@ __device__ void join_tile(const T* data, u32 stride, i32 metric, JoinShared& sh,
 
     // Pairs worth offering: distinct ids, inside the tile, and closer than the worst entry of
     // an end that would receive the offer. key: the ordered distance, ~0u when excluded.
-    const bool sym = (mode & 1u) != 0;
+    const bool sym = (mode & MODE_SYMMETRIC) != 0;
+    const bool cross = (mode & MODE_CROSS) != 0;
     const u32 rounds = max(1u, mode >> 8);
     u32 key[RI][CJ];
     unsigned long long colkey[CJ];
@@ -205,7 +254,7 @@ __device__ void join_tile(const T* data, u32 stride, i32 metric, JoinShared& sh,
         for (u32 j = 0; j < CJ; ++j) {
             const u32 c = tc + 16 * j;
             key[i][j] = ~0u;
-            if (r >= R || c >= A || sh.ids[r] == sh.ids[c]) continue;
+            if (r >= R || c >= A || sh.ids[r] == sh.ids[c] || (cross && r < A)) continue;
             float d = acc[i][j];
             if (!L2) d = metric == METRIC_IP ? -d : cosine_from_parts(d, sh.norm[r], sh.norm[c]);
             if (!(d < sh.worst[r] || (sym && d < sh.worst[c]))) continue;
@@ -270,7 +319,8 @@ __device__ void join_tile(const T* data, u32 stride, i32 metric, JoinShared& sh,
 }
 
 template <typename T, bool L2>
-__device__ void join(const T* data, u32 stride, i32 metric, const float* norms,
+__device__ void join(const T* data, const T* data_b, u32 split, u32 stride, i32 metric,
+                     const float* norms,
                      const u32* new_s, const u32* new_cnt, const u32* old_s, const u32* old_cnt,
                      u32 S, const float* list_d, u32 k, float* inbox_d, u32* inbox_i,
                      u32* inbox_cnt, u32 M, unsigned long long* overflow, u32 mode) {
@@ -290,17 +340,21 @@ __device__ void join(const T* data, u32 stride, i32 metric, const float* norms,
     // Block-uniform choice of the register tile: rows per thread (R <= 16 RI), columns (A <= 16 CJ).
     if (R <= 64) {
         if (A <= 32)
-            join_tile<T, L2, 4, 2>(data, stride, metric, sh, R, A, list_d, k, inbox_d, inbox_i,
+            join_tile<T, L2, 4, 2>(data, data_b, split, stride, metric, sh, R, A, list_d, k,
+                                   inbox_d, inbox_i,
                                    inbox_cnt, M, overflow, mode);
         else
-            join_tile<T, L2, 4, 4>(data, stride, metric, sh, R, A, list_d, k, inbox_d, inbox_i,
+            join_tile<T, L2, 4, 4>(data, data_b, split, stride, metric, sh, R, A, list_d, k,
+                                   inbox_d, inbox_i,
                                    inbox_cnt, M, overflow, mode);
     } else {
         if (A <= 32)
-            join_tile<T, L2, 8, 2>(data, stride, metric, sh, R, A, list_d, k, inbox_d, inbox_i,
+            join_tile<T, L2, 8, 2>(data, data_b, split, stride, metric, sh, R, A, list_d, k,
+                                   inbox_d, inbox_i,
                                    inbox_cnt, M, overflow, mode);
         else
-            join_tile<T, L2, 8, 4>(data, stride, metric, sh, R, A, list_d, k, inbox_d, inbox_i,
+            join_tile<T, L2, 8, 4>(data, data_b, split, stride, metric, sh, R, A, list_d, k,
+                                   inbox_d, inbox_i,
                                    inbox_cnt, M, overflow, mode);
     }
 }
@@ -312,8 +366,10 @@ using namespace weft;
 using namespace weft::gnnd;
 
 // Sampling, forward part and reverse append (see the file comment). One warp per list s.
-// new_s / old_s: n rows of S = 2 p ids: [0, p) forward, [p, 2 p) reverse.
-extern "C" __global__ void gnnd_sample(u32* __restrict__ list_i, u32 n, u32 k, u32 p,
+// new_s / old_s: n rows of S = 2 p ids: [0, p) forward, [p, 2 p) reverse. split: 0 for a build;
+// for a merge (GGM) the first vertex of the second subset: OLD entries from the other subset than
+// s are then not sampled (NEW entries are all cross-subset there, so every NEW x OLD pair is).
+extern "C" __global__ void gnnd_sample(u32* __restrict__ list_i, u32 n, u32 k, u32 p, u32 split,
                                        u32* __restrict__ new_s, u32* __restrict__ old_s,
                                        u32* __restrict__ fwd_new, u32* __restrict__ fwd_old,
                                        u32* __restrict__ rev_new, u32* __restrict__ rev_old) {
@@ -327,7 +383,7 @@ extern "C" __global__ void gnnd_sample(u32* __restrict__ list_i, u32 n, u32 k, u
         const u32 id = j < k ? list_i[(u64)s * k + j] : INVALID;
         const bool valid = id != INVALID;
         const bool is_new = valid && (id & NEW_FLAG);
-        const bool is_old = valid && !(id & NEW_FLAG);
+        const bool is_old = valid && !(id & NEW_FLAG) && ((id >= split) == (s >= split));
         const u32 bn = __ballot_sync(0xffffffffu, is_new);
         const u32 bo = __ballot_sync(0xffffffffu, is_old);
         const u32 below_me = (1u << lane) - 1u;
@@ -510,21 +566,31 @@ extern "C" __global__ void gnnd_finish(u32* __restrict__ list_i, u64 len) {
         gnnd::init<T>(data, n, stride, metric, k, seed, list_d, list_i, inbox_d, inbox_i,         \
                       inbox_cnt, M);                                                              \
     }                                                                                            \
+    extern "C" __global__ void gnnd_cross_init_##NAME(                                            \
+        const T* a, const T* b, u32 split, u32 n, u32 stride, i32 metric, u32 half, u64 seed,   \
+        float* inbox_d, u32* inbox_i, u32* inbox_cnt, u32 M) {                                   \
+        gnnd::cross_init<T>(a, b, split, n, stride, metric, half, seed, inbox_d, inbox_i,        \
+                            inbox_cnt, M);                                                       \
+    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_l2_##NAME(         \
-        const T* data, u32 stride, i32 metric, const float* norms, const u32* new_s,             \
-        const u32* new_cnt, const u32* old_s, const u32* old_cnt, u32 S, const float* list_d,    \
+        const T* data, const T* data_b, u32 split, u32 stride, i32 metric, const float* norms,   \
+        const u32* new_s, const u32* new_cnt, const u32* old_s, const u32* old_cnt, u32 S,       \
+        const float* list_d,                                                                     \
         u32 k, float* inbox_d, u32* inbox_i, u32* inbox_cnt, u32 M,                            \
         unsigned long long* overflow, u32 mode) {                                                \
-        gnnd::join<T, true>(data, stride, metric, norms, new_s, new_cnt, old_s, old_cnt, S,      \
-                            list_d, k, inbox_d, inbox_i, inbox_cnt, M, overflow, mode);          \
+        gnnd::join<T, true>(data, data_b, split, stride, metric, norms, new_s, new_cnt, old_s,   \
+                            old_cnt, S, list_d, k, inbox_d, inbox_i, inbox_cnt, M, overflow,     \
+                            mode);                                                               \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_dot_##NAME(        \
-        const T* data, u32 stride, i32 metric, const float* norms, const u32* new_s,             \
-        const u32* new_cnt, const u32* old_s, const u32* old_cnt, u32 S, const float* list_d,    \
+        const T* data, const T* data_b, u32 split, u32 stride, i32 metric, const float* norms,   \
+        const u32* new_s, const u32* new_cnt, const u32* old_s, const u32* old_cnt, u32 S,       \
+        const float* list_d,                                                                     \
         u32 k, float* inbox_d, u32* inbox_i, u32* inbox_cnt, u32 M,                            \
         unsigned long long* overflow, u32 mode) {                                                \
-        gnnd::join<T, false>(data, stride, metric, norms, new_s, new_cnt, old_s, old_cnt, S,     \
-                             list_d, k, inbox_d, inbox_i, inbox_cnt, M, overflow, mode);         \
+        gnnd::join<T, false>(data, data_b, split, stride, metric, norms, new_s, new_cnt, old_s,  \
+                             old_cnt, S, list_d, k, inbox_d, inbox_i, inbox_cnt, M, overflow,    \
+                             mode);                                                              \
     }
 
 WEFT_GNND_INSTANTIATE(float, f32)

@@ -29,6 +29,9 @@ use crate::device_graph::DeviceKnnGraph;
 use crate::launch::{self, cfg, launch, need, u32_of};
 use crate::matrix::DeviceMatrix;
 
+mod merge;
+use merge::MODE_CROSS;
+
 /// The largest sample count `p` (lists of NEW and of OLD samples hold at most `2 p = 64`).
 pub const MAX_SAMPLE: usize = 32;
 /// The largest `k` GNND supports (a list must fit one warp's share of shared memory).
@@ -266,9 +269,15 @@ impl<'c> Gnnd<'c> {
         let threshold = f64::from(config.delta) * n as f64 * k as f64;
         for _ in 0..config.max_iters {
             build.check_cancelled()?;
-            sample(ctx, &mut st)?;
+            sample(ctx, &mut st, 0)?;
             dedup(ctx, &mut st)?;
-            join::<T>(ctx, &view, stride, metric, config.mode(), &mut st)?;
+            let vectors = Vectors {
+                a: &view,
+                b: &view,
+                split: n as u32,
+                stride,
+            };
+            join::<T>(ctx, &vectors, metric, config.mode(), &mut st)?;
             merge(ctx, &mut st)?;
             let now = read_counters(ctx, &st)?;
             let updates = now[0] - last[0];
@@ -370,7 +379,9 @@ fn init<T: Element>(
     launch(ctx, &name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
 }
 
-fn sample(ctx: &GpuContext, st: &mut State) -> Result<()> {
+/// `split`: 0 for a build; for a merge, the first vertex of the second subset (OLD entries of
+/// the other subset are then not sampled).
+fn sample(ctx: &GpuContext, st: &mut State, split: u32) -> Result<()> {
     let (n, k, p) = (st.n as u32, st.k as u32, st.p as u32);
     let name = "gnnd_sample";
     let f = ctx.function("gnnd", name)?;
@@ -379,6 +390,7 @@ fn sample(ctx: &GpuContext, st: &mut State) -> Result<()> {
         .arg(&n)
         .arg(&k)
         .arg(&p)
+        .arg(&split)
         .arg(&mut st.new_s)
         .arg(&mut st.old_s)
         .arg(&mut st.fwd_new)
@@ -404,20 +416,42 @@ fn dedup(ctx: &GpuContext, st: &mut State) -> Result<()> {
     launch(ctx, name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
 }
 
+/// The vectors of the `n` vertices of a build or merge: `[0, split)` in `a`, `[split, n)` in `b`
+/// (a build: `b` is `a` and `split` is `n`).
+struct Vectors<'a, 'b> {
+    a: &'a CudaView<'b, u8>,
+    b: &'a CudaView<'b, u8>,
+    split: u32,
+    stride: u32,
+}
+
+impl Vectors<'_, '_> {
+    /// Checks that both views cover the rows the kernels read.
+    fn check<T: Element>(&self, n: u32, what: &str) -> Result<()> {
+        let split = self.split.min(n);
+        need(
+            self.a.len(),
+            launch::elem_bytes::<T>(split, self.stride),
+            what,
+        )?;
+        need(
+            self.b.len(),
+            launch::elem_bytes::<T>(n - split, self.stride),
+            what,
+        )
+    }
+}
+
 fn join<T: Element>(
     ctx: &GpuContext,
-    data: &CudaView<'_, u8>,
-    stride: u32,
+    data: &Vectors<'_, '_>,
     metric: Metric,
     mode: u32,
     st: &mut State,
 ) -> Result<()> {
     let (n, k, m) = (st.n as u32, st.k as u32, st.m as u32);
-    need(
-        data.len(),
-        launch::elem_bytes::<T>(n, stride),
-        "gnnd_join data",
-    )?;
+    data.check::<T>(n, "gnnd_join data")?;
+    let stride = data.stride;
     let s = 2 * st.p as u32;
     let kind = if metric == Metric::L2Squared {
         "l2"
@@ -428,7 +462,9 @@ fn join<T: Element>(
     let f = ctx.function("gnnd", &name)?;
     let code = metric.code() as i32;
     let mut a = ctx.stream().launch_builder(&f);
-    a.arg(data)
+    a.arg(data.a)
+        .arg(data.b)
+        .arg(&data.split)
         .arg(&stride)
         .arg(&code)
         .arg(&st.norms)
@@ -536,6 +572,61 @@ pub mod testing {
         symmetric: bool,
         row_offers: usize,
     ) -> Result<(FlaggedLists, u64, u64)> {
+        let mode = symmetric as u32 | ((row_offers.clamp(1, 4) as u32) << 8);
+        join_and_merge_mode(ctx, data, None, metric, lists, p, new, old, inbox, mode)
+    }
+
+    /// [`join_and_merge`] in the merge's cross-only mode (NEW x NEW pairs not joined), with the
+    /// vectors in two device matrices: rows `[0, split)` and `[split, n)` (`0 < split < n`), as a
+    /// merge holds them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cross_join_and_merge<T: Element>(
+        ctx: &GpuContext,
+        data: DatasetView<'_, T>,
+        split: usize,
+        metric: Metric,
+        lists: &FlaggedLists,
+        p: usize,
+        new: &[Vec<u32>],
+        old: &[Vec<u32>],
+        inbox: usize,
+        symmetric: bool,
+        row_offers: usize,
+    ) -> Result<(FlaggedLists, u64, u64)> {
+        if split == 0 || split >= data.rows() {
+            return Err(Error::InvalidInput(format!(
+                "cross_join_and_merge: split {split} outside 1..{}",
+                data.rows()
+            )));
+        }
+        let mode = symmetric as u32 | ((row_offers.clamp(1, 4) as u32) << 8) | MODE_CROSS;
+        join_and_merge_mode(
+            ctx,
+            data,
+            Some(split),
+            metric,
+            lists,
+            p,
+            new,
+            old,
+            inbox,
+            mode,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn join_and_merge_mode<T: Element>(
+        ctx: &GpuContext,
+        data: DatasetView<'_, T>,
+        split: Option<usize>,
+        metric: Metric,
+        lists: &FlaggedLists,
+        p: usize,
+        new: &[Vec<u32>],
+        old: &[Vec<u32>],
+        inbox: usize,
+        mode: u32,
+    ) -> Result<(FlaggedLists, u64, u64)> {
         let (n, k) = (lists.n, lists.k);
         if data.rows() != n || new.len() != n || old.len() != n || inbox < 1 {
             return Err(Error::InvalidInput(
@@ -565,14 +656,44 @@ pub mod testing {
         st.fwd_old = ctx.upload(&cold)?;
         st.list_i = ctx.upload(&lists.ids)?;
         st.list_d = ctx.upload(&lists.dists)?;
-        let m = DeviceMatrix::upload(ctx, data)?;
-        let view = m.rows_view(0, n)?;
-        let stride = m.stride() as u32;
+        let split = split.unwrap_or(n);
+        let ma = DeviceMatrix::upload(ctx, data.slice_rows(0..split)?)?;
+        let mb = if split < n {
+            Some(DeviceMatrix::upload(ctx, data.slice_rows(split..n)?)?)
+        } else {
+            None
+        };
+        let va = ma.rows_view(0, split)?;
+        let vb = match &mb {
+            Some(m) => m.rows_view(0, n - split)?,
+            None => ma.rows_view(0, split)?,
+        };
+        let stride = ma.stride() as u32;
         if metric == Metric::Cosine {
-            launch::exact_norms::<T>(ctx, &view, n as u32, stride, &mut st.norms.slice_mut(0..n))?;
+            launch::exact_norms::<T>(
+                ctx,
+                &va,
+                split as u32,
+                stride,
+                &mut st.norms.slice_mut(0..split),
+            )?;
+            if split < n {
+                launch::exact_norms::<T>(
+                    ctx,
+                    &vb,
+                    (n - split) as u32,
+                    stride,
+                    &mut st.norms.slice_mut(split..n),
+                )?;
+            }
         }
-        let mode = symmetric as u32 | ((row_offers.clamp(1, 4) as u32) << 8);
-        join::<T>(ctx, &view, stride, metric, mode, &mut st)?;
+        let vectors = Vectors {
+            a: &va,
+            b: &vb,
+            split: split as u32,
+            stride,
+        };
+        join::<T>(ctx, &vectors, metric, mode, &mut st)?;
         merge(ctx, &mut st)?;
         let c = read_counters(ctx, &st)?;
         let out = FlaggedLists {
@@ -592,6 +713,18 @@ pub mod testing {
         lists: &FlaggedLists,
         p: usize,
     ) -> Result<(FlaggedLists, Vec<Vec<u32>>, Vec<Vec<u32>>)> {
+        sample_split(ctx, lists, p, 0)
+    }
+
+    /// [`sample`] as a merge samples (`split > 0`: the second subset starts at `split`; OLD
+    /// entries of the other subset than the list owner's are not sampled).
+    #[allow(clippy::type_complexity)]
+    pub fn sample_split(
+        ctx: &GpuContext,
+        lists: &FlaggedLists,
+        p: usize,
+        split: usize,
+    ) -> Result<(FlaggedLists, Vec<Vec<u32>>, Vec<Vec<u32>>)> {
         let (n, k) = (lists.n, lists.k);
         if !(1..=MAX_SAMPLE).contains(&p) {
             return Err(Error::InvalidInput(format!("sample count {p}")));
@@ -599,7 +732,7 @@ pub mod testing {
         let mut st = State::alloc(ctx, n, k, p, k)?;
         st.list_i = ctx.upload(&lists.ids)?;
         st.list_d = ctx.upload(&lists.dists)?;
-        super::sample(ctx, &mut st)?;
+        super::sample(ctx, &mut st, u32_of(split, "split")?)?;
         dedup(ctx, &mut st)?;
         let s = 2 * p;
         let cnew = ctx.download(&st.fwd_new, n)?;

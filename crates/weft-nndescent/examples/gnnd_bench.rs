@@ -10,6 +10,12 @@
 //!
 //! Environment overrides of the GNND settings for experiments: `GNND_SYMMETRIC=0|1`,
 //! `GNND_INBOX=<slots>`, `GNND_ROW_OFFERS=1..4`.
+//!
+//! Growth and out-of-memory runs: `GNND_PREFIXES=1000000,2000000,...` first times in-memory
+//! builds of those prefixes of the set (same settings, recall on each prefix);
+//! `GNND_SKIP_FULL=1` skips the in-memory build of the whole set; `GNND_BUDGET=<bytes>` then
+//! times the out-of-memory build (`NnDescentGpu::build_sharded`, host to host: shard uploads,
+//! shard builds, pairwise merges and the host-side folding included) under that device budget.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -75,9 +81,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .slice_rows(0..n.min(4096).min((8 << 20) / row_bytes - 1))?;
     gnnd.build(warm, metric, k.min(warm.rows() - 1), &config, &bctx)?;
 
-    let dev = DeviceMatrix::upload(&ctx, data.view())?;
+    let env_num =
+        |name: &str| -> Option<u64> { std::env::var(name).ok().and_then(|v| v.parse().ok()) };
+    if let Ok(list) = std::env::var("GNND_PREFIXES") {
+        config.max_iters = iters[0];
+        for m in list.split(',').filter_map(|v| v.parse::<usize>().ok()) {
+            let m = m.min(n);
+            let view = data.view().slice_rows(0..m)?;
+            let dev = DeviceMatrix::upload(&ctx, view)?;
+            ctx.synchronize()?;
+            let t = Instant::now();
+            let (g, stats) = gnnd.build_device(&dev, metric, k, &config, &bctx)?;
+            ctx.synchronize()?;
+            let secs = t.elapsed().as_secs_f64();
+            let g = g.download(&ctx)?;
+            g.validate()?;
+            let recall = sample_recall(&ctx, &dev, view, metric, k, &g)?;
+            println!(
+                "RESULT gnnd-prefix {preset} n={m} d={} k={k} iters={}: build_device {secs:.3} s, recall@{k} {recall:.4} (10k sample)",
+                data.dim(),
+                stats.iterations
+            );
+        }
+    }
+    let skip_full = std::env::var("GNND_SKIP_FULL").is_ok_and(|v| v == "1");
+    let dev = if skip_full && env_num("GNND_BUDGET").is_some() {
+        None
+    } else {
+        Some(DeviceMatrix::upload(&ctx, data.view())?)
+    };
     ctx.synchronize()?;
-    for &max_iters in &iters {
+    for &max_iters in iters.iter().filter(|_| !skip_full) {
+        let dev = dev.as_ref().expect("uploaded");
         config.max_iters = max_iters;
         println!("config: {config:?}");
         let t = Instant::now();
@@ -90,7 +125,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         let g = g.download(&ctx)?;
         g.validate()?;
-        let recall = sample_recall(&ctx, &dev, data.view(), metric, k, &g)?;
+        let recall = sample_recall(&ctx, dev, data.view(), metric, k, &g)?;
         println!(
             "RESULT gnnd {preset} n={n} d={} k={k} p={} iters={} (max {max_iters}) delta={} symmetric={} row_offers={} inbox={}: build_device {secs:.3} s, recall@{k} {recall:.4} (10k sample)",
             data.dim(),
@@ -101,6 +136,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             config.row_offers,
             config.inbox_for(k),
         );
+    }
+    drop(dev);
+    if let Some(budget) = env_num("GNND_BUDGET") {
+        let p = NnDescentParams {
+            gpu_mem_limit: Some(budget),
+            max_iters: iters[0],
+            ..params.clone()
+        };
+        let builder = NnDescentGpu::new(Arc::clone(&ctx));
+        match builder.plan::<f32>(n, data.dim(), k, &p)? {
+            None => println!("budget {budget}: the build fits in one piece"),
+            Some(plan) => {
+                println!(
+                    "budget {budget} bytes: {} shards of <= {} rows, {} merges, {} loads, {} bytes planned",
+                    plan.shards.len(),
+                    plan.shard_rows,
+                    plan.merges(),
+                    plan.loads(),
+                    plan.bytes
+                );
+                let t = Instant::now();
+                let (g, stats) = builder.build_sharded(data.view(), metric, k, &p, &plan, &bctx)?;
+                let secs = t.elapsed().as_secs_f64();
+                let merge_iters: usize = stats.merge_stats.iter().map(|s| s.iterations).sum();
+                let build_iters: usize = stats.builds.iter().map(|s| s.iterations).sum();
+                g.validate()?;
+                let dev = DeviceMatrix::upload(&ctx, data.view())?;
+                let recall = sample_recall(&ctx, &dev, data.view(), metric, k, &g)?;
+                println!(
+                    "RESULT gnnd-oom {preset} n={n} d={} k={k} budget={budget}: {} shards, {} merges, {} loads, build iterations {build_iters}, merge iterations {merge_iters}: {secs:.3} s host to host, recall@{k} {recall:.4} (10k sample)",
+                    data.dim(),
+                    stats.shards,
+                    stats.merges,
+                    stats.loads,
+                );
+            }
+        }
     }
     if std::env::var("GNND_HOST").is_ok_and(|v| v == "1") {
         let builder = NnDescentGpu::new(Arc::clone(&ctx));

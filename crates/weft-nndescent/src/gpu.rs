@@ -10,6 +10,11 @@
 //! [`NnDescentGpu::build_device`] leaves the graph on the device ([`DeviceKnnGraph`]) for the
 //! next stage; [`KnnGraphBuilder::build`] brings it back. GPU results are valid k-NN graphs but
 //! are not bit-reproducible for a seed (atomic arrival order decides the reverse samples).
+//!
+//! Out of device memory: when the vectors, the graph and the work buffers of a host-to-host
+//! build exceed the budget (`gpu_mem_limit`, [`NnDescentGpu::with_budget`], else the device's
+//! free memory less a margin), the build is split into shards merged pairwise with GGM
+//! ([`crate::sharded`], `docs/gnnd.md`). [`NnDescentGpu::merge`] merges two k-NN graphs.
 
 use std::sync::Arc;
 
@@ -19,6 +24,7 @@ use weft_core::{
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, Gnnd, GnndConfig, GnndStats, GpuContext};
 
 use crate::NnDescentParams;
+use crate::sharded::{ShardPlan, ShardedStats, build_sharded};
 
 /// GNND on one GPU (see the [module docs](self)). Name: `nndescent`.
 #[derive(Clone, Debug)]
@@ -58,12 +64,84 @@ impl NnDescentGpu {
         }
     }
 
-    fn gnnd(&self) -> Gnnd<'_> {
+    /// The device budget of a build with `params`: the smaller of the builder's and
+    /// `gpu_mem_limit`, if any.
+    fn budget_for(&self, params: &NnDescentParams) -> Option<u64> {
+        match (self.budget, params.gpu_mem_limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn gnnd(&self, params: &NnDescentParams) -> Gnnd<'_> {
         let g = Gnnd::new(&self.ctx);
-        match self.budget {
+        match self.budget_for(params) {
             Some(b) => g.with_budget(b),
             None => g,
         }
+    }
+
+    /// The shard plan of a host-to-host build of `n` x `dim` vectors of `T` with `params`, or
+    /// `None` when the build fits the device budget in one piece.
+    pub fn plan<T: Element>(
+        &self,
+        n: usize,
+        dim: usize,
+        k: usize,
+        params: &NnDescentParams,
+    ) -> Result<Option<ShardPlan>> {
+        let config = Self::config(params, 0);
+        let avail = match self.budget_for(params) {
+            Some(b) => b.min(self.ctx.default_budget()?),
+            None => self.ctx.default_budget()?,
+        };
+        if Gnnd::bytes_needed::<T>(n, dim, k, &config, true) <= avail {
+            return Ok(None);
+        }
+        ShardPlan::new::<T>(n, dim, k, &config, avail).map(Some)
+    }
+
+    /// The out-of-memory build (shards merged pairwise, see [`crate::sharded`]) under `plan`,
+    /// with its statistics; [`NnDescentGpu::plan`] gives the plan.
+    pub fn build_sharded<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        k: usize,
+        params: &NnDescentParams,
+        plan: &ShardPlan,
+        ctx: &BuildCtx,
+    ) -> Result<(KnnGraph, ShardedStats)> {
+        params.validate(data.rows(), data.dim())?;
+        weft_core::error::check_graph_k(k, data.rows())?;
+        build_sharded(
+            &self.ctx,
+            data,
+            metric,
+            k,
+            &Self::config(params, ctx.seed()),
+            plan,
+            ctx,
+        )
+    }
+
+    /// Merges the k-NN graphs `ga` of `a` and `gb` of `b` (GGM, see `weft_gpu::gnnd`) into
+    /// the graph of `a`'s rows followed by `b`'s, using `params`' GPU fields (sample count,
+    /// iterations, `delta`, budget) and the context's seed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn merge<T: Element>(
+        &self,
+        a: DatasetView<'_, T>,
+        ga: &KnnGraph,
+        b: DatasetView<'_, T>,
+        gb: &KnnGraph,
+        metric: Metric,
+        params: &NnDescentParams,
+        ctx: &BuildCtx,
+    ) -> Result<(KnnGraph, GnndStats)> {
+        params.validate(a.rows() + b.rows(), a.dim())?;
+        self.gnnd(params)
+            .merge(a, ga, b, gb, metric, &Self::config(params, ctx.seed()), ctx)
     }
 
     /// Builds the k-NN graph of vectors already on the device and leaves it there.
@@ -76,11 +154,12 @@ impl NnDescentGpu {
         ctx: &BuildCtx,
     ) -> Result<(DeviceKnnGraph, GnndStats)> {
         params.validate(data.rows(), data.dim())?;
-        self.gnnd()
+        self.gnnd(params)
             .build_device(data, metric, k, &Self::config(params, ctx.seed()), ctx)
     }
 
-    /// Like [`KnnGraphBuilder::build`], with the build statistics.
+    /// Like [`KnnGraphBuilder::build`], with the build statistics (of every shard build and
+    /// merge, in order, when the build runs out of memory).
     pub fn build_with_stats<T: Element>(
         &self,
         data: DatasetView<'_, T>,
@@ -90,7 +169,12 @@ impl NnDescentGpu {
         ctx: &BuildCtx,
     ) -> Result<(KnnGraph, GnndStats)> {
         params.validate(data.rows(), data.dim())?;
-        self.gnnd()
+        weft_core::error::check_graph_k(k, data.rows())?;
+        if let Some(plan) = self.plan::<T>(data.rows(), data.dim(), k, params)? {
+            let (g, stats) = self.build_sharded(data, metric, k, params, &plan, ctx)?;
+            return Ok((g, stats.total()));
+        }
+        self.gnnd(params)
             .build(data, metric, k, &Self::config(params, ctx.seed()), ctx)
     }
 }

@@ -8,7 +8,9 @@
 //!   forest initialisation as in pynndescent, deterministic for a seed whatever the thread
 //!   count (see [`cpu`]).
 //! - `NnDescentGpu` (feature `cuda`): GNND, NN-Descent redesigned for the GPU (Wang, Zhao & Zeng
-//!   2021), on `weft_gpu::gnnd`; it can leave the graph on the device for the next stage.
+//!   2021), on `weft_gpu::gnnd`; it can leave the graph on the device for the next stage, merges
+//!   two k-NN graphs (GGM), and builds graphs larger than the device memory in shards merged
+//!   pairwise ([`sharded`]).
 //!
 //! Builders assume finite data: check it upstream with
 //! [`DatasetView::check_finite`](weft_core::DatasetView::check_finite).
@@ -18,8 +20,12 @@ pub mod cpu;
 pub mod gpu;
 pub mod params;
 mod rptree;
+#[cfg(feature = "cuda")]
+pub mod sharded;
 
 pub use cpu::{BuildStats, NnDescentCpu};
 #[cfg(feature = "cuda")]
 pub use gpu::NnDescentGpu;
+#[cfg(feature = "cuda")]
+pub use sharded::{ShardPlan, ShardedStats};
 pub use params::NnDescentParams;

@@ -42,7 +42,15 @@ pub struct NnDescentParams {
     /// sampled and up to p reverse samples of each kind are appended (lists of at most 2p), in
     /// `1..=32`. Default 32. Used by the GPU back end only.
     pub gpu_sample: usize,
+    /// Device memory budget of a GPU build, in bytes (`None`: the device's free memory less a
+    /// margin). A build whose data, graph and work buffers do not fit is split into shards
+    /// built separately and merged pairwise (GGM; see `docs/gnnd.md`); the budget must hold
+    /// two shards of at least `k + 1` points. At least 1 MiB when set. Default `None`. GPU.
+    pub gpu_mem_limit: Option<u64>,
 }
+
+/// The smallest accepted `gpu_mem_limit` (1 MiB).
+pub const GPU_MEM_LIMIT_MIN: u64 = 1 << 20;
 
 impl Default for NnDescentParams {
     fn default() -> Self {
@@ -54,6 +62,7 @@ impl Default for NnDescentParams {
             n_trees: 8,
             leaf_size: None,
             gpu_sample: 32,
+            gpu_mem_limit: None,
         }
     }
 }
@@ -121,6 +130,14 @@ impl Params for NnDescentParams {
                 format!("must be in 2..={LEAF_SIZE_LIMIT}, got {l}"),
             ));
         }
+        if let Some(b) = self.gpu_mem_limit
+            && b < GPU_MEM_LIMIT_MIN
+        {
+            return Err(Error::invalid_param(
+                "gpu_mem_limit",
+                format!("must be at least {GPU_MEM_LIMIT_MIN} bytes (1 MiB), got {b}"),
+            ));
+        }
         if !(1..=GPU_SAMPLE_LIMIT).contains(&self.gpu_sample) {
             return Err(Error::invalid_param(
                 "gpu_sample",
@@ -184,6 +201,10 @@ mod tests {
             },
             NnDescentParams {
                 max_iters: 20_000,
+                ..p.clone()
+            },
+            NnDescentParams {
+                gpu_mem_limit: Some(1000),
                 ..p.clone()
             },
         ];

@@ -14,7 +14,9 @@ use weft_core::rng::SplitMix64;
 use weft_core::{
     BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, KnnGraphBuilder, Metric,
 };
-use weft_gpu::gnnd::testing::{FlaggedLists, NEW_FLAG, join_and_merge, sample};
+use weft_gpu::gnnd::testing::{
+    FlaggedLists, NEW_FLAG, cross_join_and_merge, join_and_merge, sample_split,
+};
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext};
 use weft_nndescent::{NnDescentGpu, NnDescentParams};
@@ -126,7 +128,9 @@ fn random_samples(n: usize, p: usize, seed: u64) -> (Vec<Vec<u32>>, Vec<Vec<u32>
 
 /// The CPU model of one join + merge: selective offers (each NEW sample: nearest other NEW and
 /// nearest OLD; each OLD sample: nearest NEW; ties by sample index), kept when closer than the
-/// target's worst entry, then inserted (duplicates rejected, inserted entries NEW).
+/// target's worst entry, then inserted (duplicates rejected, inserted entries NEW). `cross`
+/// (the merge's mode): NEW x NEW pairs are not joined, so NEW rows offer nothing.
+#[allow(clippy::too_many_arguments)]
 fn model_join_and_merge(
     rows: &[Vec<f32>],
     metric: Metric,
@@ -135,6 +139,7 @@ fn model_join_and_merge(
     old: &[Vec<u32>],
     symmetric: bool,
     row_offers: usize,
+    cross: bool,
 ) -> FlaggedLists {
     let (n, k) = (lists.n, lists.k);
     let mut inbox: Vec<Vec<(f32, u32)>> = vec![Vec::new(); n];
@@ -159,7 +164,7 @@ fn model_join_and_merge(
             ids[r] != ids[c]
                 && (d < worst(ids[r] as usize) || (symmetric && d < worst(ids[c] as usize)))
         };
-        for r in 0..ids.len() {
+        for r in (if cross { a } else { 0 })..ids.len() {
             let mut row: Vec<(f32, usize)> = (0..a)
                 .map(|c| (dist(r, c), c))
                 .filter(|&(d, c)| useful(r, c, d))
@@ -254,6 +259,7 @@ fn check_join<T: Element>(
     p: usize,
     metric: Metric,
     (symmetric, row_offers): (bool, usize),
+    split: Option<usize>,
     seed: u64,
 ) -> std::result::Result<(), TestCaseError> {
     let data = random_data::<T>(n, dim, seed);
@@ -261,23 +267,47 @@ fn check_join<T: Element>(
     let lists = random_lists(&rows, k, metric, seed ^ 1);
     let (new, old) = random_samples(n, p, seed ^ 2);
     let view = DatasetView::new(&data, n, dim).unwrap();
-    let (got, _inserted, dropped) = join_and_merge(
-        ctx,
-        view,
-        metric,
-        &lists,
-        p,
-        &new,
-        &old,
-        520 * n,
-        symmetric,
-        row_offers,
-    )
+    let (got, _inserted, dropped) = match split {
+        None => join_and_merge(
+            ctx,
+            view,
+            metric,
+            &lists,
+            p,
+            &new,
+            &old,
+            520 * n,
+            symmetric,
+            row_offers,
+        ),
+        Some(split) => cross_join_and_merge(
+            ctx,
+            view,
+            split,
+            metric,
+            &lists,
+            p,
+            &new,
+            &old,
+            520 * n,
+            symmetric,
+            row_offers,
+        ),
+    }
     .unwrap();
     prop_assert_eq!(dropped, 0);
-    let want = model_join_and_merge(&rows, metric, &lists, &new, &old, symmetric, row_offers);
+    let want = model_join_and_merge(
+        &rows,
+        metric,
+        &lists,
+        &new,
+        &old,
+        symmetric,
+        row_offers,
+        split.is_some(),
+    );
     let case = format!(
-        "{} {metric:?} n={n} dim={dim} k={k} p={p} symmetric={symmetric} offers={row_offers}",
+        "{} {metric:?} n={n} dim={dim} k={k} p={p} symmetric={symmetric} offers={row_offers} cross split={split:?}",
         T::DTYPE
     );
     let exact = metric != Metric::Cosine;
@@ -337,9 +367,47 @@ fn join_and_merge_match_the_cpu_model() {
             |(n, dim, k, p, m, t, sym, seed)| {
                 let k = k.min(n - 1);
                 match t {
-                    0 => check_join::<f32>(&ctx, n, dim, k, p, metrics[m], sym, seed),
-                    1 => check_join::<u8>(&ctx, n, dim, k, p, metrics[m], sym, seed),
-                    _ => check_join::<half::f16>(&ctx, n, dim, k, p, metrics[m], sym, seed),
+                    0 => check_join::<f32>(&ctx, n, dim, k, p, metrics[m], sym, None, seed),
+                    1 => check_join::<u8>(&ctx, n, dim, k, p, metrics[m], sym, None, seed),
+                    _ => check_join::<half::f16>(&ctx, n, dim, k, p, metrics[m], sym, None, seed),
+                }
+            },
+        )
+        .unwrap();
+}
+
+/// The merge's cross-only join (NEW x NEW skipped) with the vectors in two device matrices
+/// (vertices `[0, split)` and `[split, n)`), against the same CPU model.
+#[test]
+fn cross_join_and_merge_match_the_cpu_model() {
+    let Some(ctx) = ctx_or_skip("cross_join_and_merge_match_the_cpu_model") else {
+        return;
+    };
+    let max_n = if small() { 60 } else { 300 };
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        ..Config::default()
+    });
+    let metrics = [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine];
+    runner
+        .run(
+            &(
+                20usize..max_n,
+                1usize..80,
+                1usize..40,
+                1usize..=32,
+                0usize..3,
+                0usize..3,
+                (any::<bool>(), 1usize..=4),
+                any::<u64>(),
+            ),
+            |(n, dim, k, p, m, t, sym, seed)| {
+                let k = k.min(n - 1);
+                let split = Some(1 + (seed % (n as u64 - 1)) as usize);
+                match t {
+                    0 => check_join::<f32>(&ctx, n, dim, k, p, metrics[m], sym, split, seed),
+                    1 => check_join::<i8>(&ctx, n, dim, k, p, metrics[m], sym, split, seed),
+                    _ => check_join::<half::f16>(&ctx, n, dim, k, p, metrics[m], sym, split, seed),
                 }
             },
         )
@@ -357,13 +425,26 @@ fn sampling_matches_the_cpu_model() {
     });
     runner
         .run(
-            &(10usize..300, 1usize..70, 1usize..=32, any::<u64>()),
-            |(n, k, p, seed)| {
+            &(
+                10usize..300,
+                1usize..70,
+                1usize..=32,
+                any::<bool>(),
+                any::<u64>(),
+            ),
+            |(n, k, p, merge, seed)| {
                 let k = k.min(n - 1);
                 let rows: Vec<Vec<f32>> = to_f32_rows(&random_data::<f32>(n, 4, seed), n, 4);
                 let lists = random_lists(&rows, k, Metric::L2Squared, seed ^ 3);
-                let (after, new, old) = sample(&ctx, &lists, p).unwrap();
-                // Forward samples: the first p NEW and first p OLD entries of each list.
+                // A merge's sampling (split > 0) skips OLD entries of the other subset.
+                let split = if merge {
+                    1 + (seed % (n as u64 - 1)) as usize
+                } else {
+                    0
+                };
+                let same_side = |a: u32, b: usize| (a as usize >= split) == (b >= split);
+                let (after, new, old) = sample_split(&ctx, &lists, p, split).unwrap();
+                // Forward samples: the first p NEW and first p (same-side) OLD entries.
                 let mut fwd_new = vec![Vec::new(); n];
                 let mut fwd_old = vec![Vec::new(); n];
                 let mut want_ids = lists.ids.clone();
@@ -375,7 +456,7 @@ fn sampling_matches_the_cpu_model() {
                                 fwd_new[v].push(id & !NEW_FLAG);
                                 want_ids[v * k + j] = id & !NEW_FLAG;
                             }
-                        } else if fwd_old[v].len() < p {
+                        } else if fwd_old[v].len() < p && same_side(id, v) {
                             fwd_old[v].push(id);
                         }
                     }
@@ -518,10 +599,20 @@ fn tiny_budget_is_out_of_device_memory_and_bad_input_is_typed() {
     let view = DatasetView::new(&data, 1000, 8).unwrap();
     let p = NnDescentParams::default();
     let b = NnDescentGpu::new(Arc::clone(&ctx)).with_budget(1000);
+    // On the device: out of device memory, said before allocating.
+    let dm = DeviceMatrix::upload(&ctx, view).unwrap();
     assert!(matches!(
-        b.build(view, Metric::L2Squared, 10, &p, &BuildCtx::new(0)),
+        b.build_device(&dm, Metric::L2Squared, 10, &p, &BuildCtx::new(0)),
         Err(Error::OutOfDeviceMemory { .. })
     ));
+    // From the host: too small even for two shards of k + 1 rows, with the minimum stated.
+    match b.build(view, Metric::L2Squared, 10, &p, &BuildCtx::new(0)) {
+        Err(Error::InvalidParams { name, reason }) => {
+            assert_eq!(name, "gpu_mem_limit");
+            assert!(reason.contains("11 rows need"), "{reason}");
+        }
+        other => panic!("expected InvalidParams, got {other:?}"),
+    }
     let b = NnDescentGpu::new(ctx);
     assert!(matches!(
         b.build(view, Metric::L2Squared, 1000, &p, &BuildCtx::new(0)),
@@ -548,4 +639,249 @@ fn tiny_budget_is_out_of_device_memory_and_bad_input_is_typed() {
     let r1 = graph_recall(&g1, view, Metric::L2Squared, &exact);
     eprintln!("random init recall {r0:.4}, after GNND {r1:.4}");
     assert!(r1 > r0 + 0.5, "iterations improve the graph: {r0} -> {r1}");
+}
+
+/// Splits `data` (`n` x `dim`) at `n1`: the two halves' graphs built separately on the GPU, then
+/// merged (GGM); returns the merged graph and the single-build graph of the whole set.
+fn merge_halves(
+    ctx: &Arc<GpuContext>,
+    data: &[f32],
+    n: usize,
+    dim: usize,
+    n1: usize,
+    k: usize,
+    metric: Metric,
+    seed: u64,
+) -> (KnnGraph, KnnGraph) {
+    let b = NnDescentGpu::new(Arc::clone(ctx));
+    let p = NnDescentParams::default();
+    let all = DatasetView::new(data, n, dim).unwrap();
+    let (va, vb) = (
+        all.slice_rows(0..n1).unwrap(),
+        all.slice_rows(n1..n).unwrap(),
+    );
+    let ga = b.build(va, metric, k, &p, &BuildCtx::new(seed)).unwrap();
+    let gb = b
+        .build(vb, metric, k, &p, &BuildCtx::new(seed + 1))
+        .unwrap();
+    let (merged, stats) = b
+        .merge(va, &ga, vb, &gb, metric, &p, &BuildCtx::new(seed + 2))
+        .unwrap();
+    assert!(stats.iterations >= 1, "{stats:?}");
+    let single = b.build(all, metric, k, &p, &BuildCtx::new(seed)).unwrap();
+    (merged, single)
+}
+
+#[test]
+fn merge_of_two_halves_reaches_the_single_build_recall() {
+    let Some(ctx) = ctx_or_skip("merge_of_two_halves_reaches_the_single_build_recall") else {
+        return;
+    };
+    let max_n = if small() { 400 } else { 1500 };
+    let mut runner = TestRunner::new(Config {
+        cases: cases().min(6),
+        ..Config::default()
+    });
+    runner
+        .run(
+            &(
+                100usize..max_n,
+                2usize..24,
+                4usize..33,
+                1usize..30,
+                0usize..2,
+                any::<u64>(),
+            ),
+            |(n, dim, k, clusters, m, seed)| {
+                let metric = [Metric::L2Squared, Metric::Cosine][m];
+                let n1 = n / 3 + (seed % (n as u64 / 3)) as usize;
+                let k = k.min(n1 - 1).min(n - n1 - 1);
+                let data = gaussian_mixture(n, dim, clusters, seed);
+                let view = DatasetView::new(&data, n, dim).unwrap();
+                let (merged, single) = merge_halves(&ctx, &data, n, dim, n1, k, metric, seed);
+                check_graph_shape(&merged, view, metric, k, "merged");
+                let exact = exact_knn(view, metric, k);
+                let rm = graph_recall(&merged, view, metric, &exact);
+                let rs = graph_recall(&single, view, metric, &exact);
+                prop_assert!(
+                    rm >= rs - 0.01,
+                    "n={} n1={} dim={} k={} {:?}: merged {} vs single {}",
+                    n,
+                    n1,
+                    dim,
+                    k,
+                    metric,
+                    rm,
+                    rs
+                );
+                Ok(())
+            },
+        )
+        .unwrap();
+    // One few-thousand-point set.
+    let (n, dim, k) = if small() {
+        (1200, 16, 16)
+    } else {
+        (5000, 32, 32)
+    };
+    let data = gaussian_mixture(n, dim, 25, 77);
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let (merged, single) = merge_halves(&ctx, &data, n, dim, n / 2, k, Metric::L2Squared, 9);
+    check_graph_shape(&merged, view, Metric::L2Squared, k, "merged halves");
+    let exact = exact_knn(view, Metric::L2Squared, k);
+    let rm = graph_recall(&merged, view, Metric::L2Squared, &exact);
+    let rs = graph_recall(&single, view, Metric::L2Squared, &exact);
+    eprintln!("merge of two halves ({n} x {dim}, k = {k}): recall {rm:.4}, single build {rs:.4}");
+    assert!(rm >= rs - 0.01, "merged {rm} vs single {rs}");
+}
+
+#[test]
+fn merge_bad_input_is_typed() {
+    let Some(ctx) = ctx_or_skip("merge_bad_input_is_typed") else {
+        return;
+    };
+    let data = gaussian_mixture(400, 8, 4, 2);
+    let all = DatasetView::new(&data, 400, 8).unwrap();
+    let (va, vb) = (
+        all.slice_rows(0..200).unwrap(),
+        all.slice_rows(200..400).unwrap(),
+    );
+    let b = NnDescentGpu::new(Arc::clone(&ctx));
+    let p = NnDescentParams::default();
+    let c = BuildCtx::new(0);
+    let g10 = b.build(va, Metric::L2Squared, 10, &p, &c).unwrap();
+    let g12 = b.build(vb, Metric::L2Squared, 12, &p, &c).unwrap();
+    let g10b = b.build(vb, Metric::L2Squared, 10, &p, &c).unwrap();
+    assert!(matches!(
+        b.merge(va, &g10, vb, &g12, Metric::L2Squared, &p, &c),
+        Err(Error::InvalidParams { .. })
+    ));
+    // Graph and vectors of different sizes.
+    assert!(matches!(
+        b.merge(
+            vb.slice_rows(0..100).unwrap(),
+            &g10,
+            vb,
+            &g10b,
+            Metric::L2Squared,
+            &p,
+            &c
+        ),
+        Err(Error::InvalidInput(_))
+    ));
+    let g1 = KnnGraph::from_parts(
+        200,
+        1,
+        g10.ids().iter().step_by(10).copied().collect::<Vec<_>>(),
+        g10.dists().iter().step_by(10).copied().collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let g1b = KnnGraph::from_parts(
+        200,
+        1,
+        g10b.ids().iter().step_by(10).copied().collect::<Vec<_>>(),
+        g10b.dists().iter().step_by(10).copied().collect::<Vec<_>>(),
+    )
+    .unwrap();
+    assert!(matches!(
+        b.merge(va, &g1, vb, &g1b, Metric::L2Squared, &p, &c),
+        Err(Error::InvalidParams { .. })
+    ));
+    // A merge that does not fit the budget: out of device memory before allocating.
+    let tiny = NnDescentGpu::new(ctx).with_budget(1000);
+    assert!(matches!(
+        tiny.merge(va, &g10, vb, &g10b, Metric::L2Squared, &p, &c),
+        Err(Error::OutOfDeviceMemory { .. })
+    ));
+}
+
+#[test]
+fn out_of_memory_build_with_a_tiny_budget() {
+    let Some(ctx) = ctx_or_skip("out_of_memory_build_with_a_tiny_budget") else {
+        return;
+    };
+    let (n, dim, k) = if small() {
+        (1600, 12, 12)
+    } else {
+        (8000, 24, 16)
+    };
+    let data = gaussian_mixture(n, dim, 30, 11);
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let b = NnDescentGpu::new(Arc::clone(&ctx));
+    let p = NnDescentParams::default();
+    // A budget for two shards of n / 4 rows: four shards, six merges.
+    let probe = weft_nndescent::ShardPlan::new::<f32>(
+        n,
+        dim,
+        k,
+        &NnDescentGpu::config(&p, 0),
+        u64::MAX / 4,
+    )
+    .unwrap();
+    assert_eq!(probe.shards.len(), 1);
+    let per_row = probe.bytes / probe.shard_rows as u64 / 2;
+    let budget = per_row * 2 * (n as u64 / 4 + 1);
+    let params = NnDescentParams {
+        gpu_mem_limit: Some(budget),
+        ..Default::default()
+    };
+    let plan = b
+        .plan::<f32>(n, dim, k, &params)
+        .unwrap()
+        .expect("must not fit");
+    assert_eq!(plan.shards.len(), 4, "{plan:?}");
+    assert_eq!(plan.merges(), 6);
+    assert!(plan.bytes <= budget);
+    let (g, stats) = b
+        .build_sharded(
+            view,
+            Metric::L2Squared,
+            k,
+            &params,
+            &plan,
+            &BuildCtx::new(5),
+        )
+        .unwrap();
+    eprintln!(
+        "out-of-memory build: {} shards of {} rows, {} loads, {} merges",
+        stats.shards, stats.shard_rows, stats.loads, stats.merges
+    );
+    assert_eq!(
+        (stats.shards, stats.merges, stats.loads),
+        (4, 6, plan.loads())
+    );
+    assert_eq!(stats.builds.len(), 4);
+    check_graph_shape(&g, view, Metric::L2Squared, k, "out-of-memory build");
+    let exact = exact_knn(view, Metric::L2Squared, k);
+    let r_oom = graph_recall(&g, view, Metric::L2Squared, &exact);
+    let single = b
+        .build(
+            view,
+            Metric::L2Squared,
+            k,
+            &NnDescentParams::default(),
+            &BuildCtx::new(5),
+        )
+        .unwrap();
+    let r_single = graph_recall(&single, view, Metric::L2Squared, &exact);
+    eprintln!("out-of-memory recall {r_oom:.4}, in-memory {r_single:.4}");
+    assert!(r_oom >= r_single - 0.02, "{r_oom} vs {r_single}");
+    // The registry path (KnnGraphBuilder::build) takes the same route through gpu_mem_limit.
+    let g2 = b
+        .build(view, Metric::L2Squared, k, &params, &BuildCtx::new(5))
+        .unwrap();
+    check_graph_shape(
+        &g2,
+        view,
+        Metric::L2Squared,
+        k,
+        "out-of-memory build via build",
+    );
+    // Cancellation is honoured between shards.
+    let cancelled = BuildCtx::new(5);
+    cancelled.cancel_token().cancel();
+    assert!(matches!(
+        b.build(view, Metric::L2Squared, k, &params, &cancelled),
+        Err(Error::Cancelled)
+    ));
 }

@@ -1,0 +1,314 @@
+//! GGM, the k-NN graph merge of GNND (Wang, Zhao & Zeng 2021, Algorithm 3), on the device.
+//!
+//! Two k-NN graphs `G1` of the vectors `a` (vertices `[0, n1)`) and `G2` of `b` (vertices
+//! `[n1, n1 + n2)`) become one graph of `n1 + n2` vertices:
+//! 1. each list keeps its nearest `k - k/2` entries (OLD) and receives `k/2` distinct random
+//!    vertices of the other subset (`gnnd_cross_init_*`, inserted NEW by `gnnd_merge`);
+//! 2. GNND iterations refine the lists with cross-subset joins only: the sampling skips OLD
+//!    entries of the other subset (`gnnd_sample` with `split = n1`), so NEW samples are all of
+//!    the other subset and OLD samples of the owner's, and the join skips NEW x NEW pairs
+//!    (`MODE_CROSS`): every pair joined is a cross pair, every insertion a cross neighbour;
+//! 3. each list is merged with the `k/2` entries dropped in step 1 (top k, duplicates removed),
+//!    through the inbox and `gnnd_merge` ([`Gnnd::merge_device`]; [`Gnnd::merge_device_cross`]
+//!    leaves this to a caller that keeps the full graphs, as the out-of-memory build does).
+//!
+//! The vectors stay in two device matrices (the kernels read vertex `v < n1` from `a`, others
+//! from `b`), so an out-of-memory build keeps one shard resident and streams the other.
+
+use weft_core::INVALID;
+
+use super::*;
+
+impl<'c> Gnnd<'c> {
+    /// Device bytes a merge of `n1 + n2` points needs with degree `k` (lists, inbox, samples),
+    /// plus the vectors of both subsets when `vectors`.
+    pub fn merge_bytes_needed<T: Element>(
+        n1: usize,
+        n2: usize,
+        dim: usize,
+        k: usize,
+        config: &GnndConfig,
+        vectors: bool,
+    ) -> u64 {
+        let lists = Self::bytes_needed::<T>(n1 + n2, dim, k, config, false);
+        if vectors {
+            lists + DeviceMatrix::<T>::bytes_for(n1, dim) + DeviceMatrix::<T>::bytes_for(n2, dim)
+        } else {
+            lists
+        }
+    }
+
+    /// Merges the k-NN graphs `ga` of `a` and `gb` of `b` (host vectors and graphs, local ids)
+    /// into the graph of the `a` rows followed by the `b` rows, on the host (see the module
+    /// documentation).
+    #[allow(clippy::too_many_arguments)]
+    pub fn merge<T: Element>(
+        &self,
+        a: DatasetView<'_, T>,
+        ga: &KnnGraph,
+        b: DatasetView<'_, T>,
+        gb: &KnnGraph,
+        metric: Metric,
+        config: &GnndConfig,
+        build: &BuildCtx,
+    ) -> Result<(KnnGraph, GnndStats)> {
+        check_merge_inputs(a.rows(), a.dim(), ga, b.rows(), b.dim(), gb)?;
+        config.check(ga.k())?;
+        let bytes =
+            Self::merge_bytes_needed::<T>(a.rows(), b.rows(), a.dim(), ga.k(), config, true);
+        self.ctx.check_fits(bytes, self.budget)?;
+        let da = DeviceMatrix::upload(self.ctx, a)?;
+        let db = DeviceMatrix::upload(self.ctx, b)?;
+        let (g, mut stats) = self.merge_device(&da, ga, &db, gb, metric, config, build)?;
+        stats.bytes = bytes;
+        Ok((g.download(self.ctx)?, stats))
+    }
+
+    /// Merges the k-NN graphs `ga` of `a` and `gb` of `b` (vectors on the device, graphs on the
+    /// host with local ids) and leaves the merged graph (vertices: `a`'s rows, then `b`'s) on the
+    /// device. Each row is the top `k` of its own graph's row and the cross neighbours found.
+    #[allow(clippy::too_many_arguments)]
+    pub fn merge_device<T: Element>(
+        &self,
+        a: &DeviceMatrix<T>,
+        ga: &KnnGraph,
+        b: &DeviceMatrix<T>,
+        gb: &KnnGraph,
+        metric: Metric,
+        config: &GnndConfig,
+        build: &BuildCtx,
+    ) -> Result<(DeviceKnnGraph, GnndStats)> {
+        self.ggm(a, ga, b, gb, metric, config, build, true)
+    }
+
+    /// Like [`Gnnd::merge_device`] without step 3: each row is the top `k` of the nearest
+    /// `k - k/2` entries of its own graph's row and the cross neighbours found. For callers that
+    /// keep the full graphs and take the union themselves (the out-of-memory build).
+    #[allow(clippy::too_many_arguments)]
+    pub fn merge_device_cross<T: Element>(
+        &self,
+        a: &DeviceMatrix<T>,
+        ga: &KnnGraph,
+        b: &DeviceMatrix<T>,
+        gb: &KnnGraph,
+        metric: Metric,
+        config: &GnndConfig,
+        build: &BuildCtx,
+    ) -> Result<(DeviceKnnGraph, GnndStats)> {
+        self.ggm(a, ga, b, gb, metric, config, build, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn ggm<T: Element>(
+        &self,
+        a: &DeviceMatrix<T>,
+        ga: &KnnGraph,
+        b: &DeviceMatrix<T>,
+        gb: &KnnGraph,
+        metric: Metric,
+        config: &GnndConfig,
+        build: &BuildCtx,
+        full: bool,
+    ) -> Result<(DeviceKnnGraph, GnndStats)> {
+        let (n1, n2) = (a.rows(), b.rows());
+        check_merge_inputs(n1, a.dim(), ga, n2, b.dim(), gb)?;
+        let k = ga.k();
+        config.check(k)?;
+        let n = n1 + n2;
+        check_points(n)?;
+        let bytes = Self::merge_bytes_needed::<T>(n1, n2, a.dim(), k, config, false);
+        self.ctx.check_fits(bytes, self.budget)?;
+        build.check_cancelled()?;
+        let ctx = self.ctx;
+        let half = k / 2;
+        let keep = k - half;
+        // Step 1 on the host: the kept nearest `keep` entries (OLD), padding after them; the
+        // dropped entries for step 3.
+        let mut ids = vec![INVALID; n * k];
+        let mut dists = vec![f32::INFINITY; n * k];
+        let mut drop_i = vec![INVALID; if full { n * half } else { 0 }];
+        let mut drop_d = vec![f32::INFINITY; drop_i.len()];
+        let mut drop_cnt = vec![0u32; if full { n } else { 0 }];
+        for (g, offset, first) in [(ga, 0u32, 0usize), (gb, n1 as u32, n1)] {
+            for v in 0..g.n() {
+                let (ri, rd) = (g.row_ids(v), g.row_dists(v));
+                let row = first + v;
+                for j in 0..k {
+                    if ri[j] == INVALID {
+                        break;
+                    }
+                    if j < keep {
+                        ids[row * k + j] = ri[j] + offset;
+                        dists[row * k + j] = rd[j];
+                    } else if full {
+                        let c = drop_cnt[row] as usize;
+                        drop_i[row * half + c] = ri[j] + offset;
+                        drop_d[row * half + c] = rd[j];
+                        drop_cnt[row] += 1;
+                    }
+                }
+            }
+        }
+        let mut st = State::alloc(ctx, n, k, config.sample, config.inbox_for(k))?;
+        htod(ctx, &ids, &mut st.list_i.slice_mut(0..n * k))?;
+        htod(ctx, &dists, &mut st.list_d.slice_mut(0..n * k))?;
+        drop((ids, dists));
+        let va = a.rows_view(0, n1)?;
+        let vb = b.rows_view(0, n2)?;
+        let stride = u32_of(a.stride(), "stride")?;
+        let vectors = Vectors {
+            a: &va,
+            b: &vb,
+            split: n1 as u32,
+            stride,
+        };
+        if metric == Metric::Cosine {
+            launch::exact_norms::<T>(ctx, &va, n1 as u32, stride, &mut st.norms.slice_mut(0..n1))?;
+            launch::exact_norms::<T>(ctx, &vb, n2 as u32, stride, &mut st.norms.slice_mut(n1..n))?;
+        }
+        let mut stats = GnndStats {
+            bytes,
+            ..Default::default()
+        };
+        build.progress().begin("ggm", Some(config.max_iters as u64));
+        cross_init::<T>(ctx, &vectors, metric, half as u32, config.seed, &mut st)?;
+        merge(ctx, &mut st)?;
+        let mut last = read_counters(ctx, &st)?;
+        let threshold = f64::from(config.delta) * n as f64 * k as f64;
+        let mode = config.mode() | MODE_CROSS;
+        for _ in 0..config.max_iters {
+            build.check_cancelled()?;
+            sample(ctx, &mut st, n1 as u32)?;
+            dedup(ctx, &mut st)?;
+            join::<T>(ctx, &vectors, metric, mode, &mut st)?;
+            merge(ctx, &mut st)?;
+            let now = read_counters(ctx, &st)?;
+            let updates = now[0] - last[0];
+            stats.updates.push(updates);
+            stats.dropped.push(now[1] - last[1]);
+            stats.iterations += 1;
+            last = now;
+            build.progress().advance(1);
+            if (updates as f64) < threshold {
+                break;
+            }
+        }
+        build.progress().end();
+        if full && half > 0 {
+            // Step 3: the dropped entries through the inbox (rows of `half` slots).
+            htod(ctx, &drop_i, &mut st.inbox_i.slice_mut(0..n * half))?;
+            htod(ctx, &drop_d, &mut st.inbox_d.slice_mut(0..n * half))?;
+            htod(ctx, &drop_cnt, &mut st.inbox_cnt.slice_mut(0..n))?;
+            st.m = half;
+            merge(ctx, &mut st)?;
+        }
+        finish(ctx, &mut st)?;
+        let graph = DeviceKnnGraph::from_parts(n, k, st.list_i, st.list_d)?;
+        Ok((graph, stats))
+    }
+}
+
+/// The GGM join mode bit (the kernel's `MODE_CROSS`): NEW x NEW pairs are not joined.
+pub(super) const MODE_CROSS: u32 = 2;
+
+/// Checks the shapes of a merge: graphs of the vectors' row counts, one `k >= 2`, one dimension,
+/// both non-empty, valid rows (ids local to each graph).
+fn check_merge_inputs(
+    n1: usize,
+    dim1: usize,
+    ga: &KnnGraph,
+    n2: usize,
+    dim2: usize,
+    gb: &KnnGraph,
+) -> Result<()> {
+    if dim1 != dim2 {
+        return Err(Error::dim_mismatch("GGM merge", dim1, dim2));
+    }
+    if n1 == 0 || n2 == 0 {
+        return Err(Error::InvalidInput(
+            "a graph merge needs two non-empty vector sets".into(),
+        ));
+    }
+    if ga.n() != n1 || gb.n() != n2 {
+        return Err(Error::InvalidInput(format!(
+            "graph merge: graphs of {} and {} vertices for {n1} and {n2} vectors",
+            ga.n(),
+            gb.n()
+        )));
+    }
+    if ga.k() != gb.k() {
+        return Err(Error::invalid_param(
+            "k",
+            format!(
+                "graph merge: the graphs have degrees {} and {}",
+                ga.k(),
+                gb.k()
+            ),
+        ));
+    }
+    if ga.k() < 2 {
+        return Err(Error::invalid_param(
+            "k",
+            format!(
+                "a graph merge needs k >= 2 (half of each list makes room for cross neighbours), got {}",
+                ga.k()
+            ),
+        ));
+    }
+    ga.validate()?;
+    gb.validate()
+}
+
+/// Copies `src` into the start of `dst` (a pageable copy) and waits for it.
+fn htod<T: cudarc::driver::DeviceRepr>(
+    ctx: &GpuContext,
+    src: &[T],
+    dst: &mut cudarc::driver::CudaViewMut<'_, T>,
+) -> Result<()> {
+    if dst.len() < src.len() {
+        return Err(Error::Gpu(format!(
+            "internal: copy of {} elements into a buffer of {}",
+            src.len(),
+            dst.len()
+        )));
+    }
+    if src.is_empty() {
+        return Ok(());
+    }
+    ctx.stream()
+        .memcpy_htod(src, dst)
+        .map_err(crate::context::gpu_err("copy merge lists to the device"))?;
+    ctx.synchronize()
+}
+
+fn cross_init<T: Element>(
+    ctx: &GpuContext,
+    data: &Vectors<'_, '_>,
+    metric: Metric,
+    half: u32,
+    seed: u64,
+    st: &mut State,
+) -> Result<()> {
+    let (n, m) = (st.n as u32, st.m as u32);
+    data.check::<T>(n, "gnnd_cross_init data")?;
+    if m < half {
+        return Err(Error::Gpu(format!("internal: inbox {m} < k/2 {half}")));
+    }
+    let name = format!("gnnd_cross_init_{}", T::DTYPE.name());
+    let f = ctx.function("gnnd", &name)?;
+    let code = metric.code() as i32;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(data.a)
+        .arg(data.b)
+        .arg(&data.split)
+        .arg(&n)
+        .arg(&data.stride)
+        .arg(&code)
+        .arg(&half)
+        .arg(&seed)
+        .arg(&mut st.inbox_d)
+        .arg(&mut st.inbox_i)
+        .arg(&mut st.inbox_cnt)
+        .arg(&m);
+    launch(ctx, &name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
+}
