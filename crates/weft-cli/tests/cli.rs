@@ -534,3 +534,110 @@ fn ggnn_build_and_eval() {
         "segment_size",
     );
 }
+
+#[test]
+fn search_backends_cpu_and_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (base, queries, graph) = (p(d, "s.fbin"), p(d, "s.queries.fbin"), p(d, "s.wgraph"));
+    ok_json(&[
+        "gen",
+        "--preset",
+        "sift",
+        "-n",
+        "1500",
+        "--queries",
+        "20",
+        "--out",
+        &base,
+    ]);
+    ok_json(&[
+        "build",
+        "--algo",
+        "cagra",
+        "--backend",
+        "cpu",
+        "--data",
+        &base,
+        "--param",
+        "graph_degree=16",
+        "--param",
+        "intermediate_degree=32",
+        "--out",
+        &graph,
+    ]);
+    let common = [
+        "search",
+        "--data",
+        &base,
+        "--graph",
+        &graph,
+        "--queries",
+        &queries,
+        "-k",
+        "10",
+    ];
+    let mut cpu = common.to_vec();
+    cpu.extend(["--backend", "cpu", "--beam", "32"]);
+    let s = ok_json(&cpu);
+    assert_eq!(s["backend"], "cpu");
+    assert_eq!(s["queries"], 20);
+    let e = ok_json(&[
+        "eval",
+        "--data",
+        &base,
+        "--graph",
+        &graph,
+        "--queries",
+        &queries,
+        "-k",
+        "10",
+        "--beam",
+        "32",
+        "--runs",
+        "1",
+        "--backend",
+        "cpu",
+    ]);
+    assert!(e["points"][0]["recall"].as_f64().unwrap() >= 0.8);
+    // The GPU backend: results on a GPU machine, a clear error (never a panic) without one.
+    let mut gpu = common.to_vec();
+    gpu.extend([
+        "--backend",
+        "gpu",
+        "--itopk",
+        "32",
+        "--search-width",
+        "1",
+        "--team-size",
+        "0",
+        "--mode",
+        "single-cta",
+        "--json",
+    ]);
+    let out = weft(&gpu);
+    // With --json the error is a JSON object on stdout.
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        !err.contains("panicked"),
+        "weft search --backend gpu panicked:\n{err}"
+    );
+    if out.status.success() {
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(s["backend"], "gpu");
+    } else {
+        assert!(
+            err.contains("GPU") || err.contains("CUDA"),
+            "weft search --backend gpu without a GPU: unclear error:\n{err}"
+        );
+    }
+    // Bad GPU parameters are typed errors on either machine (checked before any device work
+    // where a GPU exists; without one the backend error comes first).
+    let mut bad = common.to_vec();
+    bad.extend(["--backend", "cpu", "--mode", "sideways"]);
+    fails_with(&bad, "sideways");
+}

@@ -212,7 +212,8 @@ fn gpu_cagra_filtered_search_never_returns_filtered_ids() {
     let n = 5000;
     let (base, queries) = gaussian_mixture::<f32>(n, 100, 16, 4, 21);
     let graph = known_good_graph(base.view(), Metric::L2Squared, 21);
-    for (rate, keep_every, min_recall) in [(0.9, 10usize, 0.85), (0.99, 100, 0.6)] {
+    // The list must hold enough points to reach k allowed ones: itopk 128 at 90%, 512 at 99%.
+    for (rate, keep_every, itopk, min_recall) in [(0.9, 10usize, 128, 0.9), (0.99, 100, 512, 0.7)] {
         let allowed = |i: usize| weft_core::rng::hash3(5, i as u64, 0) % keep_every as u64 == 0;
         let filter = CagraSearchParams::filter_from(n, allowed);
         let ids: Vec<usize> = (0..n).filter(|&i| allowed(i)).collect();
@@ -227,7 +228,7 @@ fn gpu_cagra_filtered_search_never_returns_filtered_ids() {
         for x in truth.ids.iter_mut() {
             *x = ids[*x as usize] as u32;
         }
-        for params in [single(128), multi(128)] {
+        for params in [single(itopk), multi(itopk)] {
             let params = CagraSearchParams {
                 filter: Some(filter.clone()),
                 min_iterations: 64,

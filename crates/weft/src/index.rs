@@ -26,6 +26,51 @@ pub struct SearchParams {
     pub seed: u64,
     /// Stop a query after this many expanded vertices (`None`: no limit).
     pub max_hops: Option<usize>,
+    /// Where the graph search runs (default: the CPU).
+    pub backend: SearchBackend,
+    /// Options of the GPU search (used when it runs on the GPU).
+    pub gpu: GpuSearchOptions,
+}
+
+/// Where a graph search runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SearchBackend {
+    /// The GPU when this build has GPU support, a GPU is usable and the graph is one the GPU
+    /// search reads (fixed-degree or k-NN); else the CPU.
+    Auto,
+    /// The CPU beam search.
+    #[default]
+    Cpu,
+    /// The GPU CAGRA-style search; an error when it cannot run.
+    Gpu,
+}
+
+/// Options of the GPU search (`weft_search::CagraSearchGpu`); the beam width is its list size
+/// unless `itopk` is set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuSearchOptions {
+    /// Internal list size (`None`: the beam width).
+    pub itopk: Option<usize>,
+    /// Parents expanded per iteration.
+    pub search_width: usize,
+    /// Threads per distance (0: from the dimension).
+    pub team_size: usize,
+    /// Single- or multi-CTA (default automatic).
+    pub mode: weft_search::CagraSearchModeParam,
+    /// Iteration cap (0: automatic).
+    pub max_iterations: usize,
+}
+
+impl Default for GpuSearchOptions {
+    fn default() -> Self {
+        GpuSearchOptions {
+            itopk: None,
+            search_width: 1,
+            team_size: 0,
+            mode: weft_search::CagraSearchModeParam::Auto,
+            max_iterations: 0,
+        }
+    }
 }
 
 impl Default for SearchParams {
@@ -42,6 +87,8 @@ impl SearchParams {
             exact: false,
             seed: 0,
             max_hops: None,
+            backend: SearchBackend::Cpu,
+            gpu: GpuSearchOptions::default(),
         }
     }
 
@@ -63,6 +110,8 @@ pub struct SearchOutput {
     pub stats: SearchStats,
     /// Wall time of the search.
     pub elapsed: Duration,
+    /// Where it ran: `cpu` or `gpu`.
+    pub backend: &'static str,
 }
 
 /// A searchable index: the vectors, the graph built on them, and the record of how.
@@ -263,6 +312,7 @@ impl Index {
         let mut out = Neighbors::new(queries.rows(), k);
         let metric = self.metric();
         let start = Instant::now();
+        let mut backend = "cpu";
         let stats = if params.exact {
             ExactSearcher.search(
                 self.graph.as_view(),
@@ -272,6 +322,9 @@ impl Index {
                 &weft_core::NoParams {},
                 out.as_mut(),
             )?
+        } else if let Some(stats) = self.search_gpu(data, queries, k, params, &mut out)? {
+            backend = "gpu";
+            stats
         } else {
             let p = BeamSearchParams {
                 l: params.beam_width,
@@ -292,7 +345,83 @@ impl Index {
             neighbors: out,
             stats,
             elapsed: start.elapsed(),
+            backend,
         })
+    }
+
+    /// The GPU search when `params.backend` asks for it and it can run (`None`: search on the
+    /// CPU); an error when [`SearchBackend::Gpu`] is asked for and it cannot run.
+    fn search_gpu<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        k: usize,
+        params: &SearchParams,
+        out: &mut Neighbors,
+    ) -> Result<Option<SearchStats>> {
+        let required = match params.backend {
+            SearchBackend::Cpu => return Ok(None),
+            SearchBackend::Auto => false,
+            SearchBackend::Gpu => true,
+        };
+        #[cfg(feature = "cuda")]
+        {
+            use weft_core::FixedDegreeGraph;
+            let converted;
+            let graph: &FixedDegreeGraph = match &self.graph {
+                StoredGraph::Fixed(g) => g,
+                StoredGraph::Knn(g) => {
+                    converted = g.to_fixed_degree(g.k())?;
+                    &converted
+                }
+                StoredGraph::Hier(_) if required => {
+                    return Err(Error::Unsupported(
+                        "the GPU search reads fixed-degree and k-NN graphs; this graph is \
+                         hierarchical (use the CPU backend)"
+                            .into(),
+                    ));
+                }
+                StoredGraph::Hier(_) => return Ok(None),
+            };
+            let ctx = match weft_gpu::probe() {
+                Ok(ctx) => ctx,
+                Err(e) if required => {
+                    return Err(Error::Unsupported(format!(
+                        "the GPU search backend needs a usable CUDA GPU: {e}"
+                    )));
+                }
+                Err(_) => return Ok(None),
+            };
+            let p = weft_search::CagraSearchParams {
+                itopk: params.gpu.itopk.unwrap_or(params.beam_width),
+                search_width: params.gpu.search_width,
+                team_size: params.gpu.team_size,
+                mode: params.gpu.mode,
+                max_iterations: params.gpu.max_iterations,
+                seed: params.seed,
+                ..Default::default()
+            };
+            let stats = weft_search::CagraSearchGpu::new(&ctx).search(
+                graph,
+                data,
+                queries,
+                self.metric(),
+                &p,
+                out.as_mut(),
+            )?;
+            let _ = k;
+            Ok(Some(stats))
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (data, queries, k, out);
+            if required {
+                return Err(Error::Unsupported(
+                    "this build of weft has no GPU support (cargo feature `cuda`)".into(),
+                ));
+            }
+            Ok(None)
+        }
     }
 
     /// Saves the index into folder `dir` (created if needed): `graph.wgraph` and the vectors in

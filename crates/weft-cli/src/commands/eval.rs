@@ -7,7 +7,8 @@ use weft::graph::recall::search_recall;
 use weft::io::IdMatrix;
 use weft::{Index, SearchParams};
 
-use super::{Report, read_vectors, search::load_index};
+use super::search::{GpuArgs, load_index};
+use super::{Report, read_vectors};
 use crate::progress::Session;
 
 /// Arguments of `weft eval`.
@@ -34,6 +35,10 @@ pub struct Args {
     /// Timed runs per beam width (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Where the searches run, and the GPU search's options (on the GPU each beam width is the
+    /// itopk unless --itopk fixes it).
+    #[command(flatten)]
+    pub gpu: GpuArgs,
 }
 
 /// One point of a QPS-recall curve.
@@ -49,7 +54,8 @@ pub struct Point {
     pub distances_per_query: f64,
 }
 
-/// Sweeps `beams` on `index`, returning recall and median QPS per beam width.
+/// Sweeps `beams` on `index` with the CPU beam search, returning recall and median QPS per
+/// beam width.
 pub fn sweep(
     index: &Index,
     queries: &weft::AnyDataset,
@@ -59,6 +65,34 @@ pub fn sweep(
     runs: usize,
     s: &Session,
 ) -> Result<Vec<Point>> {
+    sweep_with(
+        index,
+        queries,
+        gt,
+        k,
+        beams,
+        runs,
+        &SearchParams::default(),
+        s,
+    )
+}
+
+/// Like [`sweep`], each search with `base` (backend, GPU options, seed) and the beam width set.
+#[allow(clippy::too_many_arguments)]
+pub fn sweep_with(
+    index: &Index,
+    queries: &weft::AnyDataset,
+    gt: &IdMatrix,
+    k: usize,
+    beams: &[usize],
+    runs: usize,
+    base: &SearchParams,
+    s: &Session,
+) -> Result<Vec<Point>> {
+    let with = |beam: usize| SearchParams {
+        beam_width: beam,
+        ..base.clone()
+    };
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -66,7 +100,7 @@ pub fn sweep(
     let mut points = vec![];
     // Warm-up: page the data and graph in.
     if let Some(&b) = beams.first() {
-        ctx.install(|| index.search_any(queries, k, &SearchParams::with_beam_width(b.max(k))))??;
+        ctx.install(|| index.search_any(queries, k, &with(b.max(k))))??;
     }
     for &beam in beams {
         if beam < k {
@@ -76,8 +110,7 @@ pub fn sweep(
         let mut times = vec![];
         let mut last = None;
         for _ in 0..runs {
-            let out = ctx
-                .install(|| index.search_any(queries, k, &SearchParams::with_beam_width(beam)))??;
+            let out = ctx.install(|| index.search_any(queries, k, &with(beam)))??;
             times.push(out.elapsed.as_secs_f64());
             last = Some(out);
         }
@@ -137,7 +170,10 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         );
     }
     s.stage("sweeping the beam width");
-    let points = sweep(&index, &queries, &gt, args.k, &args.beam, args.runs, s)?;
+    let base = args.gpu.apply(SearchParams::default());
+    let points = sweep_with(
+        &index, &queries, &gt, args.k, &args.beam, args.runs, &base, s,
+    )?;
     s.done();
     let text = format!(
         "{} queries, k = {}, {} threads, median of {} runs\n{}",

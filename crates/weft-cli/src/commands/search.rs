@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use weft::graph::storage::{self, LoadOptions};
+use weft::index::{GpuSearchOptions, SearchBackend};
 use weft::io::IdMatrix;
+use weft::search::CagraSearchModeParam;
 use weft::{Index, SearchParams};
 
 use super::{Report, read_vectors, secs};
@@ -25,7 +27,8 @@ pub struct Args {
     /// Neighbours per query.
     #[arg(long, short, default_value_t = 10)]
     pub k: usize,
-    /// Beam width (candidate list size L >= k).
+    /// Beam width (candidate list size L >= k); on the GPU, the internal list size (itopk)
+    /// unless --itopk is given.
     #[arg(long, default_value_t = 64)]
     pub beam: usize,
     /// Exhaustive search instead of the graph.
@@ -34,6 +37,82 @@ pub struct Args {
     /// Output id file (ivecs, ibin or npy by extension).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// Where the search runs, and the GPU search's options.
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+}
+
+/// Where a graph search runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendArg {
+    /// The GPU when one is usable and the graph is fixed-degree or k-NN, else the CPU.
+    Auto,
+    /// The CPU beam search.
+    Cpu,
+    /// The GPU CAGRA-style search (an error without a usable GPU).
+    Gpu,
+}
+
+/// Single- or multi-CTA GPU search.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModeArg {
+    /// Multi-CTA for small batches (below twice the SM count) or itopk > 512.
+    Auto,
+    /// One thread block per query (deterministic, independent of the batch).
+    SingleCta,
+    /// Several thread blocks per query (small batches, large itopk).
+    MultiCta,
+}
+
+/// The search backend and the GPU search's options (`weft search`, `weft eval`).
+///
+/// Mapping to the CPU beam search: --beam is the list size on both (the GPU's itopk, unless
+/// --itopk overrides it); --search-width, --team-size, --mode and --max-iterations apply to the
+/// GPU only.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GpuArgs {
+    /// auto: the GPU search when a GPU is usable and the graph is fixed-degree or k-NN, else the
+    /// CPU beam search; cpu; gpu (an error when it cannot run).
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// GPU: internal list size (itopk, k..=1024); default: the beam width.
+    #[arg(long)]
+    pub itopk: Option<usize>,
+    /// GPU: parents expanded per iteration (1..=32).
+    #[arg(long, default_value_t = 1)]
+    pub search_width: usize,
+    /// GPU: threads per distance (2, 4, 8, 16, 32; 0 = from the dimension).
+    #[arg(long, default_value_t = 0)]
+    pub team_size: usize,
+    /// GPU: single- or multi-CTA.
+    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+    pub mode: ModeArg,
+    /// GPU: iteration cap (0 = automatic).
+    #[arg(long, default_value_t = 0)]
+    pub max_iterations: usize,
+}
+
+impl GpuArgs {
+    /// `params` with this backend and these GPU options.
+    pub fn apply(&self, mut params: SearchParams) -> SearchParams {
+        params.backend = match self.backend {
+            BackendArg::Auto => SearchBackend::Auto,
+            BackendArg::Cpu => SearchBackend::Cpu,
+            BackendArg::Gpu => SearchBackend::Gpu,
+        };
+        params.gpu = GpuSearchOptions {
+            itopk: self.itopk,
+            search_width: self.search_width,
+            team_size: self.team_size,
+            mode: match self.mode {
+                ModeArg::Auto => CagraSearchModeParam::Auto,
+                ModeArg::SingleCta => CagraSearchModeParam::SingleCta,
+                ModeArg::MultiCta => CagraSearchModeParam::MultiCta,
+            },
+            max_iterations: self.max_iterations,
+        };
+        params
+    }
 }
 
 /// Loads data and graph as one index (the graph is memory-mapped and checksum-verified).
@@ -51,7 +130,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let params = if args.exact {
         SearchParams::exact()
     } else {
-        SearchParams::with_beam_width(args.beam)
+        args.gpu.apply(SearchParams::with_beam_width(args.beam))
     };
     s.stage("searching");
     let out = s
@@ -69,12 +148,15 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     }
     let mode = if args.exact {
         "exact".to_string()
+    } else if out.backend == "gpu" {
+        format!("gpu itopk={}", args.gpu.itopk.unwrap_or(args.beam))
     } else {
         format!("beam L={}", args.beam)
     };
     Ok(Report {
         json: serde_json::json!({
-            "queries": queries.rows(), "k": args.k, "mode": mode, "seconds": seconds, "qps": qps,
+            "queries": queries.rows(), "k": args.k, "mode": mode, "backend": out.backend,
+            "seconds": seconds, "qps": qps,
             "distance_computations": out.stats.distance_computations, "out": args.out,
         }),
         text: format!(
