@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::prelude::*;
 
 use crate::pareto::frontier;
@@ -145,6 +146,45 @@ fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo / 1.5, hi * 1.5)
 }
 
+/// The chart [`frame`] returns.
+type FrameResult<'a, DB, X, Y> = std::result::Result<
+    ChartContext<
+        'a,
+        DB,
+        Cartesian2d<<X as AsRangedCoord>::CoordDescType, <Y as AsRangedCoord>::CoordDescType>,
+    >,
+    DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>,
+>;
+
+/// A chart with the common caption, margins and label areas, over the coordinates `x` by `y`.
+fn frame<'a, DB: DrawingBackend, X: AsRangedCoord, Y: AsRangedCoord>(
+    root: &'a DrawingArea<DB, Shift>,
+    caption: &str,
+    x: X,
+    y: Y,
+) -> FrameResult<'a, DB, X, Y> {
+    ChartBuilder::on(root)
+        .caption(caption, (FAMILY, 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(75)
+        .build_cartesian_2d(x, y)
+}
+
+/// Draws the legend box of `chart` at `position`.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> DrawResult<DB::ErrorType> {
+    chart
+        .configure_series_labels()
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(position)
+        .draw()
+}
+
 fn pareto<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     name: &str,
@@ -167,15 +207,12 @@ fn pareto<DB: DrawingBackend>(
         .flat_map(|r| r.sweep.iter().map(|p| p.batch))
         .max()
         .unwrap_or(0);
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            format!("{name}: QPS vs recall@10 (batch {batch}; Pareto frontier, all points)"),
-            (FAMILY, 18),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(75)
-        .build_cartesian_2d(xmin..1.0f64, (ylo..yhi).log_scale())?;
+    let mut chart = frame(
+        root,
+        &format!("{name}: QPS vs recall@10 (batch {batch}; Pareto frontier, all points)"),
+        xmin..1.0f64,
+        (ylo..yhi).log_scale(),
+    )?;
     chart
         .configure_mesh()
         .x_desc("recall@10")
@@ -192,14 +229,7 @@ fn pareto<DB: DrawingBackend>(
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .label_font((FAMILY, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerLeft)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::LowerLeft)
 }
 
 /// (label, dataset, n, graph recall@10, build median s) of every successful build.
@@ -238,15 +268,12 @@ fn build_vs_recall<DB: DrawingBackend>(
     let (ylo, yhi) = log_range(b.iter().map(|x| x.4));
     let xmin = b.iter().filter_map(|x| x.3).fold(1.0f64, f64::min);
     let xmin = ((xmin * 10.0).floor() / 10.0).clamp(0.0, 0.9);
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "build time vs graph recall@10 (label: dataset)",
-            (FAMILY, 18),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(75)
-        .build_cartesian_2d(xmin..1.0f64, (ylo..yhi).log_scale())?;
+    let mut chart = frame(
+        root,
+        "build time vs graph recall@10 (label: dataset)",
+        xmin..1.0f64,
+        (ylo..yhi).log_scale(),
+    )?;
     chart
         .configure_mesh()
         .x_desc("graph recall@10")
@@ -266,14 +293,7 @@ fn build_vs_recall<DB: DrawingBackend>(
             .label(lab.as_str())
             .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
     }
-    chart
-        .configure_series_labels()
-        .label_font((FAMILY, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 fn build_vs_n<DB: DrawingBackend>(
@@ -284,15 +304,12 @@ fn build_vs_n<DB: DrawingBackend>(
     let b = builds(records);
     let (ylo, yhi) = log_range(b.iter().map(|x| x.4));
     let (xlo, xhi) = log_range(b.iter().map(|x| x.2 as f64));
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "build time vs n (all datasets; label: dataset)",
-            (FAMILY, 18),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(75)
-        .build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())?;
+    let mut chart = frame(
+        root,
+        "build time vs n (all datasets; label: dataset)",
+        (xlo..xhi).log_scale(),
+        (ylo..yhi).log_scale(),
+    )?;
     chart
         .configure_mesh()
         .x_desc("base vectors n (log)")
@@ -318,14 +335,7 @@ fn build_vs_n<DB: DrawingBackend>(
             .label(lab.as_str())
             .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
     }
-    chart
-        .configure_series_labels()
-        .label_font((FAMILY, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// Writes every plot of `records` under `dir` and returns the files written.

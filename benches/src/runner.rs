@@ -347,6 +347,19 @@ pub fn run_dataset(
     Ok(records)
 }
 
+/// The algorithm part of a record of weft's algorithm `name` on `backend`.
+fn weft_run(name: &str, backend: Backend, params: Value, cfg: &RunConfig) -> AlgorithmRun {
+    AlgorithmRun {
+        library: "weft".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        name: name.into(),
+        backend: backend.name().into(),
+        params,
+        threads: cfg.threads,
+        search_param: "beam_width".into(),
+    }
+}
+
 fn failed_record(
     data: &Prepared,
     cfg: &RunConfig,
@@ -360,15 +373,7 @@ fn failed_record(
         suite: cfg.suite.clone(),
         env: env.clone(),
         dataset: dataset_info(data),
-        algorithm: AlgorithmRun {
-            library: "weft".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            name: name.into(),
-            backend: backend.name().into(),
-            params: Value::Null,
-            threads: cfg.threads,
-            search_param: "beam_width".into(),
-        },
+        algorithm: weft_run(name, backend, Value::Null, cfg),
         build: None,
         memory: None,
         graph: None,
@@ -460,15 +465,12 @@ fn run_one(
         suite: cfg.suite.clone(),
         env: env.clone(),
         dataset: dataset_info(data),
-        algorithm: AlgorithmRun {
-            library: "weft".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            name: name.into(),
-            backend: backend.name().into(),
-            params: serde_json::json!({ "k": k, "params": params }),
-            threads: cfg.threads,
-            search_param: "beam_width".into(),
-        },
+        algorithm: weft_run(
+            name,
+            backend,
+            serde_json::json!({ "k": k, "params": params }),
+            cfg,
+        ),
         build: Some(BuildTimes::from_runs(runs, warmup_s, warm_rows)),
         memory: Some(Memory {
             peak_rss_mib: peak_rss,
