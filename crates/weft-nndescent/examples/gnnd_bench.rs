@@ -171,6 +171,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     stats.merges,
                     stats.loads,
                 );
+                println!("  stages (s): {:?}", stats.seconds);
             }
         }
     }

@@ -27,5 +27,5 @@ pub use cpu::{BuildStats, NnDescentCpu};
 #[cfg(feature = "cuda")]
 pub use gpu::NnDescentGpu;
 #[cfg(feature = "cuda")]
-pub use sharded::{ShardPlan, ShardedStats};
+pub use sharded::{ShardPlan, ShardedStats, StageSeconds};
 pub use params::NnDescentParams;

@@ -13,6 +13,7 @@
 //! pinned staging buffers).
 
 use std::ops::Range;
+use std::time::Instant;
 
 use rayon::prelude::*;
 use weft_core::{BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, Metric, NodeId, Result};
@@ -115,6 +116,22 @@ pub struct ShardedStats {
     pub merge_stats: Vec<GnndStats>,
     /// Device bytes planned (two shards and one merge).
     pub bytes: u64,
+    /// Wall-clock seconds of the shard uploads, the shard builds (download included), the
+    /// merges (download included) and the host-side folding of the merge results.
+    pub seconds: StageSeconds,
+}
+
+/// Where the time of an out-of-memory build went, in wall-clock seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageSeconds {
+    /// Shard uploads.
+    pub upload: f64,
+    /// Shard builds.
+    pub build: f64,
+    /// Pairwise merges.
+    pub merge: f64,
+    /// Folding merge results into the accumulated rows (host).
+    pub fold: f64,
 }
 
 impl ShardedStats {
@@ -185,9 +202,12 @@ pub(crate) fn build_sharded<T: Element>(
      -> Result<()> {
         build.check_cancelled()?;
         let r = plan.shards[i].clone();
+        let t = Instant::now();
         m.upload_rows(ctx, data.slice_rows(r.clone())?)?;
+        stats.seconds.upload += t.elapsed().as_secs_f64();
         stats.loads += 1;
         if local[i].is_none() {
+            let t = Instant::now();
             let cfg = GnndConfig {
                 seed: weft_core::rng::hash3(config.seed, i as u64, i as u64),
                 ..*config
@@ -202,6 +222,7 @@ pub(crate) fn build_sharded<T: Element>(
             acc_d[r.start * k..r.end * k].copy_from_slice(g.dists());
             local[i] = Some(g);
             stats.builds.push(st);
+            stats.seconds.build += t.elapsed().as_secs_f64();
             build.progress().advance(1);
         }
         Ok(())
@@ -221,8 +242,11 @@ pub(crate) fn build_sharded<T: Element>(
                 seed: weft_core::rng::hash3(config.seed, i as u64, j as u64),
                 ..*config
             };
+            let t = Instant::now();
             let (h, st) = gnnd.merge_device_cross(&a, gi, &b, gj, metric, &cfg, &inner)?;
             let h = h.download(ctx)?;
+            stats.seconds.merge += t.elapsed().as_secs_f64();
+            let t = Instant::now();
             let (ri, rj) = (plan.shards[i].clone(), plan.shards[j].clone());
             let ni = ri.len();
             // Rows of shard i take h's cross entries (ids >= ni, shard j); rows of j take the
@@ -238,6 +262,7 @@ pub(crate) fn build_sharded<T: Element>(
                 rj.start,
             );
             fold_cross(&mut acc_ids, &mut acc_d, k, rj, &h, ni, 0..ni, ri.start);
+            stats.seconds.fold += t.elapsed().as_secs_f64();
             stats.merges += 1;
             stats.merge_stats.push(st);
             build.progress().advance(1);
