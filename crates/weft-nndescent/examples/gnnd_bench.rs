@@ -116,7 +116,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         config.max_iters = max_iters;
         println!("config: {config:?}");
         let t = Instant::now();
-        let (g, stats) = gnnd.build_device(&dev, metric, k, &config, &bctx)?;
+        let (g, stats) = gnnd.build_device(dev, metric, k, &config, &bctx)?;
         ctx.synchronize()?;
         let secs = t.elapsed().as_secs_f64();
         println!(

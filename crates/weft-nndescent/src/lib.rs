@@ -26,6 +26,6 @@ pub mod sharded;
 pub use cpu::{BuildStats, NnDescentCpu};
 #[cfg(feature = "cuda")]
 pub use gpu::NnDescentGpu;
+pub use params::NnDescentParams;
 #[cfg(feature = "cuda")]
 pub use sharded::{ShardPlan, ShardedStats, StageSeconds};
-pub use params::NnDescentParams;

@@ -643,6 +643,7 @@ fn tiny_budget_is_out_of_device_memory_and_bad_input_is_typed() {
 
 /// Splits `data` (`n` x `dim`) at `n1`: the two halves' graphs built separately on the GPU, then
 /// merged (GGM); returns the merged graph and the single-build graph of the whole set.
+#[allow(clippy::too_many_arguments)]
 fn merge_halves(
     ctx: &Arc<GpuContext>,
     data: &[f32],

@@ -60,6 +60,11 @@ pub struct Args {
     /// Seed: the same seed and parameters give the same graph on the CPU.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Device memory budget of a GPU nndescent build, in bytes or with a K, M, G or T suffix
+    /// (binary: 8G = 8 GiB). A build that does not fit the budget (or, without this flag, the
+    /// device's free memory) is split into shards merged pairwise; the parameter `gpu_mem_limit`.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub gpu_mem_limit: Option<u64>,
     /// Output graph file (written atomically, with a checksum).
     #[arg(long, short)]
     pub out: PathBuf,
@@ -68,7 +73,18 @@ pub struct Args {
 /// Builds and saves a graph.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let data = read_vectors(&args.data, false)?;
-    let params = collect_params(args.params.as_deref(), &args.param)?;
+    let mut params = collect_params(args.params.as_deref(), &args.param)?;
+    if let Some(bytes) = args.gpu_mem_limit {
+        if args.algo != "nndescent" {
+            anyhow::bail!(
+                "--gpu-mem-limit applies to `nndescent` (its GPU back end), not `{}`",
+                args.algo
+            );
+        }
+        if let serde_json::Value::Object(m) = &mut params {
+            m.insert("gpu_mem_limit".into(), bytes.into());
+        }
+    }
     let ctx = s.ctx(args.seed);
     let registry = weft::Registry::available();
     let start = Instant::now();
@@ -114,4 +130,45 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         }),
         text,
     })
+}
+
+/// Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024), optionally
+/// followed by `B` or `iB` (`512M`, `8G`, `8GiB`, `1000000`).
+fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let upper = t.to_ascii_uppercase();
+    let body = upper
+        .strip_suffix("IB")
+        .or_else(|| upper.strip_suffix('B'))
+        .unwrap_or(&upper);
+    let (digits, shift) = match body.chars().last() {
+        Some('K') => (&body[..body.len() - 1], 10),
+        Some('M') => (&body[..body.len() - 1], 20),
+        Some('G') => (&body[..body.len() - 1], 30),
+        Some('T') => (&body[..body.len() - 1], 40),
+        _ => (body, 0),
+    };
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{t}` is not a byte count (e.g. 1048576, 512M, 8G)"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{t}` bytes overflow"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts_with_suffixes() {
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert_eq!(parse_bytes("512M"), Ok(512 << 20));
+        assert_eq!(parse_bytes("8G"), Ok(8 << 30));
+        assert_eq!(parse_bytes("8gib"), Ok(8 << 30));
+        assert_eq!(parse_bytes("2KB"), Ok(2048));
+        assert!(parse_bytes("eight").is_err());
+        assert!(parse_bytes("").is_err());
+        assert!(parse_bytes("99999999999T").is_err());
+    }
 }
