@@ -538,6 +538,93 @@ fn ggnn_build_and_eval() {
     );
 }
 
+/// `weft build --gpu-mem-limit`: the budget reaches nndescent's `gpu_mem_limit` (on the GPU a
+/// build that does not fit is split into shards; the CPU back end ignores it), other algorithms
+/// and malformed sizes are refused.
+#[test]
+fn build_gpu_mem_limit_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (base, graph) = (p(d, "b.fbin"), p(d, "g.wgraph"));
+    ok_json(&[
+        "gen",
+        "--preset",
+        "deep",
+        "-n",
+        "3000",
+        "--queries",
+        "0",
+        "--out",
+        &base,
+    ]);
+    // A budget that holds about a fifth of the set on the GPU (about 3 KB a row): five shards
+    // there.
+    let b = ok_json(&[
+        "build",
+        "--algo",
+        "nndescent",
+        "--data",
+        &base,
+        "-k",
+        "16",
+        "--gpu-mem-limit",
+        "4M",
+        "--out",
+        &graph,
+    ]);
+    assert_eq!(b["stats"]["num_nodes"], 3000);
+    assert_eq!(b["params"]["params"]["params"]["gpu_mem_limit"], 4u64 << 20);
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "exact",
+            "--data",
+            &base,
+            "-k",
+            "5",
+            "--gpu-mem-limit",
+            "1G",
+            "--out",
+            &graph,
+        ],
+        "--gpu-mem-limit applies to `nndescent`",
+    );
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "nndescent",
+            "--data",
+            &base,
+            "-k",
+            "5",
+            "--gpu-mem-limit",
+            "lots",
+            "--out",
+            &graph,
+        ],
+        "not a byte count",
+    );
+    // Below the 1 MiB floor: refused as an impossible parameter.
+    fails_with(
+        &[
+            "build",
+            "--algo",
+            "nndescent",
+            "--data",
+            &base,
+            "-k",
+            "5",
+            "--gpu-mem-limit",
+            "1000",
+            "--out",
+            &graph,
+        ],
+        "gpu_mem_limit",
+    );
+}
+
 #[test]
 fn search_backends_cpu_and_gpu() {
     let dir = tempfile::tempdir().unwrap();
