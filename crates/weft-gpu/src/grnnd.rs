@@ -194,13 +194,13 @@ impl GrnndConfig {
                 format!("must be in (0, 1], got {}", self.rho),
             ));
         }
-        if let Some(m) = self.max_pairs {
-            if m == 0 || m > u32::MAX as usize {
-                return Err(Error::invalid_param(
-                    "max_pairs",
-                    format!("must be in 1..={}, got {m}", u32::MAX),
-                ));
-            }
+        if let Some(m) = self.max_pairs
+            && (m == 0 || m > u32::MAX as usize)
+        {
+            return Err(Error::invalid_param(
+                "max_pairs",
+                format!("must be in 1..={}, got {m}", u32::MAX),
+            ));
         }
         if n == 0 {
             return Err(Error::InvalidInput(
@@ -790,16 +790,14 @@ pub fn repair_connectivity(
             stack.push(u as NodeId);
             flood(ids, n, degree, &mut seen, &mut stack);
         }
-        if !linked {
-            if let Some(u) = seen.iter().position(|&s| !s) {
-                let mut r =
-                    (weft_core::rng::hash3(seed, u as u64, 0x7265_7061_6972) % n as u64) as usize;
-                while !seen[r] {
-                    r = (r + 1) % n;
-                }
-                link(ids, degree, r, u as NodeId);
-                report.links += 1;
+        if !linked && let Some(u) = seen.iter().position(|&s| !s) {
+            let mut r =
+                (weft_core::rng::hash3(seed, u as u64, 0x7265_7061_6972) % n as u64) as usize;
+            while !seen[r] {
+                r = (r + 1) % n;
             }
+            link(ids, degree, r, u as NodeId);
+            report.links += 1;
         }
         seen = reachable(ids, n, degree, entries);
     }

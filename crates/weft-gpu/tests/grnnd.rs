@@ -6,6 +6,8 @@
 //! Data are small integers, so that every distance is exact in f32 on both sides and the
 //! pruning decisions of the model and the kernel agree bit for bit.
 
+#![allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+
 use proptest::prelude::*;
 use weft_core::rng::{SplitMix64, hash3, mix64};
 use weft_core::{BuildCtx, DatasetView, Element, Error, Metric, NodeId};
@@ -111,11 +113,11 @@ fn model_update(
                 if cfg.new_old && ei & NEW_BIT == 0 && ej & NEW_BIT == 0 {
                     continue;
                 }
-                if let Some(m) = cfg.max_pairs {
-                    if my_pairs >= m as u64 {
-                        capped = true;
-                        break 'outer;
-                    }
+                if let Some(m) = cfg.max_pairs
+                    && my_pairs >= m as u64
+                {
+                    capped = true;
+                    break 'outer;
                 }
                 my_pairs += 1;
                 let dij = dist(metric, row(id_of(ei)), row(id_of(ej)));
@@ -297,7 +299,7 @@ fn grnnd_insert_refuses_ids_already_in_the_row() {
     };
     let r = 40;
     let init: Vec<u64> = (1..=35u32).map(|i| pack(i as f32, false, i)).collect();
-    let pool = PoolRows::from_rows(&[init.clone()], r).unwrap();
+    let pool = PoolRows::from_rows(std::slice::from_ref(&init), r).unwrap();
     // Closer copies of present ids, from many warps at once: all refused (the row has room).
     let owners = vec![0u32; 35 * 8];
     let entries: Vec<u64> = (0..35 * 8)
