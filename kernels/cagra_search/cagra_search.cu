@@ -35,6 +35,8 @@ namespace cagra_search {
 constexpr u32 MSB = 0x80000000u;
 // Elements one thread holds during a rank merge (list + candidates <= 16 * blockDim).
 constexpr u32 MAX_PER_THREAD = 16;
+// 16-byte loads one lane issues together in the distance loop.
+constexpr u32 LOADS = 4;
 
 // Hash-table placement (the `table_mode` argument).
 enum TableMode : u32 {
@@ -274,16 +276,29 @@ __device__ void search(const Args& a) {
                 float l2 = 0.0f, dot = 0.0f, nb = 0.0f;
                 if (valid) {
                     const uint4* row = reinterpret_cast<const uint4*>(a.data + (u64)cand_i[s] * row_bytes);
-                    for (u32 v = team_lane; v < nvec; v += team) {
-                        float x[P];
-                        Elem<T>::unpack(row[v], x);
+                    // LOADS 16-byte loads per lane in flight before any arithmetic: the search
+                    // is bound by memory latency, so the loads of a row must overlap.
+                    for (u32 v0 = team_lane; v0 < nvec; v0 += team * LOADS) {
+                        uint4 r[LOADS];
 #pragma unroll
-                        for (u32 i = 0; i < P; ++i) {
-                            const float y = qv[v * P + i];
-                            const float d = y - x[i];
-                            l2 = fmaf(d, d, l2);
-                            dot = fmaf(y, x[i], dot);
-                            nb = fmaf(x[i], x[i], nb);
+                        for (u32 j = 0; j < LOADS; ++j) {
+                            const u32 v = v0 + j * team;
+                            r[j] = v < nvec ? row[v] : make_uint4(0u, 0u, 0u, 0u);
+                        }
+#pragma unroll
+                        for (u32 j = 0; j < LOADS; ++j) {
+                            const u32 v = v0 + j * team;
+                            if (v >= nvec) break;
+                            float x[P];
+                            Elem<T>::unpack(r[j], x);
+#pragma unroll
+                            for (u32 i = 0; i < P; ++i) {
+                                const float y = qv[v * P + i];
+                                const float d = y - x[i];
+                                l2 = fmaf(d, d, l2);
+                                dot = fmaf(y, x[i], dot);
+                                nb = fmaf(x[i], x[i], nb);
+                            }
                         }
                     }
                 }
@@ -409,7 +424,7 @@ using namespace weft;
 using namespace weft::cagra_search;
 
 #define WEFT_CAGRA_SEARCH(NAME, T)                                                                     \
-    extern "C" __global__ void NAME(                                                                   \
+    extern "C" __global__ void __launch_bounds__(128, 5) NAME(                                         \
         const u8* data, u32 n, u32 stride, const u32* graph, u32 degree, const u8* queries, u32 nq,    \
         i32 metric, u32 itopk, u32 width, u32 max_iter, u32 min_iter, u32 team, u64 seed,              \
         const u32* entries, u32 n_entries, const u32* filter, u32 has_filter, u32 cand_cap,            \

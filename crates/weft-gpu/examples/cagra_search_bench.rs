@@ -118,6 +118,7 @@ fn sweep<T: Element>(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn batch1<T: Element>(
     ctx: &GpuContext,
     label: &str,

@@ -40,8 +40,10 @@ pub const MAX_SEARCH_WIDTH: usize = 32;
 pub const MAX_CANDIDATES: usize = 1024;
 /// Entries of each block's list in multi-CTA mode.
 pub const MULTI_CTA_ITOPK: usize = 32;
-/// Threads per search block.
-const BLOCK: u32 = 128;
+/// Threads per search block: the kernel's launch bound (`__launch_bounds__(128, 5)`).
+const BLOCK_MAX: usize = 128;
+/// Entries one thread holds in the kernel's rank merge (`MAX_PER_THREAD`).
+const MERGE_PER_THREAD: usize = 16;
 /// Shared memory a block may use (the launch wrapper's limit).
 const SMEM_LIMIT: usize = 48 * 1024;
 /// The largest multi-CTA merge buffer (pairs).
@@ -126,6 +128,8 @@ pub struct CagraSearchPlan {
     pub table_mode: u32,
     /// Dynamic shared memory per search block, in bytes.
     pub shared_bytes: usize,
+    /// Threads per search block (64, or 128 when the list and candidates need them).
+    pub block_threads: usize,
 }
 
 /// CAGRA-style search on one GPU (see the module documentation).
@@ -415,7 +419,7 @@ impl<'c> CagraSearchDevice<'c> {
                     ctx,
                     &name,
                     a,
-                    launch_cfg((grid, 1, 1), BLOCK, p.shared_bytes as u32),
+                    launch_cfg((grid, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
                 )?;
             }
             let (src_ids, src_d) = if multi {
@@ -607,16 +611,30 @@ pub fn plan(
         let want = 2 * ctas * (list_len + degree * max_iterations);
         (want.next_power_of_two().trailing_zeros().clamp(11, 20), 2)
     } else {
-        let want = 2 * (list_len + results + candidates);
-        let bits = want.next_power_of_two().trailing_zeros().max(8);
-        if bits <= 13 && (base_words + (1usize << bits)) * 4 <= SMEM_LIMIT {
-            (bits, 0)
-        } else {
-            (bits, 1)
+        // Room for the lists and about eight iterations of candidates at half fill, so that
+        // the table is cleared rarely; smaller when shared memory is short.
+        let need = 2 * (list_len + results + candidates);
+        let min_bits = need.next_power_of_two().trailing_zeros().max(8);
+        let roomy = (2 * (list_len + results + 8 * candidates))
+            .next_power_of_two()
+            .trailing_zeros()
+            .clamp(min_bits, 13);
+        match (min_bits..=roomy)
+            .rev()
+            .find(|&b| b <= 13 && (base_words + (1usize << b)) * 4 <= SMEM_LIMIT)
+        {
+            Some(bits) => (bits, 0),
+            None => (min_bits, 1),
         }
     };
     let shared_words = base_words + if table_mode == 0 { 1 << hash_bits } else { 0 };
-    debug_assert!(list_len + candidates <= 16 * BLOCK as usize);
+    // 64 threads keep more queries in flight per SM; 128 when the merge needs the threads.
+    let block_threads = if list_len + candidates <= MERGE_PER_THREAD * 64 {
+        64
+    } else {
+        BLOCK_MAX
+    };
+    debug_assert!(list_len + candidates <= MERGE_PER_THREAD * BLOCK_MAX);
     Ok(CagraSearchPlan {
         mode,
         team_size,
@@ -628,5 +646,6 @@ pub fn plan(
         hash_bits,
         table_mode,
         shared_bytes: shared_words * 4,
+        block_threads,
     })
 }

@@ -214,7 +214,8 @@ fn gpu_cagra_filtered_search_never_returns_filtered_ids() {
     let graph = known_good_graph(base.view(), Metric::L2Squared, 21);
     // The list must hold enough points to reach k allowed ones: itopk 128 at 90%, 512 at 99%.
     for (rate, keep_every, itopk, min_recall) in [(0.9, 10usize, 128, 0.9), (0.99, 100, 512, 0.7)] {
-        let allowed = |i: usize| weft_core::rng::hash3(5, i as u64, 0) % keep_every as u64 == 0;
+        let allowed =
+            |i: usize| weft_core::rng::hash3(5, i as u64, 0).is_multiple_of(keep_every as u64);
         let filter = CagraSearchParams::filter_from(n, allowed);
         let ids: Vec<usize> = (0..n).filter(|&i| allowed(i)).collect();
         // Exact answer over the allowed points only.
