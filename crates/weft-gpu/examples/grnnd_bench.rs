@@ -19,9 +19,7 @@
 
 use std::time::Instant;
 
-use weft_core::{
-    BuildCtx, Dataset, FixedDegreeGraph, GraphBuilder, Metric, Neighbors, NodeId, Searcher,
-};
+use weft_core::{BuildCtx, Dataset, FixedDegreeGraph, Metric, Neighbors, Searcher};
 use weft_gpu::{
     CagraOptimizer, DeviceMatrix, ExactGpu, Gnnd, GnndConfig, GpuContext, Grnnd, GrnndConfig,
     PairOrder, probe,
@@ -294,7 +292,6 @@ fn main() -> Res<()> {
             t.elapsed().as_secs_f64(),
             cst.distance_computations
         );
-        let _ = GraphBuilder::name(&RnnDescentCpu);
         let ps = sweep(&cpu, &sub, &sq, &st, &ls)?;
         print_sweep("rnnd-cpu", &ps);
         for target in [0.90, 0.95, 0.98] {
@@ -358,6 +355,5 @@ fn main() -> Res<()> {
             );
         }
     }
-    let _: Option<NodeId> = None;
     Ok(())
 }
