@@ -354,6 +354,15 @@ fn every_command_has_help() {
     assert!(
         names.contains(&"exact") && names.contains(&"nndescent") && names.contains(&"rnndescent")
     );
+    // GRNND runs only on the GPU: listed as an algorithm with a GPU, else under needs_gpu.
+    let needs_gpu: Vec<&str> = a["needs_gpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"grnnd") != needs_gpu.contains(&"grnnd"));
+    assert_eq!(a["gpu_unavailable"].is_null(), needs_gpu.is_empty());
     let m = ok_json(&["info"]);
     assert!(m["cpu"]["threads"].as_u64().unwrap() >= 1);
 }

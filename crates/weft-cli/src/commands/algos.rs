@@ -1,8 +1,8 @@
 //! `weft algos`.
 
 use anyhow::Result;
-use weft::Registry;
-use weft::registry::PLANNED;
+use weft::registry::{GPU_ONLY, PLANNED};
+use weft::{GpuStatus, Registry};
 
 use super::Report;
 use crate::progress::Session;
@@ -11,9 +11,11 @@ use crate::progress::Session;
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 
-/// Lists the registered algorithms and the planned ones.
+/// Lists the registered algorithms, the GPU-only ones this machine cannot run, and the planned
+/// ones.
 pub fn run(_args: &Args, _s: &Session) -> Result<Report> {
-    let list = Registry::available().list();
+    let registry = Registry::available();
+    let list = registry.list();
     let mut text = String::from("algorithms in this build:\n");
     for a in &list {
         text += &format!(
@@ -25,7 +27,28 @@ pub fn run(_args: &Args, _s: &Session) -> Result<Report> {
             a.default_params
         );
     }
-    text += "not available yet:\n";
+    let no_gpu = match registry.gpu() {
+        GpuStatus::Unavailable(reason) => Some(reason.clone()),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    };
+    let mut needs_gpu = Vec::new();
+    if let Some(reason) = &no_gpu {
+        let missing: Vec<_> = GPU_ONLY
+            .iter()
+            .filter(|(name, _)| !list.iter().any(|a| a.name == *name))
+            .collect();
+        if !missing.is_empty() {
+            text += &format!("GPU only, and this machine has no usable GPU ({reason}):\n");
+        }
+        for (name, what) in missing {
+            text += &format!("  {name:<12} {what}\n");
+            needs_gpu.push(serde_json::json!({"name": name, "description": what}));
+        }
+    }
+    if !PLANNED.is_empty() {
+        text += "not available yet:\n";
+    }
     for (name, why) in PLANNED {
         text += &format!("  {name:<12} {why}\n");
     }
@@ -34,7 +57,12 @@ pub fn run(_args: &Args, _s: &Session) -> Result<Report> {
         .map(|(n, w)| serde_json::json!({"name": n, "status": w}))
         .collect();
     Ok(Report {
-        json: serde_json::json!({ "algorithms": list, "planned": planned }),
+        json: serde_json::json!({
+            "algorithms": list,
+            "needs_gpu": needs_gpu,
+            "gpu_unavailable": no_gpu,
+            "planned": planned,
+        }),
         text,
     })
 }
