@@ -166,13 +166,17 @@ __device__ __forceinline__ void emit(u32 u, float worst, u32 v, float d, u32 k, 
     }
 }
 
-// The distance tile of one join block: thread (tr, tc) owns rows tr + 16 i (i < RI) and columns
-// tc + 16 j (j < CJ). L2: sum of squared differences; else the dot product (finished later).
-template <typename T, bool L2, u32 RI, u32 CJ>
+// The distance tile of one join block: thread (tr, tc) owns rows r0 + tr + 16 i (i < RI) and
+// columns tc + 16 j (j < CJ); r0 = 0, or A with CROSS (the merge's cross mode: NEW rows are not
+// joined there, so only the OLD rows, at most 64, are computed; with RI = 4 the rows stay below
+// A + 64 <= JOIN_ROWS). L2: sum of squared differences; else the dot product (finished later).
+template <typename T, bool L2, u32 RI, u32 CJ, bool CROSS>
 __device__ void join_tile(const T* data, const T* data_b, u32 split, u32 stride, i32 metric,
-                          JoinShared& sh, u32 R, u32 A,
-                          const float* list_d, u32 k, float* inbox_d, u32* inbox_i,
-                          u32* inbox_cnt, u32 M, unsigned long long* overflow, u32 mode) {
+                          JoinShared& sh, u32 R, u32 A, const float* list_d, u32 k,
+                          float* inbox_d, u32* inbox_i, u32* inbox_cnt, u32 M,
+                          unsigned long long* overflow, u32 mode) {
+    static_assert(!CROSS || RI == 4, "the cross mode computes at most 64 OLD rows");
+    const u32 r0 = CROSS ? A : 0u;
     constexpr int P = Elem<T>::PER_VEC;
     const u32 tid = threadIdx.x;
     const u32 tc = tid & 15u, tr = tid >> 4;
@@ -209,7 +213,7 @@ __device__ void join_tile(const T* data, const T* data_b, u32 split, u32 stride,
             float4 xr[RI], yc[CJ];
 #pragma unroll
             for (u32 i = 0; i < RI; ++i)
-                xr[i] = *reinterpret_cast<const float4*>(sh.vec + (tr + 16 * i) * PITCH + e);
+                xr[i] = *reinterpret_cast<const float4*>(sh.vec + (r0 + tr + 16 * i) * PITCH + e);
 #pragma unroll
             for (u32 j = 0; j < CJ; ++j)
                 yc[j] = *reinterpret_cast<const float4*>(sh.vec + (tc + 16 * j) * PITCH + e);
@@ -249,7 +253,7 @@ __device__ void join_tile(const T* data, const T* data_b, u32 split, u32 stride,
     for (u32 j = 0; j < CJ; ++j) colkey[j] = ~0ull;
 #pragma unroll
     for (u32 i = 0; i < RI; ++i) {
-        const u32 r = tr + 16 * i;
+        const u32 r = r0 + tr + 16 * i;
 #pragma unroll
         for (u32 j = 0; j < CJ; ++j) {
             const u32 c = tc + 16 * j;
@@ -268,7 +272,7 @@ __device__ void join_tile(const T* data, const T* data_b, u32 split, u32 stride,
     for (u32 round = 0; round < rounds; ++round) {
 #pragma unroll
         for (u32 i = 0; i < RI; ++i) {
-            const u32 r = tr + 16 * i;
+            const u32 r = r0 + tr + 16 * i;
             unsigned long long v = ~0ull;
 #pragma unroll
             for (u32 j = 0; j < CJ; ++j) {
@@ -338,24 +342,29 @@ __device__ void join(const T* data, const T* data_b, u32 split, u32 stride, i32 
     if (!L2 && metric == METRIC_COSINE && tid < R) sh.norm[tid] = norms[sh.ids[tid]];
     if (tid < R) sh.worst[tid] = list_d[(u64)sh.ids[tid] * k + k - 1];
     // Block-uniform choice of the register tile: rows per thread (R <= 16 RI), columns (A <= 16 CJ).
-    if (R <= 64) {
+    // The cross mode computes the OLD rows only (B <= 64 of them).
+    if (mode & MODE_CROSS) {
+        if (B == 0) return;  // no OLD sample: no cross pair (block-uniform)
         if (A <= 32)
-            join_tile<T, L2, 4, 2>(data, data_b, split, stride, metric, sh, R, A, list_d, k,
-                                   inbox_d, inbox_i,
-                                   inbox_cnt, M, overflow, mode);
+            join_tile<T, L2, 4, 2, true>(data, data_b, split, stride, metric, sh, R, A, list_d,
+                                         k, inbox_d, inbox_i, inbox_cnt, M, overflow, mode);
         else
-            join_tile<T, L2, 4, 4>(data, data_b, split, stride, metric, sh, R, A, list_d, k,
-                                   inbox_d, inbox_i,
-                                   inbox_cnt, M, overflow, mode);
+            join_tile<T, L2, 4, 4, true>(data, data_b, split, stride, metric, sh, R, A, list_d,
+                                         k, inbox_d, inbox_i, inbox_cnt, M, overflow, mode);
+    } else if (R <= 64) {
+        if (A <= 32)
+            join_tile<T, L2, 4, 2, false>(data, data_b, split, stride, metric, sh, R, A, list_d,
+                                          k, inbox_d, inbox_i, inbox_cnt, M, overflow, mode);
+        else
+            join_tile<T, L2, 4, 4, false>(data, data_b, split, stride, metric, sh, R, A, list_d,
+                                          k, inbox_d, inbox_i, inbox_cnt, M, overflow, mode);
     } else {
         if (A <= 32)
-            join_tile<T, L2, 8, 2>(data, data_b, split, stride, metric, sh, R, A, list_d, k,
-                                   inbox_d, inbox_i,
-                                   inbox_cnt, M, overflow, mode);
+            join_tile<T, L2, 8, 2, false>(data, data_b, split, stride, metric, sh, R, A, list_d,
+                                          k, inbox_d, inbox_i, inbox_cnt, M, overflow, mode);
         else
-            join_tile<T, L2, 8, 4>(data, data_b, split, stride, metric, sh, R, A, list_d, k,
-                                   inbox_d, inbox_i,
-                                   inbox_cnt, M, overflow, mode);
+            join_tile<T, L2, 8, 4, false>(data, data_b, split, stride, metric, sh, R, A, list_d,
+                                          k, inbox_d, inbox_i, inbox_cnt, M, overflow, mode);
     }
 }
 
