@@ -14,7 +14,7 @@ use weft::graph::recall::{SampledTruth, Ties, search_recall};
 use weft::graph::stats::graph_stats;
 use weft::{
     AnyDataset, Backend, BuildCtx, Dataset, GraphMeta, Index, Metric, Produces, Registry,
-    SearchParams, StoredGraph,
+    SearchParams, StoredGraph, index::SearchBackend,
 };
 
 use crate::datasets::Prepared;
@@ -348,7 +348,15 @@ pub fn run_dataset(
 }
 
 /// The algorithm part of a record of weft's algorithm `name` on `backend`.
-fn weft_run(name: &str, backend: Backend, params: Value, cfg: &RunConfig) -> AlgorithmRun {
+/// `search_param` names the swept list size: `beam_width` (CPU beam search) or `itopk` (GPU
+/// CAGRA search).
+fn weft_run(
+    name: &str,
+    backend: Backend,
+    params: Value,
+    cfg: &RunConfig,
+    search_param: &str,
+) -> AlgorithmRun {
     AlgorithmRun {
         library: "weft".into(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -356,7 +364,7 @@ fn weft_run(name: &str, backend: Backend, params: Value, cfg: &RunConfig) -> Alg
         backend: backend.name().into(),
         params,
         threads: cfg.threads,
-        search_param: "beam_width".into(),
+        search_param: search_param.into(),
     }
 }
 
@@ -373,7 +381,7 @@ fn failed_record(
         suite: cfg.suite.clone(),
         env: env.clone(),
         dataset: dataset_info(data),
-        algorithm: weft_run(name, backend, Value::Null, cfg),
+        algorithm: weft_run(name, backend, Value::Null, cfg, "beam_width"),
         build: None,
         memory: None,
         graph: None,
@@ -459,7 +467,7 @@ fn run_one(
 
     let meta = GraphMeta::new(data.metric).with_data(data.base.dtype(), dim);
     let index = Index::from_parts(data.base.clone(), graph, meta)?;
-    let sweep = sweep(&index, data, cfg, &ctx, &tag)?;
+    let (sweep, searched_on) = sweep(&index, data, cfg, &ctx, &tag, backend)?;
     Ok(Record {
         schema: SCHEMA.into(),
         suite: cfg.suite.clone(),
@@ -470,6 +478,11 @@ fn run_one(
             backend,
             serde_json::json!({ "k": k, "params": params }),
             cfg,
+            if searched_on == "gpu" {
+                "itopk"
+            } else {
+                "beam_width"
+            },
         ),
         build: Some(BuildTimes::from_runs(runs, warmup_s, warm_rows)),
         memory: Some(Memory {
@@ -500,29 +513,46 @@ fn recalls(
     Ok((at(1)?.unwrap_or(f64::NAN), at(10)?, at(100)?))
 }
 
+/// The search parameters of one sweep point: the list size `beam`; graphs built on the GPU are
+/// searched on the GPU when it can read them (`itopk` = `beam`), else with the CPU beam search.
+fn search_params(beam: usize, backend: Backend) -> SearchParams {
+    let mut p = SearchParams::with_beam_width(beam);
+    p.backend = match backend {
+        Backend::Gpu => SearchBackend::Auto,
+        Backend::Cpu => SearchBackend::Cpu,
+    };
+    p
+}
+
+/// Sweeps the list size at batch = all queries and at batch = 1. Returns the points and where
+/// the searches ran (`cpu` or `gpu`).
 fn sweep(
     index: &Index,
     data: &Prepared,
     cfg: &RunConfig,
     ctx: &BuildCtx,
     tag: &str,
-) -> Result<Vec<SweepPoint>> {
+    backend: Backend,
+) -> Result<(Vec<SweepPoint>, &'static str)> {
     let queries = &data.queries;
     let nq = queries.rows();
     let n = data.base.rows();
     let mut points = Vec::new();
     let k_for = |beam: usize| beam.min(100).min(n).min(data.gt.cols());
-    // Warm pass: pages in the data and the graph.
+    // Warm pass: pages in the data and the graph (and uploads them for a GPU search).
+    let mut searched_on = "cpu";
     if let Some(&b) = cfg.beams.first() {
-        ctx.install(|| index.search_any(queries, k_for(b), &SearchParams::with_beam_width(b)))??;
+        let out =
+            ctx.install(|| index.search_any(queries, k_for(b), &search_params(b, backend)))??;
+        searched_on = out.backend;
     }
     for &beam in &cfg.beams {
         let k = k_for(beam);
         let mut times = Vec::new();
         let mut last = None;
         for _ in 0..cfg.passes.max(1) {
-            let out = ctx
-                .install(|| index.search_any(queries, k, &SearchParams::with_beam_width(beam)))??;
+            let out =
+                ctx.install(|| index.search_any(queries, k, &search_params(beam, backend)))??;
             times.push(out.elapsed.as_secs_f64());
             last = Some(out);
         }
@@ -556,7 +586,7 @@ fn sweep(
         let one = BuildCtx::new(cfg.seed).with_threads(Some(1));
         for &beam in &cfg.beams {
             let k = k_for(beam);
-            let p = SearchParams::with_beam_width(beam);
+            let p = search_params(beam, backend);
             let mut found = weft::Neighbors::new(m, k);
             let mut dists = 0u64;
             let total = one.install(|| -> Result<f64> {
@@ -591,5 +621,5 @@ fn sweep(
         }
         eprintln!("{tag}: batch-1 sweep on {m} queries done");
     }
-    Ok(points)
+    Ok((points, searched_on))
 }
