@@ -384,7 +384,8 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # folder) or device-pack/logs. --bench-suite runs the benchmark harness (bin/weft-bench) on the
 # synthetic presets with the GPU back ends (BENCH_BACKEND=gpu,cpu for both) and writes JSON
 # lines, report and plots to $OUT/bench (BENCH_ARGS: extra `weft-bench run` options, e.g.
-# "--batch1 2000 --runs 3"); the tests then run only with --tests.
+# "--batch1 2000 --runs 3"); the tests then run only with --tests. RUN_NVRTC=0 skips the second
+# pass of the tests with the kernels compiled by NVRTC.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 # The binaries travel gzipped (cargo xtask device-pack): unpack them once.
@@ -425,6 +426,7 @@ for t in "$HERE"/tests/*; do
   "$t" --test-threads=4 > "$LOGS/$n.log" 2>&1; rc=$?
   record "$n (cubin/auto): rc=$rc $(grep -E '^test result' "$LOGS/$n.log" | tr '\n' ' ') $(echo "$(date +%s.%N) - $start" | bc 2>/dev/null)s"
   [ $rc -ne 0 ] && status=1
+  [ "${RUN_NVRTC:-1}" = 0 ] && continue
   WEFT_KERNELS=nvrtc "$t" --test-threads=4 > "$LOGS/$n.nvrtc.log" 2>&1; rc=$?
   record "$n (WEFT_KERNELS=nvrtc): rc=$rc $(grep -E '^test result' "$LOGS/$n.nvrtc.log" | tr '\n' ' ')"
   [ $rc -ne 0 ] && status=1
