@@ -139,6 +139,102 @@ pub struct CagraSearchDevice<'c> {
     budget: Option<u64>,
 }
 
+/// Device work buffers of [`CagraSearchDevice::search_device_with`], kept across searches (a
+/// search session): they grow to the largest call seen and are freed when dropped. Buffers made
+/// on one [`GpuContext`] and handed to a search on another are dropped and made again there.
+#[derive(Default)]
+pub struct CagraSearchBuffers {
+    /// The stream the buffers belong to (its address; 0 before the first search).
+    owner: usize,
+    gtable: Option<CudaSlice<u32>>,
+    part_ids: Option<CudaSlice<u32>>,
+    part_d: Option<CudaSlice<f32>>,
+    fin_ids: Option<CudaSlice<u32>>,
+    fin_d: Option<CudaSlice<f32>>,
+    filter: Option<CudaSlice<u32>>,
+    entries: Option<CudaSlice<u32>>,
+    counters: Option<CudaSlice<u64>>,
+    allocations: u64,
+}
+
+impl std::fmt::Debug for CagraSearchBuffers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CagraSearchBuffers")
+            .field("bytes", &self.bytes())
+            .field("allocations", &self.allocations)
+            .finish()
+    }
+}
+
+impl CagraSearchBuffers {
+    /// Empty buffers (nothing allocated until the first search).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Device bytes held now.
+    pub fn bytes(&self) -> u64 {
+        fn b<T>(s: &Option<CudaSlice<T>>) -> u64 {
+            s.as_ref()
+                .map_or(0, |s| s.len() as u64 * std::mem::size_of::<T>() as u64)
+        }
+        b(&self.gtable)
+            + b(&self.part_ids)
+            + b(&self.part_d)
+            + b(&self.fin_ids)
+            + b(&self.fin_d)
+            + b(&self.filter)
+            + b(&self.entries)
+            + b(&self.counters)
+    }
+
+    /// Device allocations made so far (a steady state makes none).
+    pub fn allocations(&self) -> u64 {
+        self.allocations
+    }
+
+    /// Drops buffers of another context's stream.
+    fn adopt(&mut self, ctx: &GpuContext) {
+        let owner = std::sync::Arc::as_ptr(ctx.stream()) as usize;
+        if self.owner != owner {
+            let allocations = self.allocations;
+            *self = CagraSearchBuffers {
+                owner,
+                allocations,
+                ..Default::default()
+            };
+        }
+    }
+}
+
+/// Bytes a buffer must newly allocate to hold `len` (at least 1) elements.
+fn grow_bytes<T>(slot: &Option<CudaSlice<T>>, len: usize) -> u64 {
+    let len = len.max(1);
+    match slot {
+        Some(s) if s.len() >= len => 0,
+        _ => len as u64 * std::mem::size_of::<T>() as u64,
+    }
+}
+
+/// The buffer in `slot`, taken out, replaced by a larger one when it holds fewer than `len`
+/// (at least 1) elements.
+fn take_grown<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    ctx: &GpuContext,
+    slot: &mut Option<CudaSlice<T>>,
+    len: usize,
+    allocations: &mut u64,
+) -> Result<CudaSlice<T>> {
+    let len = len.max(1);
+    match slot.take() {
+        Some(s) if s.len() >= len => Ok(s),
+        old => {
+            drop(old);
+            *allocations += 1;
+            ctx.alloc_zeros::<T>(len)
+        }
+    }
+}
+
 /// A checked filter: a bitset of allowed ids (bit `i % 32` of word `i / 32` set = allowed).
 fn check_filter(filter: Option<&[u32]>, n: usize) -> Result<()> {
     if let Some(f) = filter
@@ -242,10 +338,35 @@ impl<'c> CagraSearchDevice<'c> {
     /// Searches data already on the device through a device graph; the results come back to
     /// the host. `entries`: vertices every query starts from besides the random ones (may be
     /// empty). `filter`: a bitset of allowed ids, bit `i % 32` of word `i / 32` set when id `i`
-    /// may be returned (at least `ceil(n / 32)` words).
+    /// may be returned (at least `ceil(n / 32)` words). Allocates its work buffers for this call
+    /// only; repeated searches should keep a [`CagraSearchBuffers`] and call
+    /// [`CagraSearchDevice::search_device_with`].
     #[allow(clippy::too_many_arguments)]
     pub fn search_device<T: Element>(
         &self,
+        data: &DeviceMatrix<T>,
+        graph: &DeviceFixedGraph,
+        queries: &DeviceMatrix<T>,
+        metric: Metric,
+        k: usize,
+        cfg: &CagraSearchConfig,
+        entries: &[NodeId],
+        filter: Option<&[u32]>,
+    ) -> Result<(Neighbors, SearchStats)> {
+        let mut bufs = CagraSearchBuffers::default();
+        self.search_device_with(
+            &mut bufs, data, graph, queries, metric, k, cfg, entries, filter,
+        )
+    }
+
+    /// [`CagraSearchDevice::search_device`] with work buffers (visited tables, partial and final
+    /// results, filter, entry points, counters) kept in `bufs` across calls: they grow when a
+    /// call needs more (checked against the budget first) and are never shrunk, so repeated
+    /// calls of the same or smaller batches allocate no device memory.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_device_with<T: Element>(
+        &self,
+        bufs: &mut CagraSearchBuffers,
         data: &DeviceMatrix<T>,
         graph: &DeviceFixedGraph,
         queries: &DeviceMatrix<T>,
@@ -314,154 +435,172 @@ impl<'c> CagraSearchDevice<'c> {
         } else {
             chunk * k
         };
-        let needed = tables as u64 * 4
-            + parts_out as u64 * 8
-            + if multi {
-                chunk as u64 * k as u64 * 8
-            } else {
-                0
+        let filter_words = filter.map_or(0, |_| n.div_ceil(32));
+        let fin_len = if multi { chunk * k } else { 1 };
+        bufs.adopt(ctx);
+        let grow = grow_bytes::<u32>(&bufs.gtable, tables)
+            + grow_bytes::<u32>(&bufs.part_ids, parts_out)
+            + grow_bytes::<f32>(&bufs.part_d, parts_out)
+            + grow_bytes::<u32>(&bufs.fin_ids, fin_len)
+            + grow_bytes::<f32>(&bufs.fin_d, fin_len)
+            + grow_bytes::<u32>(&bufs.filter, filter_words)
+            + grow_bytes::<u32>(&bufs.entries, entries.len())
+            + grow_bytes::<u64>(&bufs.counters, 2);
+        ctx.check_fits(grow, self.budget)?;
+        let allocs = &mut bufs.allocations;
+        let mut gtable = take_grown(ctx, &mut bufs.gtable, tables, allocs)?;
+        let mut part_ids = take_grown(ctx, &mut bufs.part_ids, parts_out, allocs)?;
+        let mut part_d = take_grown(ctx, &mut bufs.part_d, parts_out, allocs)?;
+        let mut fin_ids = take_grown(ctx, &mut bufs.fin_ids, fin_len, allocs)?;
+        let mut fin_d = take_grown(ctx, &mut bufs.fin_d, fin_len, allocs)?;
+        let mut filter_buf = take_grown(ctx, &mut bufs.filter, filter_words, allocs)?;
+        let mut entry_buf = take_grown(ctx, &mut bufs.entries, entries.len(), allocs)?;
+        let mut counters = take_grown(ctx, &mut bufs.counters, 2, allocs)?;
+        // The buffers go back to `bufs` whatever happens below.
+        let result = (|| -> Result<(Neighbors, SearchStats)> {
+            if let Some(f) = filter {
+                ctx.stream()
+                    .memcpy_htod(
+                        &f[..filter_words],
+                        &mut filter_buf.slice_mut(0..filter_words),
+                    )
+                    .map_err(|e| {
+                        Error::Gpu(format!("copy the search filter to the device: {e}"))
+                    })?;
             }
-            + filter.map_or(0, |f| f.len() as u64 * 4)
-            + entries.len() as u64 * 4
-            + 64;
-        ctx.check_fits(needed, self.budget)?;
-
-        let mut gtable = ctx.alloc_zeros::<u32>(tables.max(1))?;
-        let mut part_ids = ctx.alloc_zeros::<u32>(parts_out.max(1))?;
-        let mut part_d = ctx.alloc_zeros::<f32>(parts_out.max(1))?;
-        let (mut fin_ids, mut fin_d) = if multi {
-            (
-                ctx.alloc_zeros::<u32>(chunk * k)?,
-                ctx.alloc_zeros::<f32>(chunk * k)?,
-            )
-        } else {
-            (ctx.alloc_zeros::<u32>(1)?, ctx.alloc_zeros::<f32>(1)?)
-        };
-        let filter_buf: CudaSlice<u32> = match filter {
-            Some(f) => ctx.upload(&f[..n.div_ceil(32)])?,
-            None => ctx.alloc_zeros::<u32>(1)?,
-        };
-        let entry_buf: CudaSlice<u32> = if entries.is_empty() {
-            ctx.alloc_zeros::<u32>(1)?
-        } else {
-            ctx.upload(entries)?
-        };
-        let mut counters = ctx.alloc_zeros::<u64>(2)?;
-
-        let stride = u32_of(data.stride(), "row stride")?;
-        let n32 = u32_of(n, "points")?;
-        let degree = u32_of(graph.degree(), "degree")?;
-        let metric_code = metric.code() as i32;
-        let itopk = p.list_len as u32;
-        let width = p.width as u32;
-        let max_iter = p.max_iterations as u32;
-        let min_iter = u32_of(cfg.min_iterations, "min_iterations")?;
-        let team = p.team_size as u32;
-        let n_entries = u32_of(entries.len(), "entry points")?;
-        let has_filter = filter.is_some() as u32;
-        let cand_cap = p.candidates as u32;
-        let ncta = p.ctas_per_query as u32;
-        let name = format!("cagra_search_{}", T::DTYPE.name());
-        let f = ctx.function("cagra_search", &name)?;
-        need(graph.ids().len(), n as u64 * degree as u64, "graph ids")?;
-
-        let mut start = 0usize;
-        while start < nq {
-            let cnt = chunk.min(nq - start);
-            let cnt32 = cnt as u32;
-            if p.table_mode == 2 {
-                let len = (cnt * hsize) as u64;
-                let fill = ctx.function("cagra_search", "cagra_search_fill")?;
-                let mut a = ctx.stream().launch_builder(&fill);
-                a.arg(&mut gtable).arg(&len);
-                let blocks = (len.div_ceil(256)).min(8192) as u32;
-                launch(
-                    ctx,
-                    "cagra_search_fill",
-                    a,
-                    launch_cfg((blocks, 1, 1), 256, 0),
-                )?;
+            if !entries.is_empty() {
+                ctx.stream()
+                    .memcpy_htod(entries, &mut entry_buf.slice_mut(0..entries.len()))
+                    .map_err(|e| Error::Gpu(format!("copy the entry points to the device: {e}")))?;
             }
-            let qv = queries.rows_view(start, start + cnt)?;
-            let dv = data.rows_view(0, n)?;
-            let out_len = if multi { p.list_len as u32 } else { k as u32 };
-            let grid = ((cnt * p.ctas_per_query).min(grid_cap)).max(1) as u32;
-            {
-                let mut a = ctx.stream().launch_builder(&f);
-                a.arg(&dv)
-                    .arg(&n32)
-                    .arg(&stride)
-                    .arg(graph.ids())
-                    .arg(&degree)
-                    .arg(&qv)
-                    .arg(&cnt32)
-                    .arg(&metric_code)
-                    .arg(&itopk)
-                    .arg(&width)
-                    .arg(&max_iter)
-                    .arg(&min_iter)
-                    .arg(&team)
-                    .arg(&cfg.seed)
-                    .arg(&entry_buf)
-                    .arg(&n_entries)
-                    .arg(&filter_buf)
-                    .arg(&has_filter)
-                    .arg(&cand_cap)
-                    .arg(&p.hash_bits)
-                    .arg(&p.table_mode)
-                    .arg(&mut gtable)
-                    .arg(&ncta)
-                    .arg(&out_len)
-                    .arg(&mut part_ids)
-                    .arg(&mut part_d)
-                    .arg(&mut counters);
-                launch(
-                    ctx,
-                    &name,
-                    a,
-                    launch_cfg((grid, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
-                )?;
+            ctx.stream()
+                .memset_zeros(&mut counters)
+                .map_err(|e| Error::Gpu(format!("zero the search counters: {e}")))?;
+
+            let stride = u32_of(data.stride(), "row stride")?;
+            let n32 = u32_of(n, "points")?;
+            let degree = u32_of(graph.degree(), "degree")?;
+            let metric_code = metric.code() as i32;
+            let itopk = p.list_len as u32;
+            let width = p.width as u32;
+            let max_iter = p.max_iterations as u32;
+            let min_iter = u32_of(cfg.min_iterations, "min_iterations")?;
+            let team = p.team_size as u32;
+            let n_entries = u32_of(entries.len(), "entry points")?;
+            let has_filter = filter.is_some() as u32;
+            let cand_cap = p.candidates as u32;
+            let ncta = p.ctas_per_query as u32;
+            let name = format!("cagra_search_{}", T::DTYPE.name());
+            let f = ctx.function("cagra_search", &name)?;
+            need(graph.ids().len(), n as u64 * degree as u64, "graph ids")?;
+
+            let mut start = 0usize;
+            while start < nq {
+                let cnt = chunk.min(nq - start);
+                let cnt32 = cnt as u32;
+                if p.table_mode == 2 {
+                    let len = (cnt * hsize) as u64;
+                    let fill = ctx.function("cagra_search", "cagra_search_fill")?;
+                    let mut a = ctx.stream().launch_builder(&fill);
+                    a.arg(&mut gtable).arg(&len);
+                    let blocks = (len.div_ceil(256)).min(8192) as u32;
+                    launch(
+                        ctx,
+                        "cagra_search_fill",
+                        a,
+                        launch_cfg((blocks, 1, 1), 256, 0),
+                    )?;
+                }
+                let qv = queries.rows_view(start, start + cnt)?;
+                let dv = data.rows_view(0, n)?;
+                let out_len = if multi { p.list_len as u32 } else { k as u32 };
+                let grid = ((cnt * p.ctas_per_query).min(grid_cap)).max(1) as u32;
+                {
+                    let mut a = ctx.stream().launch_builder(&f);
+                    a.arg(&dv)
+                        .arg(&n32)
+                        .arg(&stride)
+                        .arg(graph.ids())
+                        .arg(&degree)
+                        .arg(&qv)
+                        .arg(&cnt32)
+                        .arg(&metric_code)
+                        .arg(&itopk)
+                        .arg(&width)
+                        .arg(&max_iter)
+                        .arg(&min_iter)
+                        .arg(&team)
+                        .arg(&cfg.seed)
+                        .arg(&entry_buf)
+                        .arg(&n_entries)
+                        .arg(&filter_buf)
+                        .arg(&has_filter)
+                        .arg(&cand_cap)
+                        .arg(&p.hash_bits)
+                        .arg(&p.table_mode)
+                        .arg(&mut gtable)
+                        .arg(&ncta)
+                        .arg(&out_len)
+                        .arg(&mut part_ids)
+                        .arg(&mut part_d)
+                        .arg(&mut counters);
+                    launch(
+                        ctx,
+                        &name,
+                        a,
+                        launch_cfg((grid, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
+                    )?;
+                }
+                let (src_ids, src_d) = if multi {
+                    let parts = p.ctas_per_query as u32;
+                    let len = p.list_len as u32;
+                    let slots = (parts * len).next_power_of_two();
+                    let k32 = k as u32;
+                    let mf = ctx.function("cagra_search", "cagra_search_merge")?;
+                    let mut a = ctx.stream().launch_builder(&mf);
+                    a.arg(&part_ids)
+                        .arg(&part_d)
+                        .arg(&parts)
+                        .arg(&len)
+                        .arg(&slots)
+                        .arg(&k32)
+                        .arg(&mut fin_ids)
+                        .arg(&mut fin_d);
+                    launch(
+                        ctx,
+                        "cagra_search_merge",
+                        a,
+                        launch_cfg((cnt32, 1, 1), 256, slots * 8),
+                    )?;
+                    (&fin_ids, &fin_d)
+                } else {
+                    (&part_ids, &part_d)
+                };
+                let ids = ctx.download(src_ids, cnt * k)?;
+                let dists = ctx.download(src_d, cnt * k)?;
+                out.ids[start * k..(start + cnt) * k].copy_from_slice(&ids);
+                out.dists[start * k..(start + cnt) * k].copy_from_slice(&dists);
+                start += cnt;
             }
-            let (src_ids, src_d) = if multi {
-                let parts = p.ctas_per_query as u32;
-                let len = p.list_len as u32;
-                let slots = (parts * len).next_power_of_two();
-                let k32 = k as u32;
-                let mf = ctx.function("cagra_search", "cagra_search_merge")?;
-                let mut a = ctx.stream().launch_builder(&mf);
-                a.arg(&part_ids)
-                    .arg(&part_d)
-                    .arg(&parts)
-                    .arg(&len)
-                    .arg(&slots)
-                    .arg(&k32)
-                    .arg(&mut fin_ids)
-                    .arg(&mut fin_d);
-                launch(
-                    ctx,
-                    "cagra_search_merge",
-                    a,
-                    launch_cfg((cnt32, 1, 1), 256, slots * 8),
-                )?;
-                (&fin_ids, &fin_d)
-            } else {
-                (&part_ids, &part_d)
-            };
-            let ids = ctx.download(src_ids, cnt * k)?;
-            let dists = ctx.download(src_d, cnt * k)?;
-            out.ids[start * k..(start + cnt) * k].copy_from_slice(&ids);
-            out.dists[start * k..(start + cnt) * k].copy_from_slice(&dists);
-            start += cnt;
-        }
-        let c = ctx.download(&counters, 2)?;
-        Ok((
-            out,
-            SearchStats {
-                queries: nq as u64,
-                distance_computations: c[1],
-                hops: c[0],
-            },
-        ))
+            let c = ctx.download(&counters, 2)?;
+            Ok((
+                out,
+                SearchStats {
+                    queries: nq as u64,
+                    distance_computations: c[1],
+                    hops: c[0],
+                },
+            ))
+        })();
+        bufs.gtable = Some(gtable);
+        bufs.part_ids = Some(part_ids);
+        bufs.part_d = Some(part_d);
+        bufs.fin_ids = Some(fin_ids);
+        bufs.fin_d = Some(fin_d);
+        bufs.filter = Some(filter_buf);
+        bufs.entries = Some(entry_buf);
+        bufs.counters = Some(counters);
+        result
     }
 }
 

@@ -1,0 +1,153 @@
+//! A search session: [`CagraSearchBuffers`] kept across calls of different batch sizes give the
+//! same results as one-shot searches, and a steady state allocates no device memory.
+
+use weft_core::{BuildCtx, Dataset, INVALID, Metric};
+use weft_gpu::cagra_search::{
+    CagraSearchBuffers, CagraSearchConfig, CagraSearchDevice, CagraSearchMode,
+};
+use weft_gpu::testing::gpu_or_skip;
+use weft_gpu::{CagraOptimizer, DeviceKnnGraph, DeviceMatrix, ExactGpu};
+
+fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchConfig {
+    CagraSearchConfig {
+        itopk,
+        mode,
+        ..Default::default()
+    }
+}
+
+/// One call: batch, k, parameters, filter, entry points.
+type Call<'a> = (
+    usize,
+    usize,
+    &'a CagraSearchConfig,
+    Option<&'a [u32]>,
+    &'a [u32],
+);
+
+#[test]
+fn cagra_search_session_reuses_buffers() {
+    let Some(ctx) = gpu_or_skip("cagra_search_session_reuses_buffers") else {
+        return;
+    };
+    let (n, dim) = (4000, 24);
+    let mut rng = weft_core::rng::SplitMix64::new(11);
+    let mut vals = |rows: usize| {
+        let v: Vec<f32> = (0..rows * dim)
+            .map(|_| rng.next_gaussian() as f32)
+            .collect();
+        Dataset::from_vec(v, rows, dim).unwrap()
+    };
+    let base = vals(n);
+    let queries = vals(500);
+    let exact = ExactGpu::new(&ctx);
+    let knn = exact
+        .knn_graph(base.view(), Metric::L2Squared, 32, &BuildCtx::new(1))
+        .unwrap();
+    let dknn = DeviceKnnGraph::upload(&ctx, &knn).unwrap();
+    let graph = CagraOptimizer::new(&ctx)
+        .optimize_device(&dknn, 16)
+        .unwrap();
+    let d = DeviceMatrix::upload(&ctx, base.view()).unwrap();
+    let dev = CagraSearchDevice::new(&ctx);
+    let mut filter = vec![0u32; n.div_ceil(32)];
+    for i in (0..n).filter(|i| i % 3 != 0) {
+        filter[i / 32] |= 1 << (i % 32);
+    }
+
+    // Single-CTA is deterministic and batch-independent: the ids must match exactly.
+    let mut bufs = CagraSearchBuffers::new();
+    let single = cfg(64, CagraSearchMode::SingleCta);
+    let big = cfg(1024, CagraSearchMode::SingleCta); // with a filter: global per-block tables
+    let calls: [Call<'_>; 5] = [
+        (300, 10, &single, None, &[0]),
+        (70, 10, &single, None, &[]),
+        (500, 16, &single, Some(&filter[..]), &[1, 2]),
+        (40, 10, &big, Some(&filter[..]), &[]),
+        (300, 10, &single, None, &[0]),
+    ];
+    let mut allocs_after = Vec::new();
+    for (i, &(nq, k, c, f, entries)) in calls.iter().enumerate() {
+        let qs = Dataset::from_vec(queries.as_slice()[..nq * dim].to_vec(), nq, dim).unwrap();
+        let q = DeviceMatrix::upload(&ctx, qs.view()).unwrap();
+        let (got, stats) = dev
+            .search_device_with(
+                &mut bufs,
+                &d,
+                &graph,
+                &q,
+                Metric::L2Squared,
+                k,
+                c,
+                entries,
+                f,
+            )
+            .unwrap();
+        let (want, want_stats) = dev
+            .search_device(&d, &graph, &q, Metric::L2Squared, k, c, entries, f)
+            .unwrap();
+        assert_eq!(
+            got.ids, want.ids,
+            "call {i}: ids differ from a one-shot search"
+        );
+        assert_eq!(got.dists, want.dists, "call {i}");
+        assert_eq!(stats, want_stats, "call {i}: counters are reset per call");
+        if let Some(f) = f {
+            for &x in &got.ids {
+                assert!(x == INVALID || f[x as usize / 32] >> (x % 32) & 1 == 1);
+            }
+        }
+        allocs_after.push(bufs.allocations());
+        println!(
+            "call {i}: batch {nq}, k {k}: {} allocations, {} bytes held",
+            bufs.allocations(),
+            bufs.bytes()
+        );
+    }
+    // The last call repeats the first: nothing new to allocate.
+    assert_eq!(allocs_after[4], allocs_after[3]);
+    // A smaller unfiltered call after a larger one allocates nothing either.
+    assert!(allocs_after[0] > 0);
+    assert_eq!(allocs_after[1], allocs_after[0]);
+
+    // Multi-CTA (timing-dependent): valid, sorted results of good recall at two batch sizes.
+    let multi = cfg(64, CagraSearchMode::MultiCta);
+    let truth = exact
+        .search(base.view(), queries.view(), Metric::L2Squared, 10)
+        .unwrap();
+    let mut mbufs = CagraSearchBuffers::new();
+    for (round, nq) in [(0, 16usize), (1, 5), (2, 16)] {
+        let qs = Dataset::from_vec(queries.as_slice()[..nq * dim].to_vec(), nq, dim).unwrap();
+        let q = DeviceMatrix::upload(&ctx, qs.view()).unwrap();
+        let before = mbufs.allocations();
+        let (got, _) = dev
+            .search_device_with(
+                &mut mbufs,
+                &d,
+                &graph,
+                &q,
+                Metric::L2Squared,
+                10,
+                &multi,
+                &[],
+                None,
+            )
+            .unwrap();
+        if round > 0 {
+            assert_eq!(
+                mbufs.allocations(),
+                before,
+                "batch {nq}: a steady state allocates"
+            );
+        }
+        let mut hits = 0;
+        for r in 0..nq {
+            let ids = got.row_ids(r);
+            assert!(ids.iter().all(|&x| x != INVALID && (x as usize) < n));
+            assert!(got.row_dists(r).windows(2).all(|w| w[0] <= w[1]));
+            hits += ids.iter().filter(|x| truth.row_ids(r).contains(x)).count();
+        }
+        let recall = hits as f64 / (nq * 10) as f64;
+        assert!(recall >= 0.9, "multi-CTA batch {nq}: recall {recall}");
+    }
+}
