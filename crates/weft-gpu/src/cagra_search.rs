@@ -604,6 +604,219 @@ impl<'c> CagraSearchDevice<'c> {
     }
 }
 
+/// A search session on one device: the data and the graph resident, a query buffer and the
+/// work buffers ([`CagraSearchBuffers`]) kept across calls, so that a steady state of searches
+/// of at most the largest batch seen uploads only the queries and allocates nothing. Owns its
+/// context; everything is freed when it is dropped.
+pub struct CagraSearchSession<T: Element> {
+    ctx: GpuContext,
+    budget: Option<u64>,
+    data: DeviceMatrix<T>,
+    graph: DeviceFixedGraph,
+    entries: Vec<NodeId>,
+    queries: Option<DeviceMatrix<T>>,
+    bufs: CagraSearchBuffers,
+}
+
+impl<T: Element> std::fmt::Debug for CagraSearchSession<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CagraSearchSession")
+            .field("data", &self.data)
+            .field("degree", &self.graph.degree())
+            .field("entries", &self.entries.len())
+            .field(
+                "query_capacity",
+                &self.queries.as_ref().map_or(0, |q| q.capacity()),
+            )
+            .field("buffers", &self.bufs)
+            .finish()
+    }
+}
+
+impl<T: Element> CagraSearchSession<T> {
+    /// Uploads `data` and `graph` (its entry points stay on the host and start every query)
+    /// to `ctx`, after checking that they fit.
+    pub fn new(
+        ctx: GpuContext,
+        data: DatasetView<'_, T>,
+        graph: &FixedDegreeGraph,
+    ) -> Result<Self> {
+        Self::new_with_budget(ctx, data, graph, None)
+    }
+
+    /// [`CagraSearchSession::new`] within `budget` bytes of device memory (`None`: free memory),
+    /// which also bounds the later growth of the buffers.
+    pub fn new_with_budget(
+        ctx: GpuContext,
+        data: DatasetView<'_, T>,
+        graph: &FixedDegreeGraph,
+        budget: Option<u64>,
+    ) -> Result<Self> {
+        if graph.n() != data.rows() {
+            return Err(Error::dim_mismatch(
+                "graph vertices vs data rows",
+                data.rows(),
+                graph.n(),
+            ));
+        }
+        let upload =
+            DeviceMatrix::<T>::bytes_for(data.rows(), data.dim()) + graph.ids().len() as u64 * 4;
+        ctx.check_fits(upload, budget)?;
+        let d = DeviceMatrix::upload(&ctx, data)?;
+        let g = DeviceFixedGraph::upload(&ctx, graph)?;
+        Self::from_device(ctx, d, g, graph.entry_points(), budget)
+    }
+
+    /// A session over data and a graph already on `ctx`'s device.
+    pub fn from_device(
+        ctx: GpuContext,
+        data: DeviceMatrix<T>,
+        graph: DeviceFixedGraph,
+        entries: &[NodeId],
+        budget: Option<u64>,
+    ) -> Result<Self> {
+        if graph.n() != data.rows() {
+            return Err(Error::dim_mismatch(
+                "graph vertices vs data rows",
+                data.rows(),
+                graph.n(),
+            ));
+        }
+        if let Some(&e) = entries.iter().find(|&&e| e as usize >= data.rows()) {
+            return Err(Error::InvalidGraph(format!(
+                "entry point {e} is out of range (n = {})",
+                data.rows()
+            )));
+        }
+        Ok(CagraSearchSession {
+            ctx,
+            budget,
+            data,
+            graph,
+            entries: entries.to_vec(),
+            queries: None,
+            bufs: CagraSearchBuffers::new(),
+        })
+    }
+
+    /// The session's context.
+    pub fn context(&self) -> &GpuContext {
+        &self.ctx
+    }
+
+    /// The resident data.
+    pub fn data(&self) -> &DeviceMatrix<T> {
+        &self.data
+    }
+
+    /// The resident graph.
+    pub fn graph(&self) -> &DeviceFixedGraph {
+        &self.graph
+    }
+
+    /// The work buffers (their size and allocation count).
+    pub fn buffers(&self) -> &CagraSearchBuffers {
+        &self.bufs
+    }
+
+    /// Searches host queries: they are copied into the session's query buffer (grown when the
+    /// batch is larger than any before), then as [`CagraSearchDevice::search_device_with`].
+    pub fn search(
+        &mut self,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        k: usize,
+        cfg: &CagraSearchConfig,
+        filter: Option<&[u32]>,
+    ) -> Result<(Neighbors, SearchStats)> {
+        if queries.dim() != self.data.dim() {
+            return Err(Error::dim_mismatch(
+                "base vs query dimension",
+                self.data.dim(),
+                queries.dim(),
+            ));
+        }
+        let dev = self.device();
+        // Check everything that needs no device memory before uploading.
+        dev.plan(
+            self.data.rows(),
+            self.data.dim(),
+            std::mem::size_of::<T>(),
+            self.graph.degree(),
+            queries.rows(),
+            k,
+            cfg,
+            filter.is_some(),
+        )?;
+        check_filter(filter, self.data.rows())?;
+        if queries.rows() == 0 {
+            return Ok((Neighbors::new(0, k), SearchStats::default()));
+        }
+        let q = match self.queries.take() {
+            Some(q) if q.capacity() >= queries.rows() => q,
+            old => {
+                drop(old);
+                self.ctx.check_fits(
+                    DeviceMatrix::<T>::bytes_for(queries.rows(), queries.dim()),
+                    self.budget,
+                )?;
+                self.bufs.allocations += 1;
+                DeviceMatrix::with_capacity(&self.ctx, queries.rows(), queries.dim())?
+            }
+        };
+        let q = self.queries.insert(q);
+        q.upload_rows(&self.ctx, queries)?;
+        let dev = CagraSearchDevice {
+            ctx: &self.ctx,
+            budget: self.budget,
+        };
+        dev.search_device_with(
+            &mut self.bufs,
+            &self.data,
+            &self.graph,
+            q,
+            metric,
+            k,
+            cfg,
+            &self.entries,
+            filter,
+        )
+    }
+
+    /// Searches queries already on the device, with the session's work buffers.
+    pub fn search_device(
+        &mut self,
+        queries: &DeviceMatrix<T>,
+        metric: Metric,
+        k: usize,
+        cfg: &CagraSearchConfig,
+        filter: Option<&[u32]>,
+    ) -> Result<(Neighbors, SearchStats)> {
+        let dev = CagraSearchDevice {
+            ctx: &self.ctx,
+            budget: self.budget,
+        };
+        dev.search_device_with(
+            &mut self.bufs,
+            &self.data,
+            &self.graph,
+            queries,
+            metric,
+            k,
+            cfg,
+            &self.entries,
+            filter,
+        )
+    }
+
+    fn device(&self) -> CagraSearchDevice<'_> {
+        CagraSearchDevice {
+            ctx: &self.ctx,
+            budget: self.budget,
+        }
+    }
+}
+
 /// [`CagraSearchDevice::plan`] for a device of `sms` SMs.
 #[allow(clippy::too_many_arguments)]
 pub fn plan(

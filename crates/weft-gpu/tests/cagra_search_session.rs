@@ -3,7 +3,7 @@
 
 use weft_core::{BuildCtx, Dataset, INVALID, Metric};
 use weft_gpu::cagra_search::{
-    CagraSearchBuffers, CagraSearchConfig, CagraSearchDevice, CagraSearchMode,
+    CagraSearchBuffers, CagraSearchConfig, CagraSearchDevice, CagraSearchMode, CagraSearchSession,
 };
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{CagraOptimizer, DeviceKnnGraph, DeviceMatrix, ExactGpu};
@@ -150,4 +150,82 @@ fn cagra_search_session_reuses_buffers() {
         let recall = hits as f64 / (nq * 10) as f64;
         assert!(recall >= 0.9, "multi-CTA batch {nq}: recall {recall}");
     }
+}
+
+#[test]
+fn cagra_search_session_is_send() {
+    fn send<T: Send>() {}
+    send::<CagraSearchSession<f32>>();
+    send::<CagraSearchBuffers>();
+}
+
+#[test]
+fn cagra_search_session_host_queries_match_one_shot() {
+    let Some(ctx) = gpu_or_skip("cagra_search_session_host_queries_match_one_shot") else {
+        return;
+    };
+    let (n, dim) = (3000, 16);
+    let mut rng = weft_core::rng::SplitMix64::new(5);
+    let mut vals = |rows: usize| {
+        let v: Vec<f32> = (0..rows * dim)
+            .map(|_| rng.next_gaussian() as f32)
+            .collect();
+        Dataset::from_vec(v, rows, dim).unwrap()
+    };
+    let base = vals(n);
+    let queries = vals(400);
+    let knn = ExactGpu::new(&ctx)
+        .knn_graph(base.view(), Metric::L2Squared, 24, &BuildCtx::new(1))
+        .unwrap();
+    let graph = CagraOptimizer::new(&ctx)
+        .optimize_device(&DeviceKnnGraph::upload(&ctx, &knn).unwrap(), 16)
+        .unwrap()
+        .download(&ctx)
+        .unwrap();
+    let one_shot = |qs: &Dataset<f32>| {
+        CagraSearchDevice::new(&ctx)
+            .search(
+                base.view(),
+                &graph,
+                qs.view(),
+                Metric::L2Squared,
+                10,
+                &cfg(32, CagraSearchMode::SingleCta),
+                None,
+            )
+            .unwrap()
+    };
+    let session_ctx = weft_gpu::probe().unwrap();
+    let mut session = CagraSearchSession::new(session_ctx, base.view(), &graph).unwrap();
+    let mut allocs = Vec::new();
+    for nq in [250usize, 60, 400, 1, 400] {
+        let qs = Dataset::from_vec(queries.as_slice()[..nq * dim].to_vec(), nq, dim).unwrap();
+        let (got, _) = session
+            .search(
+                qs.view(),
+                Metric::L2Squared,
+                10,
+                &cfg(32, CagraSearchMode::SingleCta),
+                None,
+            )
+            .unwrap();
+        let (want, _) = one_shot(&qs);
+        assert_eq!(got.ids, want.ids, "batch {nq}");
+        allocs.push(session.buffers().allocations());
+    }
+    assert_eq!(allocs[1], allocs[0], "a smaller batch allocates nothing");
+    assert_eq!(allocs[4], allocs[2], "a repeated batch allocates nothing");
+    // Errors are typed and leave the session usable.
+    let bad = Dataset::from_vec(vec![0.0f32; 3 * (dim + 1)], 3, dim + 1).unwrap();
+    assert!(
+        session
+            .search(
+                bad.view(),
+                Metric::L2Squared,
+                10,
+                &cfg(32, CagraSearchMode::Auto),
+                None
+            )
+            .is_err()
+    );
 }
