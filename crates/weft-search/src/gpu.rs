@@ -43,6 +43,12 @@ impl<'c> CagraSearchGpu<'c> {
     pub fn new(ctx: &'c GpuContext) -> Self {
         CagraSearchGpu { ctx }
     }
+
+    /// The device configuration `weft_gpu::cagra_search` takes for `params` (for callers that
+    /// keep a `CagraSearchSession`; the filter is passed separately).
+    pub fn device_config(params: &CagraSearchParams) -> CagraSearchConfig {
+        config(params)
+    }
 }
 
 impl Searcher<FixedDegreeGraph> for CagraSearchGpu<'_> {

@@ -114,12 +114,54 @@ pub struct SearchOutput {
     pub backend: &'static str,
 }
 
-/// A searchable index: the vectors, the graph built on them, and the record of how.
+/// A searchable index: the vectors, the graph built on them, and the record of how. With the
+/// `cuda` feature, the first GPU search keeps its context, the data and the graph on the device
+/// (and its work buffers) for the later ones; they are freed with the index (a clone starts
+/// without them).
 #[derive(Clone, Debug)]
 pub struct Index {
     data: AnyDataset,
     graph: StoredGraph,
     meta: GraphMeta,
+    #[cfg(feature = "cuda")]
+    gpu: GpuCache,
+}
+
+/// The GPU state an [`Index`] keeps between searches: nothing before the first GPU search, then
+/// either the probe's error (no usable GPU; not probed again) or a
+/// `weft_gpu::cagra_search::CagraSearchSession` of the data's element type. Searches through it
+/// take turns.
+#[cfg(feature = "cuda")]
+#[derive(Default)]
+struct GpuCache(std::sync::Mutex<Option<GpuState>>);
+
+#[cfg(feature = "cuda")]
+enum GpuState {
+    /// The probe failed with this message.
+    Unavailable(String),
+    /// The resident search session (`CagraSearchSession<T>`, boxed).
+    Ready(Box<dyn std::any::Any + Send>),
+}
+
+#[cfg(feature = "cuda")]
+impl Clone for GpuCache {
+    /// An empty cache: a clone uploads again on its first GPU search.
+    fn clone(&self) -> Self {
+        GpuCache::default()
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl std::fmt::Debug for GpuCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.0.try_lock().as_deref() {
+            Ok(None) => "empty",
+            Ok(Some(GpuState::Unavailable(_))) => "unavailable",
+            Ok(Some(GpuState::Ready(_))) => "resident",
+            Err(_) => "busy",
+        };
+        write!(f, "GpuCache({state})")
+    }
 }
 
 /// File names inside a saved index folder.
@@ -185,7 +227,13 @@ impl Index {
         let meta = GraphMeta::new(metric)
             .with_data(data.dtype(), data.dim())
             .with_params(info.name, &record)?;
-        Ok(Index { data, graph, meta })
+        Ok(Index {
+            data,
+            graph,
+            meta,
+            #[cfg(feature = "cuda")]
+            gpu: GpuCache::default(),
+        })
     }
 
     /// Builds from a borrowed view (the vectors are copied into the index).
@@ -248,7 +296,13 @@ impl Index {
                 data.dtype()
             )));
         }
-        Ok(Index { data, graph, meta })
+        Ok(Index {
+            data,
+            graph,
+            meta,
+            #[cfg(feature = "cuda")]
+            gpu: GpuCache::default(),
+        })
     }
 
     /// The vectors.
@@ -366,32 +420,18 @@ impl Index {
         };
         #[cfg(feature = "cuda")]
         {
-            use weft_core::FixedDegreeGraph;
-            let converted;
-            let graph: &FixedDegreeGraph = match &self.graph {
-                StoredGraph::Fixed(g) => g,
-                StoredGraph::Knn(g) => {
-                    converted = g.to_fixed_degree(g.k())?;
-                    &converted
-                }
-                StoredGraph::Hier(_) if required => {
+            use weft_core::{FixedDegreeGraph, Params as _};
+            use weft_gpu::cagra_search::CagraSearchSession;
+            if matches!(self.graph, StoredGraph::Hier(_)) {
+                if required {
                     return Err(Error::Unsupported(
                         "the GPU search reads fixed-degree and k-NN graphs; this graph is \
                          hierarchical (use the CPU backend)"
                             .into(),
                     ));
                 }
-                StoredGraph::Hier(_) => return Ok(None),
-            };
-            let ctx = match weft_gpu::probe() {
-                Ok(ctx) => ctx,
-                Err(e) if required => {
-                    return Err(Error::Unsupported(format!(
-                        "the GPU search backend needs a usable CUDA GPU: {e}"
-                    )));
-                }
-                Err(_) => return Ok(None),
-            };
+                return Ok(None);
+            }
             let p = weft_search::CagraSearchParams {
                 itopk: params.gpu.itopk.unwrap_or(params.beam_width),
                 search_width: params.gpu.search_width,
@@ -401,15 +441,66 @@ impl Index {
                 seed: params.seed,
                 ..Default::default()
             };
-            let stats = weft_search::CagraSearchGpu::new(&ctx).search(
-                graph,
-                data,
+            p.validate(data.rows(), data.dim())?;
+            if p.itopk < k {
+                return Err(Error::invalid_param(
+                    "itopk",
+                    format!("the list size itopk = {} is below k = {k}", p.itopk),
+                ));
+            }
+            // A search that panicked midway leaves nothing worth keeping: start again.
+            let mut cache = self.gpu.0.lock().unwrap_or_else(|poisoned| {
+                let mut g = poisoned.into_inner();
+                *g = None;
+                g
+            });
+            if cache.is_none() {
+                *cache = Some(match weft_gpu::probe() {
+                    Err(e) => GpuState::Unavailable(e.to_string()),
+                    Ok(ctx) => {
+                        let converted;
+                        let graph: &FixedDegreeGraph = match &self.graph {
+                            StoredGraph::Fixed(g) => g,
+                            StoredGraph::Knn(g) => {
+                                converted = g.to_fixed_degree(g.k())?;
+                                &converted
+                            }
+                            StoredGraph::Hier(_) => {
+                                return Err(Error::Unsupported(
+                                    "the GPU search reads fixed-degree and k-NN graphs".into(),
+                                ));
+                            }
+                        };
+                        // Upload errors (e.g. out of device memory) are returned, not cached.
+                        let session = CagraSearchSession::new(ctx, data, graph)?;
+                        GpuState::Ready(Box::new(session))
+                    }
+                });
+            }
+            let session = match cache.as_mut() {
+                Some(GpuState::Ready(s)) => s.downcast_mut::<CagraSearchSession<T>>(),
+                Some(GpuState::Unavailable(e)) if required => {
+                    return Err(Error::Unsupported(format!(
+                        "the GPU search backend needs a usable CUDA GPU: {e}"
+                    )));
+                }
+                _ => return Ok(None),
+            };
+            let Some(session) = session else {
+                return Err(Error::InvalidInput(format!(
+                    "the resident GPU data is not of {} elements",
+                    T::DTYPE
+                )));
+            };
+            let (nb, stats) = session.search(
                 queries,
                 self.metric(),
-                &p,
-                out.as_mut(),
+                k,
+                &weft_search::CagraSearchGpu::device_config(&p),
+                None,
             )?;
-            let _ = k;
+            out.ids.copy_from_slice(&nb.ids);
+            out.dists.copy_from_slice(&nb.dists);
             Ok(Some(stats))
         }
         #[cfg(not(feature = "cuda"))]

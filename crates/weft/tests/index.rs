@@ -210,3 +210,48 @@ fn user_errors_are_typed() {
         .is_err()
     );
 }
+
+#[test]
+fn index_is_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Index>();
+}
+
+/// The GPU backend keeps its context, data and graph after the first search: repeated searches
+/// (of different batch sizes) give the same results as the first, and a clone searches alone.
+#[cfg(feature = "cuda")]
+#[test]
+fn index_gpu_search_is_repeatable() {
+    use weft::index::SearchBackend;
+    use weft::search::CagraSearchModeParam;
+    if weft::gpu::testing::gpu_or_skip("index_gpu_search_is_repeatable").is_none() {
+        return;
+    }
+    let (base, queries) = small(3000, 300);
+    let index = Index::build_from_view(
+        base.view(),
+        Metric::L2Squared,
+        "rnndescent",
+        &serde_json::json!({}),
+        None,
+        &BuildCtx::new(5),
+    )
+    .unwrap();
+    let mut params = SearchParams::with_beam_width(64);
+    params.backend = SearchBackend::Gpu;
+    // Single-CTA: deterministic and independent of the batch.
+    params.gpu.mode = CagraSearchModeParam::SingleCta;
+    let a = index.search(queries.view(), 10, &params).unwrap();
+    assert_eq!(a.backend, "gpu");
+    let b = index.search(queries.view(), 10, &params).unwrap();
+    assert_eq!(a.neighbors, b.neighbors);
+    let few = weft::Dataset::from_vec(queries.as_slice()[..40 * 96].to_vec(), 40, 96).unwrap();
+    let c = index.search(few.view(), 10, &params).unwrap();
+    assert_eq!(c.neighbors.ids, a.neighbors.ids[..400]);
+    let d = index.clone().search(queries.view(), 10, &params).unwrap();
+    assert_eq!(a.neighbors, d.neighbors);
+    // Typed errors leave the cache usable.
+    assert!(index.search(queries.view(), 100, &params).is_err());
+    let e = index.search(queries.view(), 10, &params).unwrap();
+    assert_eq!(a.neighbors, e.neighbors);
+}
