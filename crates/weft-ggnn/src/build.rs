@@ -443,6 +443,17 @@ pub(crate) fn build<T: Element>(
     params: &GgnnParams,
     ctx: &BuildCtx,
 ) -> Result<(HierGraph, GgnnStats)> {
+    let z = check_inputs(data, params, ctx)?;
+    ctx.install(|| run(data, metric, params, ctx, z))?
+}
+
+/// The input checks of every GGNN build (CPU and GPU): a non-empty dataset within the id range,
+/// valid parameters, finite values; returns the hierarchy's sizes.
+pub(crate) fn check_inputs<T: Element>(
+    data: DatasetView<'_, T>,
+    params: &GgnnParams,
+    ctx: &BuildCtx,
+) -> Result<Sizing> {
     let n = data.rows();
     if n == 0 {
         return Err(Error::InvalidInput(
@@ -457,9 +468,7 @@ pub(crate) fn build<T: Element>(
     params.validate(n, data.dim())?;
     data.check_finite()?;
     ctx.check_cancelled()?;
-    let k = params.k_build;
-    let z = Sizing::new(n, k, params.segment_size, params.layers)?;
-    ctx.install(|| run(data, metric, params, ctx, z))?
+    Sizing::new(n, params.k_build, params.segment_size, params.layers)
 }
 
 fn run<T: Element>(
@@ -534,19 +543,33 @@ fn run<T: Element>(
         max_nn1,
         dropped_links: dropped,
     };
-    let mut layer_vec = std::mem::take(&mut b.layers).into_iter();
-    let mut base_ids = layer_vec.next().map(|l| l.ids).unwrap_or_default();
+    let layers = std::mem::take(&mut b.layers)
+        .into_iter()
+        .map(|l| (l.ids, l.global))
+        .collect();
+    Ok((assemble(z, k, layers)?, stats))
+}
+
+/// The `HierGraph` of finished layers (bottom first; `(ids, global ids)`, rows of `k` slots
+/// not yet compacted): rows compacted, the top layer's points as entry points.
+pub(crate) fn assemble(
+    z: Sizing,
+    k: usize,
+    layers: Vec<(Vec<NodeId>, Vec<NodeId>)>,
+) -> Result<HierGraph> {
+    let mut layer_vec = layers.into_iter();
+    let mut base_ids = layer_vec.next().map(|l| l.0).unwrap_or_default();
     compact(&mut base_ids, k);
     let base = FixedDegreeGraph::new(z.n, k, base_ids)?;
     let mut upper = Vec::new();
-    for mut layer in layer_vec {
-        compact(&mut layer.ids, k);
-        let g = FixedDegreeGraph::new(layer.n, k, layer.ids)?;
-        upper.push(HierLayer::new(g, layer.global)?);
+    for (mut ids, global) in layer_vec {
+        compact(&mut ids, k);
+        let g = FixedDegreeGraph::new(global.len(), k, ids)?;
+        upper.push(HierLayer::new(g, global)?);
     }
     let entry_points = match upper.last() {
         Some(top) => top.global_ids().to_vec(),
         None => (0..z.n.min(z.s) as NodeId).collect(),
     };
-    Ok((HierGraph::new(base, upper, entry_points)?, stats))
+    HierGraph::new(base, upper, entry_points)
 }

@@ -6,17 +6,22 @@
 //! merge by hierarchical search, symmetric linking with slack `tau_b`, and refinement passes. It
 //! produces a [`weft_graph::hier::HierGraph`].
 //!
-//! **Status:** the CPU reference [`GgnnCpu`] (name `ggnn`) is implemented; the GPU back end is
-//! not yet. The CPU reference is written for a later GPU port to reproduce: bounded structures,
-//! a fixed phase order, randomness only from `weft_core::rng::hash3`. `docs/ggnn.md` records the
+//! **Status:** the CPU reference [`GgnnCpu`] (name `ggnn`) and, behind the `cuda` feature, the
+//! GPU builder `GgnnGpu` (same name, GPU back end; kernels in `kernels/ggnn/`). The CPU
+//! reference is written for the GPU port to reproduce: bounded structures, a fixed phase order,
+//! randomness only from `weft_core::rng::hash3`. `docs/ggnn.md` records the
 //! choices and how the digest's ambiguities were resolved. Defaults follow
 //! `shared/algorithms/ggnn.md` §4.1 (SIFT1M: k = 24, s = 32, L = 4, tau_b = 0.5, r = 2).
 
 mod build;
 mod cache;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 mod sizing;
 
 pub use build::{GgnnStats, MERGE_CACHE, MERGE_MAX_POPS, MIDPOINT, SYM_CACHE, SYM_MAX_POPS};
+#[cfg(feature = "cuda")]
+pub use gpu::GgnnGpu;
 pub use sizing::Sizing;
 
 use serde::{Deserialize, Serialize};

@@ -15,6 +15,7 @@
 //!   f32, f16, u8, i8; k up to [`exact::MAX_K`]).
 //! - [`Gnnd`]: GPU NN-Descent (GNND) k-NN graphs, left on the device as a [`DeviceKnnGraph`]
 //!   or brought back.
+//! - [`GgnnBuild`]: the GGNN hierarchical construction (device side of `weft_ggnn::GgnnGpu`).
 //! - [`Grnnd`]: GRNND (GPU RNN-Descent) search graphs of fixed degree, left on the device as a
 //!   [`DeviceFixedGraph`] or brought back.
 //! - [`CagraOptimizer`]: CAGRA graph optimisation (detour pruning, reverse edges, merge) of a
@@ -32,6 +33,7 @@ pub mod cagra_search;
 pub mod context;
 pub mod device_graph;
 pub mod exact;
+pub mod ggnn;
 pub mod gnnd;
 pub mod grnnd;
 pub mod loader;
@@ -46,6 +48,7 @@ pub use cagra_search::{CagraSearchConfig, CagraSearchDevice, CagraSearchMode};
 pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_device};
 pub use device_graph::DeviceKnnGraph;
 pub use exact::{ExactGpu, ExactPlan};
+pub use ggnn::{GgnnBuild, GgnnConfig, GgnnShape};
 pub use gnnd::{Gnnd, GnndConfig, GnndStats};
 pub use grnnd::{Grnnd, GrnndConfig, GrnndStats, PairOrder};
 pub use loader::{KernelLoadPath, KernelMode};

@@ -1,0 +1,135 @@
+//! GGNN on the GPU: [`GgnnGpu`], behind the `cuda` feature.
+//!
+//! The device side lives in `weft_gpu::ggnn` (kernels in `kernels/ggnn/`): the phases of
+//! [`GgnnCpu`](crate::GgnnCpu) in the same order with the same bounded caches and the same
+//! `hash3` sampling keys. The layer sizes and the sampled points of every layer equal the CPU
+//! reference's for the same seed and parameters (distances are computed on the GPU, so keys
+//! or distances that tie within rounding can order differently); the merge and symmetric-link
+//! searches follow the same rules, but the inverse links are handed out with atomics instead of
+//! the CPU's sequential `(z, i)` order, so the graph is valid and of the same quality, not bit
+//! for bit the CPU's, and may differ between runs where nodes fill up. `docs/ggnn.md` has the
+//! details.
+
+use std::sync::Arc;
+
+use weft_core::{BuildCtx, DatasetView, Element, GraphBuilder, Metric, Result};
+use weft_gpu::ggnn::{GgnnBuild, GgnnConfig, GgnnShape};
+use weft_gpu::{DeviceMatrix, GpuContext};
+use weft_graph::hier::HierGraph;
+
+use crate::build::{assemble, check_inputs};
+use crate::{GgnnParams, GgnnStats, Sizing};
+
+/// The GGNN construction on one GPU (name `ggnn`, GPU back end); see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct GgnnGpu {
+    ctx: Arc<GpuContext>,
+    budget: Option<u64>,
+}
+
+impl GgnnGpu {
+    /// GGNN on the GPU of `ctx`, within the default memory budget.
+    pub fn new(ctx: Arc<GpuContext>) -> Self {
+        GgnnGpu { ctx, budget: None }
+    }
+
+    /// Limits device memory to `bytes` (a build that does not fit fails with
+    /// `Error::OutOfDeviceMemory` before allocating).
+    pub fn with_budget(mut self, bytes: u64) -> Self {
+        self.budget = Some(bytes);
+        self
+    }
+
+    /// The GPU this builder runs on.
+    pub fn context(&self) -> &Arc<GpuContext> {
+        &self.ctx
+    }
+
+    /// The device-side description of a hierarchy's sizes.
+    pub fn shape(z: &Sizing) -> GgnnShape {
+        GgnnShape {
+            n: z.n,
+            s: z.s,
+            layers: z.layers,
+            g: z.g,
+            s0: z.s0,
+            s0_off: z.s0_off,
+            sg: z.sg,
+            sg_off: z.sg_off,
+        }
+    }
+
+    fn device(&self) -> GgnnBuild<'_> {
+        let b = GgnnBuild::new(&self.ctx);
+        match self.budget {
+            Some(bytes) => b.with_budget(bytes),
+            None => b,
+        }
+    }
+
+    /// Builds the hierarchy of vectors already on the device (the rows of `data` are the
+    /// `data_host` view's; the host copy is used only for the input checks).
+    pub fn build_device<T: Element>(
+        &self,
+        data: &DeviceMatrix<T>,
+        data_host: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnParams,
+        ctx: &BuildCtx,
+    ) -> Result<(HierGraph, GgnnStats)> {
+        let z = check_inputs(data_host, params, ctx)?;
+        let cfg = GgnnConfig {
+            k: params.k_build,
+            tau: params.tau_build,
+            refinement: params.refinement_iterations,
+            seed: ctx.seed(),
+        };
+        let out = self
+            .device()
+            .build(data, metric, &Self::shape(&z), &cfg, ctx)?;
+        let stats = GgnnStats {
+            mean_nn1: out.mean_nn1,
+            max_nn1: out.max_nn1,
+            dropped_links: out.dropped_links,
+        };
+        let layers = out.layers.into_iter().map(|l| (l.ids, l.global)).collect();
+        Ok((assemble(z, params.k_build, layers)?, stats))
+    }
+
+    /// Like [`GraphBuilder::build`], with the 1-NN statistics and the dropped-link count.
+    pub fn build_with_stats<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnParams,
+        ctx: &BuildCtx,
+    ) -> Result<(HierGraph, GgnnStats)> {
+        check_inputs(data, params, ctx)?;
+        self.ctx.check_fits(
+            DeviceMatrix::<T>::bytes_for(data.rows(), data.dim()),
+            self.budget,
+        )?;
+        let dev = DeviceMatrix::upload(&self.ctx, data)?;
+        self.build_device(&dev, data, metric, params, ctx)
+    }
+}
+
+impl GraphBuilder for GgnnGpu {
+    type Params = GgnnParams;
+    type Output = HierGraph;
+
+    fn name(&self) -> &'static str {
+        "ggnn"
+    }
+
+    fn build<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnParams,
+        ctx: &BuildCtx,
+    ) -> Result<HierGraph> {
+        self.build_with_stats(data, metric, params, ctx)
+            .map(|(g, _)| g)
+    }
+}

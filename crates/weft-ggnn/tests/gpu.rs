@@ -1,0 +1,261 @@
+//! GgnnGpu against the CPU reference GgnnCpu (needs a GPU: skips visibly without one, fails
+//! with `WEFT_REQUIRE_GPU=1`): the same layer sizes and the same sampled points for a seed,
+//! graph recall within 0.02 of the CPU's, valid hierarchies, the GraphBuilder conformance suite,
+//! cancellation and progress, the one-layer case, and GGNN search over a GPU-built hierarchy.
+#![cfg(feature = "cuda")]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use weft_core::{BuildCtx, CancelToken, Error, GraphBuilder, GraphView, Metric, NodeId, Progress};
+use weft_ggnn::{GgnnCpu, GgnnGpu, GgnnParams};
+use weft_gpu::testing::gpu_or_skip;
+use weft_graph::hier::HierGraph;
+use weft_testkit::graph::{GraphSuite, gaussian_mixture, ground_truth, run_graph_suite};
+
+fn gpu(test: &str) -> Option<GgnnGpu> {
+    gpu_or_skip(test).map(|ctx| GgnnGpu::new(Arc::new(ctx)))
+}
+
+/// C@10 of the base rows: the share of each point's 10 true nearest neighbours (itself
+/// excluded) among its first 10 stored neighbours.
+fn c_at_10(g: &HierGraph, truth: &weft_core::Neighbors) -> f64 {
+    let n = g.n();
+    let mut hit = 0;
+    for v in 0..n {
+        let t: Vec<NodeId> = truth
+            .row_ids(v)
+            .iter()
+            .copied()
+            .filter(|&u| u as usize != v)
+            .take(10)
+            .collect();
+        let nb = g.neighbors(v as NodeId);
+        let nb = &nb[..nb.len().min(10)];
+        hit += t.iter().filter(|x| nb.contains(x)).count();
+    }
+    hit as f64 / (10 * n) as f64
+}
+
+#[test]
+fn gpu_samples_the_same_layers_as_the_cpu_reference() {
+    let Some(b) = gpu("gpu_samples_the_same_layers_as_the_cpu_reference") else {
+        return;
+    };
+    let (base, _) = gaussian_mixture::<f32>(2000, 0, 16, 8, 5);
+    for (metric, seed, k) in [
+        (Metric::L2Squared, 3u64, 24usize),
+        (Metric::L2Squared, 8, 16),
+        (Metric::Cosine, 5, 24),
+        (Metric::InnerProduct, 6, 20),
+    ] {
+        let p = GgnnParams {
+            k_build: k,
+            ..Default::default()
+        };
+        let ctx = BuildCtx::new(seed);
+        let cpu = GgnnCpu.build(base.view(), metric, &p, &ctx).unwrap();
+        let gpu = b.build(base.view(), metric, &p, &ctx).unwrap();
+        gpu.validate().unwrap();
+        assert_eq!(cpu.num_layers(), gpu.num_layers());
+        for l in 0..cpu.num_layers() {
+            assert_eq!(cpu.layer_len(l), gpu.layer_len(l), "{metric} layer {l}");
+        }
+        for l in 1..cpu.num_layers() {
+            assert_eq!(
+                cpu.layer(l).unwrap().global_ids(),
+                gpu.layer(l).unwrap().global_ids(),
+                "{metric} seed {seed}: sampled points of layer {l} differ"
+            );
+        }
+        assert_eq!(cpu.entry_points(), gpu.entry_points());
+    }
+}
+
+#[test]
+fn gpu_graph_recall_is_within_002_of_the_cpu_reference() {
+    let Some(b) = gpu("gpu_graph_recall_is_within_002_of_the_cpu_reference") else {
+        return;
+    };
+    let (base, _) = gaussian_mixture::<f32>(5000, 0, 32, 16, 21);
+    for metric in [Metric::L2Squared, Metric::Cosine] {
+        let p = GgnnParams::default();
+        let ctx = BuildCtx::new(9);
+        let (cpu, cs) = GgnnCpu
+            .build_with_stats(base.view(), metric, &p, &ctx)
+            .unwrap();
+        let (gpu, gs) = b.build_with_stats(base.view(), metric, &p, &ctx).unwrap();
+        gpu.validate().unwrap();
+        let truth = ground_truth(base.view(), base.view(), metric, 11).unwrap();
+        let (rc, rg) = (c_at_10(&cpu, &truth), c_at_10(&gpu, &truth));
+        println!(
+            "{metric}: C@10 CPU {rc:.4} GPU {rg:.4}; mean nn1 {} / {}; dropped links {} / {}",
+            cs.mean_nn1, gs.mean_nn1, cs.dropped_links, gs.dropped_links
+        );
+        assert!((rc - rg).abs() <= 0.02, "{metric}: CPU {rc} vs GPU {rg}");
+        assert!(gs.max_nn1 >= gs.mean_nn1 && gs.mean_nn1 > 0.0);
+        assert!((gs.mean_nn1 - cs.mean_nn1).abs() <= 0.01 * cs.mean_nn1);
+        // Upper layers too: the same proportion of matching first neighbours.
+        for l in 1..cpu.num_layers() {
+            let (a, g) = (cpu.layer_graph(l).unwrap(), gpu.layer_graph(l).unwrap());
+            let same = (0..a.n())
+                .filter(|&v| a.neighbors(v as NodeId)[0] == g.neighbors(v as NodeId)[0])
+                .count();
+            assert!(
+                same as f64 >= 0.95 * a.n() as f64,
+                "{metric} layer {l}: {same} of {} first neighbours agree",
+                a.n()
+            );
+        }
+    }
+}
+
+#[test]
+fn ggnn_gpu_passes_the_suite() {
+    let Some(b) = gpu("ggnn_gpu_passes_the_suite") else {
+        return;
+    };
+    // The CPU reference's thresholds (tests/ggnn.rs); the GPU hands out inverse links with
+    // atomics, so its graphs are not bit-reproducible and the determinism check is off.
+    let mut suite = GraphSuite::new(GgnnParams::default(), 0.45);
+    suite.min_recall_ip = 0.85;
+    suite.check_determinism = false;
+    suite.invalid_params = vec![
+        GgnnParams {
+            k_build: 1,
+            ..Default::default()
+        },
+        GgnnParams {
+            segment_size: 48,
+            ..Default::default()
+        },
+        GgnnParams {
+            layers: 0,
+            ..Default::default()
+        },
+        GgnnParams {
+            tau_build: f32::NAN,
+            ..Default::default()
+        },
+        GgnnParams {
+            segment_size: 512,
+            ..Default::default()
+        },
+    ];
+    let report = run_graph_suite(&b, &suite);
+    println!("{report}");
+}
+
+/// Counts progress units.
+struct Count(AtomicU64);
+impl Progress for Count {
+    fn begin(&self, _stage: &str, _total: Option<u64>) {}
+    fn advance(&self, delta: u64) {
+        self.0.fetch_add(delta, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn gpu_cancellation_progress_and_budget() {
+    let Some(b) = gpu("gpu_cancellation_progress_and_budget") else {
+        return;
+    };
+    let (base, _) = gaussian_mixture::<f32>(800, 0, 8, 4, 2);
+    let p = GgnnParams::default();
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let r = b.build(
+        base.view(),
+        Metric::L2Squared,
+        &p,
+        &BuildCtx::new(1).with_cancel(cancel),
+    );
+    assert!(matches!(r, Err(Error::Cancelled)));
+    let count = Arc::new(Count(AtomicU64::new(0)));
+    b.build(
+        base.view(),
+        Metric::L2Squared,
+        &p,
+        &BuildCtx::new(1).with_progress(count.clone()),
+    )
+    .unwrap();
+    assert_eq!(count.0.load(Ordering::Relaxed), 4 + 3 + 4 + 6 + 6 + 12);
+    let small = b.clone().with_budget(4096);
+    assert!(matches!(
+        small.build(base.view(), Metric::L2Squared, &p, &BuildCtx::new(1)),
+        Err(Error::OutOfDeviceMemory { .. })
+    ));
+}
+
+#[test]
+fn gpu_one_layer_is_exact_brute_force() {
+    let Some(b) = gpu("gpu_one_layer_is_exact_brute_force") else {
+        return;
+    };
+    let (base, _) = gaussian_mixture::<f32>(200, 0, 8, 4, 4);
+    let p = GgnnParams {
+        layers: 1,
+        k_build: 10,
+        ..Default::default()
+    };
+    let g = b
+        .build(base.view(), Metric::L2Squared, &p, &BuildCtx::new(1))
+        .unwrap();
+    g.validate().unwrap();
+    assert_eq!(g.num_layers(), 1);
+    let dist = Metric::L2Squared.distance_fn::<f32>();
+    for v in 0..200u32 {
+        let mut all: Vec<(f32, NodeId)> = (0..200u32)
+            .filter(|&u| u != v)
+            .map(|u| (dist.eval(base.row(v as usize), base.row(u as usize)), u))
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // Distances of the first half equal the true 5 nearest (ids may swap on exact ties).
+        for (j, &x) in g.neighbors(v)[..5].iter().enumerate() {
+            let d = dist.eval(base.row(v as usize), base.row(x as usize));
+            assert!(
+                (d - all[j].0).abs() <= 1e-4 * (1.0 + all[j].0),
+                "vertex {v} slot {j}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ggnn_search_over_a_gpu_built_hierarchy() {
+    use weft_core::{Neighbors, Searcher};
+    use weft_search::{GgnnSearch, GgnnSearchParams};
+    use weft_testkit::graph::recall_at_k;
+    let Some(b) = gpu("ggnn_search_over_a_gpu_built_hierarchy") else {
+        return;
+    };
+    let (base, queries) = gaussian_mixture::<f32>(3000, 100, 32, 4, 17);
+    let (g, stats) = b
+        .build_with_stats(
+            base.view(),
+            Metric::L2Squared,
+            &GgnnParams::default(),
+            &BuildCtx::new(5),
+        )
+        .unwrap();
+    let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, 10).unwrap();
+    let p = GgnnSearchParams {
+        tau: 0.8,
+        max_nn1: Some(stats.max_nn1),
+        ..Default::default()
+    };
+    let mut out = Neighbors::new(100, 10);
+    GgnnSearch
+        .search(
+            &g,
+            base.view(),
+            queries.view(),
+            Metric::L2Squared,
+            &p,
+            out.as_mut(),
+        )
+        .unwrap();
+    let recall = recall_at_k(&out, &truth, 10);
+    println!("ggnn search over the GPU graph: recall@10 {recall:.4}");
+    assert!(recall >= 0.9, "recall@10 {recall}");
+}

@@ -1,0 +1,699 @@
+//! GGNN hierarchical construction on the GPU: [`GgnnBuild`], the device side of
+//! `weft_ggnn::GgnnGpu` (kernels in `kernels/ggnn/`; `docs/ggnn.md`).
+//!
+//! It runs the phases of the CPU reference `weft_ggnn::GgnnCpu` in the same order, with the same
+//! bounded structures: per-segment brute force (one block per segment), weighted upward
+//! sampling (the same `hash3` keys, one thread per point ranking itself in its segment), the
+//! top-down merge (one warp per point with the bounded cache in shared memory, Jacobi into a
+//! scratch graph), and symmetric linking (one warp per point). The layer sizes and the sampled
+//! points equal the CPU reference's for the same seed (up to keys that tie within an ulp of the
+//! distances); merge and symmetric linking follow the same rules, but the inverse links are
+//! handed out with atomics (the CPU hands them out sequentially in `(z, i)` order), so which
+//! links a full node takes can differ from run to run.
+//!
+//! The layers are stacked in one "row space": layer `l`'s local id `v` is row
+//! `row_off[l] + v` of the id, global-id, selection and 1-NN buffers. Nothing in the layout ties
+//! it to one device: a sharded build would run the same phases per shard.
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+use weft_core::{BuildCtx, Element, Error, INVALID, Metric, NodeId, Result};
+
+use crate::context::GpuContext;
+use crate::launch::{cfg, launch, need, u32_of};
+use crate::matrix::DeviceMatrix;
+
+/// Warps per block of the top, merge and sym kernels (the kernels' `ggnn::WARPS`).
+const WARPS: u32 = 4;
+/// Threads per block of the one-thread-per-point kernels.
+const THREADS: u32 = 256;
+/// Blocks of the grid-stride copy and fill kernels.
+const FILL_BLOCKS: u32 = 1024;
+/// Pops per layer of a merge query (`weft_ggnn::MERGE_MAX_POPS`).
+pub const MERGE_MAX_POPS: u32 = 200;
+/// Pops per symmetric-link search (`weft_ggnn::SYM_MAX_POPS`).
+pub const SYM_MAX_POPS: u32 = 20;
+/// Ids in the cache of a merge query (`weft_ggnn::MERGE_CACHE`).
+pub const MERGE_CACHE: usize = 256;
+/// Ids in the cache of a symmetric-link search (`weft_ggnn::SYM_CACHE`).
+pub const SYM_CACHE: usize = 128;
+/// The largest `k_build` the kernels take (their shared memory holds the caches).
+pub const MAX_K: usize = 512;
+
+/// The layer and segment sizes of a hierarchy (the fields of `weft_ggnn::Sizing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GgnnShape {
+    /// Points `N` (layer 0).
+    pub n: usize,
+    /// Segment size `S` of the upper layers.
+    pub s: usize,
+    /// Layers `L`.
+    pub layers: usize,
+    /// Growth factor `G`.
+    pub g: usize,
+    /// Base-layer segment size `S0`.
+    pub s0: usize,
+    /// Base segments holding `S0 + 1` points.
+    pub s0_off: usize,
+    /// Points each child segment sends up.
+    pub sg: usize,
+    /// Children that send one extra point.
+    pub sg_off: usize,
+}
+
+impl GgnnShape {
+    /// Segments of layer `l`.
+    pub fn segments(&self, l: usize) -> usize {
+        self.g.pow((self.layers - 1 - l) as u32)
+    }
+
+    /// Points of layer `l`.
+    pub fn layer_len(&self, l: usize) -> usize {
+        if l == 0 {
+            self.n
+        } else {
+            self.s * self.segments(l)
+        }
+    }
+
+    /// `(s0, s0_off)` of layer `l`'s segments as the kernels take them.
+    fn seg(&self, l: usize) -> (u32, u32) {
+        if l == 0 {
+            (self.s0 as u32, self.s0_off as u32)
+        } else {
+            (self.s as u32, 0)
+        }
+    }
+
+    /// First row of each layer in the stacked row space, and the total.
+    fn row_offsets(&self) -> Vec<usize> {
+        let mut off = vec![0];
+        for l in 0..self.layers {
+            off.push(off[l] + self.layer_len(l));
+        }
+        off
+    }
+}
+
+/// The settings of one build (`weft_ggnn::GgnnParams` and the seed).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GgnnConfig {
+    /// Out-degree `k_build` of every layer.
+    pub k: usize,
+    /// Slack `tau_b` of the build searches.
+    pub tau: f32,
+    /// Refinement passes.
+    pub refinement: usize,
+    /// Seed of the upward sampling (`hash3(seed, layer, local id)`).
+    pub seed: u64,
+}
+
+/// One layer of a finished build, on the host, rows not compacted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GgnnLayerOut {
+    /// `len * k` layer-local ids, [`INVALID`] for empty slots.
+    pub ids: Vec<NodeId>,
+    /// Global id of each local id.
+    pub global: Vec<NodeId>,
+    /// Local id in the layer below of each local id (empty on layer 0).
+    pub selection: Vec<NodeId>,
+}
+
+/// The result of a GPU build.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GgnnOut {
+    /// The layers, bottom first.
+    pub layers: Vec<GgnnLayerOut>,
+    /// Mean real 1-NN distance over layer 0 after the last merge.
+    pub mean_nn1: f32,
+    /// Largest real 1-NN distance over layer 0 after the last merge.
+    pub max_nn1: f32,
+    /// Inverse links dropped because every candidate was full.
+    pub dropped_links: u64,
+}
+
+/// Size of the sorted region of a cache whose best list holds `best` ids.
+fn sorted_size(best: usize) -> usize {
+    64usize.max((best + 16).div_ceil(32) * 32)
+}
+
+/// `(best, prioq, visited)` capacities of a cache of `total` ids with a best list of `best`.
+fn caps(best: usize, total: usize) -> (u32, u32, u32) {
+    let sorted = sorted_size(best);
+    let visited = total.max(sorted + 32) - sorted;
+    (best as u32, (sorted - best) as u32, visited as u32)
+}
+
+/// Shared-memory bytes of a block of merge or sym warps.
+fn cache_smem((b, q, v): (u32, u32, u32)) -> u32 {
+    WARPS * (2 * b + 2 * q + v) * 4
+}
+
+/// The GGNN construction on one GPU (see the module documentation).
+#[derive(Clone, Copy, Debug)]
+pub struct GgnnBuild<'c> {
+    ctx: &'c GpuContext,
+    budget: Option<u64>,
+}
+
+/// Device state of one build.
+struct State {
+    n_rows: usize,
+    ids: CudaSlice<u32>,
+    glob: CudaSlice<u32>,
+    sel: CudaSlice<u32>,
+    nn1: CudaSlice<f32>,
+    scratch: CudaSlice<u32>,
+    links: CudaSlice<u32>,
+    link_cnt: CudaSlice<u32>,
+    dropped: CudaSlice<u64>,
+    row_off_dev: CudaSlice<u32>,
+    row_off: Vec<usize>,
+}
+
+impl<'c> GgnnBuild<'c> {
+    /// The builder on `ctx`, within the default memory budget.
+    pub fn new(ctx: &'c GpuContext) -> Self {
+        GgnnBuild { ctx, budget: None }
+    }
+
+    /// Limits device memory to `bytes` (still capped by free memory).
+    pub fn with_budget(mut self, bytes: u64) -> Self {
+        self.budget = Some(bytes);
+        self
+    }
+
+    /// Device bytes a build of `shape` with degree `k` allocates, besides the vectors.
+    pub fn bytes_for(shape: &GgnnShape, k: usize) -> u64 {
+        let rows = shape.row_offsets()[shape.layers] as u64;
+        let (n, k) = (shape.n as u64, k as u64);
+        // ids, glob, sel, nn1 over all rows; scratch n*k; links n*(k/2); counts n; small.
+        rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + n * 4 + 64
+    }
+
+    fn check(shape: &GgnnShape, k: usize, dim: usize) -> Result<()> {
+        if shape.n == 0 || dim == 0 {
+            return Err(Error::InvalidInput(
+                "cannot build a graph on no vectors".into(),
+            ));
+        }
+        if !(2..=MAX_K).contains(&k) || k >= shape.n {
+            return Err(Error::invalid_param(
+                "k_build",
+                format!(
+                    "{k} must be in 2..={MAX_K} and below the number of vectors ({})",
+                    shape.n
+                ),
+            ));
+        }
+        if shape.layers == 0 || shape.g == 0 || shape.s == 0 {
+            return Err(Error::invalid_param("layers", "empty hierarchy shape"));
+        }
+        let rows = shape.row_offsets()[shape.layers];
+        if (rows as u64) * (k as u64) >= u32::MAX as u64 / 2 || rows >= INVALID as usize {
+            return Err(Error::InvalidInput(format!(
+                "{rows} rows x degree {k} exceed the GPU build's 32-bit offsets"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Builds the hierarchy of the vectors in `data` with the sizes of `shape`.
+    ///
+    /// Progress: one unit per phase, as the CPU reference; cancellation is checked before each
+    /// phase.
+    pub fn build<T: Element>(
+        &self,
+        data: &DeviceMatrix<T>,
+        metric: Metric,
+        shape: &GgnnShape,
+        cfg: &GgnnConfig,
+        ctx: &BuildCtx,
+    ) -> Result<GgnnOut> {
+        let k = cfg.k;
+        Self::check(shape, k, data.dim())?;
+        if data.rows() != shape.n {
+            return Err(Error::InvalidInput(format!(
+                "{} device rows for a hierarchy of {} points",
+                data.rows(),
+                shape.n
+            )));
+        }
+        self.ctx
+            .check_fits(Self::bytes_for(shape, k), self.budget)?;
+        let row_off = shape.row_offsets();
+        let n_rows = row_off[shape.layers];
+        let identity: Vec<u32> = (0..shape.n as u32).collect();
+        let mut glob = self.ctx.alloc_zeros::<u32>(n_rows)?;
+        {
+            let src = self.ctx.upload(&identity)?;
+            copy_u32(self.ctx, &mut glob, 0, &src, shape.n)?;
+        }
+        let row_off32: Vec<u32> = row_off.iter().map(|&o| o as u32).collect();
+        let mut st = State {
+            n_rows,
+            ids: self.ctx.alloc_zeros::<u32>(n_rows * k)?,
+            glob,
+            sel: self.ctx.alloc_zeros::<u32>(n_rows)?,
+            nn1: self.ctx.alloc_zeros::<f32>(n_rows)?,
+            scratch: self.ctx.alloc_zeros::<u32>(shape.n * k)?,
+            links: self.ctx.alloc_zeros::<u32>(shape.n * (k / 2).max(1))?,
+            link_cnt: self.ctx.alloc_zeros::<u32>(shape.n)?,
+            dropped: self.ctx.alloc_zeros::<u64>(1)?,
+            row_off_dev: self.ctx.upload(&row_off32)?,
+            row_off,
+        };
+        fill_u32(self.ctx, &mut st.ids, 0, n_rows * k, INVALID)?;
+        let mut run = Run {
+            g: self,
+            data,
+            metric,
+            shape: *shape,
+            k,
+            tau: cfg.tau,
+            mean_nn1: 0.0,
+            st,
+        };
+        let layers = shape.layers;
+        let phases = (0..layers)
+            .map(|t| 2 + usize::from(t + 1 < layers) + 2 * t)
+            .sum::<usize>()
+            + cfg.refinement * 2 * (layers - 1);
+        let progress = ctx.progress();
+        progress.begin("ggnn build (GPU)", Some(phases as u64));
+        for t in 0..layers {
+            ctx.check_cancelled()?;
+            run.top(t)?;
+            progress.advance(1);
+            if t + 1 < layers {
+                ctx.check_cancelled()?;
+                run.select(t, cfg.seed)?;
+                progress.advance(1);
+            }
+            ctx.check_cancelled()?;
+            run.sym(t)?;
+            progress.advance(1);
+            for lm in (0..t).rev() {
+                ctx.check_cancelled()?;
+                run.merge(t, lm)?;
+                progress.advance(1);
+                ctx.check_cancelled()?;
+                run.sym(lm)?;
+                progress.advance(1);
+            }
+        }
+        for _ in 0..cfg.refinement {
+            for lm in (0..layers - 1).rev() {
+                ctx.check_cancelled()?;
+                run.merge(layers - 1, lm)?;
+                progress.advance(1);
+                ctx.check_cancelled()?;
+                run.sym(lm)?;
+                progress.advance(1);
+            }
+        }
+        progress.end();
+        let max_nn1 = run.update_stats()?;
+        run.finish(max_nn1)
+    }
+
+    /// The brute force of layer 0 alone (the `top` kernel over the base segments of `shape`):
+    /// `n * k` ids (layer-local, sorted by distance, ties by id, [`INVALID`] past the segment)
+    /// and the real 1-NN distances. For the kernel's oracle test.
+    pub fn brute_force_base<T: Element>(
+        &self,
+        data: &DeviceMatrix<T>,
+        metric: Metric,
+        shape: &GgnnShape,
+        k: usize,
+    ) -> Result<(Vec<NodeId>, Vec<f32>)> {
+        Self::check(shape, k, data.dim())?;
+        if data.rows() != shape.n {
+            return Err(Error::InvalidInput(format!(
+                "{} device rows for {} points",
+                data.rows(),
+                shape.n
+            )));
+        }
+        let n = shape.n;
+        self.ctx
+            .check_fits(n as u64 * (k as u64 + 2) * 4, self.budget)?;
+        let identity: Vec<u32> = (0..n as u32).collect();
+        let glob = self.ctx.upload(&identity)?;
+        let mut ids = self.ctx.alloc_zeros::<u32>(n * k)?;
+        let mut nn1 = self.ctx.alloc_zeros::<f32>(n)?;
+        top_kernel(
+            self.ctx, data, metric, &glob, 0, shape, 0, k, &mut ids, &mut nn1,
+        )?;
+        Ok((self.ctx.download(&ids, n * k)?, self.ctx.download(&nn1, n)?))
+    }
+}
+
+/// `dst[off..off + len] = src[..len]`.
+fn copy_u32(
+    ctx: &GpuContext,
+    dst: &mut CudaSlice<u32>,
+    off: usize,
+    src: &CudaSlice<u32>,
+    len: usize,
+) -> Result<()> {
+    need(dst.len(), (off + len) as u64, "ggnn_copy_u32 destination")?;
+    need(src.len(), len as u64, "ggnn_copy_u32 source")?;
+    if len == 0 {
+        return Ok(());
+    }
+    let len64 = len as u64;
+    let mut view = dst.slice_mut(off..off + len);
+    let f = ctx.function("ggnn", "ggnn_copy_u32")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&mut view).arg(src).arg(&len64);
+    let blocks = u32_of(len.div_ceil(THREADS as usize), "blocks")?.min(FILL_BLOCKS);
+    launch(ctx, "ggnn_copy_u32", a, cfg((blocks, 1, 1), THREADS, 0))
+}
+
+/// `dst[off..off + len] = value`.
+fn fill_u32(
+    ctx: &GpuContext,
+    dst: &mut CudaSlice<u32>,
+    off: usize,
+    len: usize,
+    value: u32,
+) -> Result<()> {
+    need(dst.len(), (off + len) as u64, "ggnn_fill_u32 destination")?;
+    if len == 0 {
+        return Ok(());
+    }
+    let len64 = len as u64;
+    let mut view = dst.slice_mut(off..off + len);
+    let f = ctx.function("ggnn", "ggnn_fill_u32")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&mut view).arg(&len64).arg(&value);
+    let blocks = u32_of(len.div_ceil(THREADS as usize), "blocks")?.min(FILL_BLOCKS);
+    launch(ctx, "ggnn_fill_u32", a, cfg((blocks, 1, 1), THREADS, 0))
+}
+
+/// The `top` kernel over layer `l` (rows from `off`) of the stacked buffers.
+#[allow(clippy::too_many_arguments)]
+fn top_kernel<T: Element>(
+    ctx: &GpuContext,
+    data: &DeviceMatrix<T>,
+    metric: Metric,
+    glob: &CudaSlice<u32>,
+    off: usize,
+    shape: &GgnnShape,
+    l: usize,
+    k: usize,
+    ids: &mut CudaSlice<u32>,
+    nn1: &mut CudaSlice<f32>,
+) -> Result<()> {
+    let len = shape.layer_len(l);
+    need(glob.len(), (off + len) as u64, "ggnn_top global ids")?;
+    need(ids.len(), ((off + len) * k) as u64, "ggnn_top ids")?;
+    need(nn1.len(), (off + len) as u64, "ggnn_top nn1")?;
+    let (s0, s0_off) = shape.seg(l);
+    let segments = u32_of(shape.segments(l), "segments")?;
+    let view = data.rows_view(0, data.rows())?;
+    let stride = u32_of(data.stride(), "stride")?;
+    let (code, off32, k32) = (metric.code() as i32, u32_of(off, "row offset")?, k as u32);
+    let name = format!("ggnn_top_{}", T::DTYPE.name());
+    let f = ctx.function("ggnn", &name)?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&view)
+        .arg(&stride)
+        .arg(&code)
+        .arg(glob)
+        .arg(&off32)
+        .arg(&s0)
+        .arg(&s0_off)
+        .arg(&k32)
+        .arg(ids)
+        .arg(nn1);
+    launch(
+        ctx,
+        &name,
+        a,
+        cfg((segments, 1, 1), WARPS * 32, WARPS * 2 * k32 * 4),
+    )
+}
+
+/// One build in progress.
+struct Run<'a, 'c, T: Element> {
+    g: &'a GgnnBuild<'c>,
+    data: &'a DeviceMatrix<T>,
+    metric: Metric,
+    shape: GgnnShape,
+    k: usize,
+    tau: f32,
+    mean_nn1: f32,
+    st: State,
+}
+
+impl<T: Element> Run<'_, '_, T> {
+    fn ctx(&self) -> &GpuContext {
+        self.g.ctx
+    }
+
+    /// The build slack: `(tau_b * mean_nn1)^2` for squared L2, `tau_b * mean_nn1` otherwise.
+    fn slack(&self) -> f32 {
+        let xi = self.tau * self.mean_nn1;
+        if self.metric == Metric::L2Squared {
+            xi * xi
+        } else {
+            xi
+        }
+    }
+
+    /// Mean (kept) and max (returned) of layer 0's 1-NN distances, summed in id order on the
+    /// host exactly as the CPU reference does.
+    fn update_stats(&mut self) -> Result<f32> {
+        let nn1 = self.ctx().download(&self.st.nn1, self.shape.n)?;
+        let sum: f64 = nn1.iter().map(|&d| d as f64).sum();
+        self.mean_nn1 = (sum / nn1.len().max(1) as f64) as f32;
+        Ok(nn1.iter().copied().fold(0.0, f32::max))
+    }
+
+    fn top(&mut self, l: usize) -> Result<()> {
+        let off = self.st.row_off[l];
+        top_kernel(
+            self.g.ctx,
+            self.data,
+            self.metric,
+            &self.st.glob,
+            off,
+            &self.shape,
+            l,
+            self.k,
+            &mut self.st.ids,
+            &mut self.st.nn1,
+        )?;
+        if l == 0 {
+            self.update_stats()?;
+        }
+        Ok(())
+    }
+
+    fn select(&mut self, t: usize, seed: u64) -> Result<()> {
+        let z = self.shape;
+        let n_t = u32_of(z.layer_len(t), "layer size")?;
+        let off_t = self.st.row_off[t] as u32;
+        let off_up = self.st.row_off[t + 1] as u32;
+        let (s0, s0_off) = z.seg(t);
+        let (g, s, sg, sg_off, t32) = (
+            z.g as u32,
+            z.s as u32,
+            z.sg as u32,
+            z.sg_off as u32,
+            t as u32,
+        );
+        need(
+            self.st.glob.len(),
+            self.st.row_off[t + 2] as u64,
+            "ggnn_select global ids",
+        )?;
+        let ctx = self.g.ctx;
+        let f = ctx.function("ggnn", "ggnn_select")?;
+        let mut a = ctx.stream().launch_builder(&f);
+        a.arg(&n_t)
+            .arg(&off_t)
+            .arg(&off_up)
+            .arg(&s0)
+            .arg(&s0_off)
+            .arg(&g)
+            .arg(&s)
+            .arg(&sg)
+            .arg(&sg_off)
+            .arg(&seed)
+            .arg(&t32)
+            .arg(&self.st.nn1)
+            .arg(&mut self.st.glob)
+            .arg(&mut self.st.sel);
+        launch(
+            ctx,
+            "ggnn_select",
+            a,
+            cfg((n_t.div_ceil(THREADS), 1, 1), THREADS, 0),
+        )
+    }
+
+    fn merge(&mut self, ltop: usize, lm: usize) -> Result<()> {
+        let z = self.shape;
+        let k = self.k;
+        let n_lm = z.layer_len(lm);
+        let (bcap, qcap, vcap) = caps(k + 1, MERGE_CACHE);
+        let smem = cache_smem((bcap, qcap, vcap));
+        let levels = u32_of(z.g.pow((ltop - lm) as u32), "levels")?;
+        let (s0, s0_off) = z.seg(lm);
+        let slack = self.slack();
+        let ctx = self.g.ctx;
+        let view = self.data.rows_view(0, self.data.rows())?;
+        let stride = u32_of(self.data.stride(), "stride")?;
+        let code = self.metric.code() as i32;
+        let (k32, lm32, ltop32, n32, s32) = (
+            k as u32,
+            lm as u32,
+            ltop as u32,
+            u32_of(n_lm, "layer size")?,
+            z.s as u32,
+        );
+        let max_pops = MERGE_MAX_POPS;
+        let off_lm = self.st.row_off[lm] as u32;
+        need(self.st.scratch.len(), (n_lm * k) as u64, "ggnn_merge out")?;
+        need(
+            self.st.ids.len(),
+            (self.st.n_rows * k) as u64,
+            "ggnn_merge ids",
+        )?;
+        let name = format!("ggnn_merge_{}", T::DTYPE.name());
+        let f = ctx.function("ggnn", &name)?;
+        let mut a = ctx.stream().launch_builder(&f);
+        a.arg(&view)
+            .arg(&stride)
+            .arg(&code)
+            .arg(&self.st.ids)
+            .arg(&self.st.glob)
+            .arg(&self.st.sel)
+            .arg(&self.st.row_off_dev)
+            .arg(&k32)
+            .arg(&lm32)
+            .arg(&ltop32)
+            .arg(&n32)
+            .arg(&s0)
+            .arg(&s0_off)
+            .arg(&s32)
+            .arg(&levels)
+            .arg(&slack)
+            .arg(&bcap)
+            .arg(&qcap)
+            .arg(&vcap)
+            .arg(&max_pops)
+            .arg(&mut self.st.scratch)
+            .arg(&mut self.st.nn1)
+            .arg(&off_lm);
+        launch(
+            ctx,
+            &name,
+            a,
+            cfg((n32.div_ceil(WARPS), 1, 1), WARPS * 32, smem),
+        )?;
+        let off = self.st.row_off[lm] * k;
+        copy_u32(ctx, &mut self.st.ids, off, &self.st.scratch, n_lm * k)?;
+        if lm == 0 {
+            self.update_stats()?;
+        }
+        Ok(())
+    }
+
+    fn sym(&mut self, l: usize) -> Result<()> {
+        let k = self.k;
+        let kf = k / 2;
+        if kf == 0 {
+            return Ok(());
+        }
+        let kl = k - kf;
+        let n = self.shape.layer_len(l);
+        let (bcap, qcap, vcap) = caps(kf, SYM_CACHE);
+        let smem = cache_smem((bcap, qcap, vcap));
+        let slack = self.slack();
+        let ctx = self.g.ctx;
+        fill_u32(ctx, &mut self.st.link_cnt, 0, n, 0)?;
+        let view = self.data.rows_view(0, self.data.rows())?;
+        let stride = u32_of(self.data.stride(), "stride")?;
+        let code = self.metric.code() as i32;
+        let off = self.st.row_off[l] as u32;
+        let (n32, k32, kl32, kf32) = (u32_of(n, "layer size")?, k as u32, kl as u32, kf as u32);
+        let max_pops = SYM_MAX_POPS;
+        need(self.st.links.len(), (n * kf) as u64, "ggnn_sym links")?;
+        let name = format!("ggnn_sym_{}", T::DTYPE.name());
+        let f = ctx.function("ggnn", &name)?;
+        let mut a = ctx.stream().launch_builder(&f);
+        a.arg(&view)
+            .arg(&stride)
+            .arg(&code)
+            .arg(&self.st.ids)
+            .arg(&self.st.glob)
+            .arg(&off)
+            .arg(&n32)
+            .arg(&k32)
+            .arg(&kl32)
+            .arg(&kf32)
+            .arg(&slack)
+            .arg(&bcap)
+            .arg(&qcap)
+            .arg(&vcap)
+            .arg(&max_pops)
+            .arg(&mut self.st.links)
+            .arg(&mut self.st.link_cnt)
+            .arg(&mut self.st.dropped);
+        launch(
+            ctx,
+            &name,
+            a,
+            cfg((n32.div_ceil(WARPS), 1, 1), WARPS * 32, smem),
+        )?;
+        let f = ctx.function("ggnn", "ggnn_sym_rebuild")?;
+        let mut a = ctx.stream().launch_builder(&f);
+        a.arg(&self.st.ids)
+            .arg(&off)
+            .arg(&n32)
+            .arg(&k32)
+            .arg(&kl32)
+            .arg(&kf32)
+            .arg(&mut self.st.links)
+            .arg(&self.st.link_cnt)
+            .arg(&mut self.st.scratch);
+        launch(
+            ctx,
+            "ggnn_sym_rebuild",
+            a,
+            cfg((n32.div_ceil(THREADS), 1, 1), THREADS, 0),
+        )?;
+        let o = self.st.row_off[l] * k;
+        copy_u32(ctx, &mut self.st.ids, o, &self.st.scratch, n * k)
+    }
+
+    fn finish(self, max_nn1: f32) -> Result<GgnnOut> {
+        let ctx = self.g.ctx;
+        let k = self.k;
+        let ids = ctx.download(&self.st.ids, self.st.n_rows * k)?;
+        let glob = ctx.download(&self.st.glob, self.st.n_rows)?;
+        let sel = ctx.download(&self.st.sel, self.st.n_rows)?;
+        let dropped = ctx.download(&self.st.dropped, 1)?[0];
+        let off = &self.st.row_off;
+        let layers = (0..self.shape.layers)
+            .map(|l| GgnnLayerOut {
+                ids: ids[off[l] * k..off[l + 1] * k].to_vec(),
+                global: glob[off[l]..off[l + 1]].to_vec(),
+                selection: if l == 0 {
+                    Vec::new()
+                } else {
+                    sel[off[l]..off[l + 1]].to_vec()
+                },
+            })
+            .collect();
+        Ok(GgnnOut {
+            layers,
+            mean_nn1: self.mean_nn1,
+            max_nn1,
+            dropped_links: dropped,
+        })
+    }
+}
