@@ -580,6 +580,11 @@ impl Registry {
                 Backend::Gpu,
                 "GRNND: RNN-Descent redesigned for the GPU (Li et al. 2025) search graph",
             ));
+            r.register(GraphEntry::new(
+                weft_ggnn::GgnnGpu::new(std::sync::Arc::clone(ctx)),
+                Backend::Gpu,
+                "GGNN (Groh et al. 2023) hierarchical graph built on the GPU",
+            ));
         }
         r.gpu = gpu;
         r.register(KnnEntry::new(
