@@ -22,8 +22,16 @@
 //!   section when missing); nothing else in the file changes. Sections: `kernels`,
 //!   `peers-exact`, `peers-nndescent`, `peers-rnndescent`, `<suite>-cpu` / `<suite>-gpu`.
 //! - `--from-device DIR`: the files a device run of `device-pack/run.sh --bench-suite <suite>`
-//!   wrote (its `bench/weft.jsonl`): regenerates the report here (and the docs section).
+//!   wrote (its `bench/weft.jsonl`, and `bench/peers.jsonl` when there is one): regenerates the
+//!   report here (and the docs section).
+//! - `--update-docs` on quick/full also keeps the run's JSON lines beside the section's plots
+//!   (`docs/benchmarks/<section>/weft.jsonl`, `peers.jsonl`), the data the figures come from.
+//! - `--compare OLD`: after the run, compares its JSON lines with those in the folder OLD
+//!   (e.g. `docs/benchmarks/quick-cpu`, the committed run) and writes `compare.md` (with
+//!   `--update-docs` also the docs section `<section>-rerun`); `--with NEW` compares two
+//!   folders without running anything. See `compare.rs` for what is compared.
 
+mod compare;
 mod data;
 mod docs;
 
@@ -74,6 +82,9 @@ options (quick/full):
   --section NAME  docs section name (default <suite>-cpu, or <suite>-gpu with a GPU)
   --command TEXT  the reproducing command the report names (for --from-device runs made
                   before run.sh recorded it in bench/command.txt)
+  --compare OLD   compare the run with the JSON lines in folder OLD (e.g. docs/benchmarks/
+                  quick-cpu): compare.md in the output folder, docs section <section>-rerun
+  --with NEW      with --compare: compare folder NEW with OLD, running nothing
 all suites:
   --update-docs   write the markdown into its generated:<name> section of docs/benchmarks.md";
 
@@ -92,6 +103,8 @@ struct Opts {
     from_device: Option<PathBuf>,
     section: Option<String>,
     command: Option<String>,
+    compare: Option<PathBuf>,
+    with: Option<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Option<Opts>> {
@@ -119,12 +132,17 @@ fn parse(args: &[String]) -> Result<Option<Opts>> {
             "--from-device" => o.from_device = Some(PathBuf::from(val()?)),
             "--section" => o.section = Some(val()?),
             "--command" => o.command = Some(val()?),
+            "--compare" => o.compare = Some(PathBuf::from(val()?)),
+            "--with" => o.with = Some(PathBuf::from(val()?)),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(None);
             }
             other => bail!("unknown option `{other}`\n\n{USAGE}"),
         }
+    }
+    if o.with.is_some() && o.compare.is_none() {
+        bail!("--with NEW needs --compare OLD");
     }
     Ok(Some(o))
 }
@@ -134,6 +152,9 @@ pub fn run(args: &[String]) -> Result<()> {
     let Some(o) = parse(args)? else {
         return Ok(());
     };
+    if let (Some(old), Some(new)) = (&o.compare, &o.with) {
+        return compare_only(&o, old, new);
+    }
     match o.suite.as_str() {
         "kernels" => kernels(o.update_docs),
         "peers" => peers(o.update_docs),
@@ -445,6 +466,12 @@ fn harness(o: &Opts) -> Result<()> {
             .find(|p| p.exists())
             .with_context(|| format!("no bench/weft.jsonl under {}", dev.display()))?;
         inputs.push(jsonl);
+        if let Some(peers) = [dev.join("bench/peers.jsonl"), dev.join("peers.jsonl")]
+            .into_iter()
+            .find(|p| p.exists())
+        {
+            inputs.push(peers);
+        }
         command = std::fs::read_to_string(dev.join("bench/command.txt"))
             .map(|c| c.trim().to_string())
             .unwrap_or_else(|_| {
@@ -578,7 +605,73 @@ fn harness(o: &Opts) -> Result<()> {
                 }
             }
         }
+        // The data of the figures, for later re-run checks (`--compare docs/benchmarks/...`).
+        for input in &inputs {
+            if let Some(name) = input.file_name()
+                && input.exists()
+            {
+                std::fs::copy(input, plots.join(name))?;
+            }
+        }
         docs::update_file(&docs_file(), &section, &body)?;
     }
+    if let Some(old) = &o.compare {
+        write_comparison(o, old, &load_inputs(&inputs)?, &out, &section)?;
+    }
     Ok(())
+}
+
+/// The records of the run's JSON-lines files.
+fn load_inputs(inputs: &[PathBuf]) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for i in inputs.iter().filter(|i| i.exists()) {
+        for (n, line) in std::fs::read_to_string(i)?.lines().enumerate() {
+            if !line.trim().is_empty() {
+                out.push(
+                    serde_json::from_str(line)
+                        .with_context(|| format!("{} line {}", i.display(), n + 1))?,
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Compares `new` with the run in folder `old`: `compare.md` in `out`, and with
+/// `--update-docs` the docs section `<section>-rerun`.
+fn write_comparison(o: &Opts, old: &Path, new: &[Value], out: &Path, section: &str) -> Result<()> {
+    let before = compare::load(old)?;
+    let md = compare::report(
+        &before,
+        new,
+        &old.display().to_string(),
+        &out.display().to_string(),
+    );
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("compare.md"), &md)?;
+    println!("{md}");
+    if o.update_docs {
+        docs::update_file(&docs_file(), &format!("{section}-rerun"), &md)?;
+    }
+    Ok(())
+}
+
+/// `--compare OLD --with NEW`: compares two run folders, running nothing.
+fn compare_only(o: &Opts, old: &Path, new: &Path) -> Result<()> {
+    let records = compare::load(new)?;
+    let suite = records
+        .iter()
+        .find_map(|v| v["suite"].as_str())
+        .unwrap_or("quick")
+        .to_string();
+    let gpu = records.iter().any(|v| v["env"]["gpu"]["available"] == true);
+    let section = o
+        .section
+        .clone()
+        .unwrap_or_else(|| format!("{suite}-{}", if gpu { "gpu" } else { "cpu" }));
+    let out = o
+        .out
+        .clone()
+        .unwrap_or_else(|| root().join("bench-out/compare"));
+    write_comparison(o, old, &records, &out, &section)
 }
