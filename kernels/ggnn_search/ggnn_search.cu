@@ -65,6 +65,7 @@ struct Args {
     u32 cand_cap;
     u32 hash_bits;
     u32 k;
+    u32 prefetch;
     u32* out_ids;
     float* out_d;
     unsigned long long* counters;
@@ -243,6 +244,16 @@ __device__ void search(const Args& a) {
             }
             __syncthreads();
             const u32 cnt = s_cnt;
+            // ---- prefetch the rows of the candidates past the first round into L2, so that
+            // the later rounds of the team loop find them there instead of in DRAM ----
+            if (a.prefetch && cnt > nteams) {
+                const u32 lines = (u32)((row_bytes + 127u) / 128u);
+                for (u32 i = tid; i < (cnt - nteams) * lines; i += bd) {
+                    const u32 s = nteams + i / lines;
+                    const u8* line = a.data + (u64)cand_i[s] * row_bytes + (u64)(i % lines) * 128u;
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+                }
+            }
             // ---- distances, one team per candidate ----
             for (u32 base = 0; base < cnt; base += nteams) {
                 const u32 s = base + team_id;
@@ -385,11 +396,12 @@ using namespace weft::ggnn_search;
         const u8* data, u32 n, u32 stride, const u32* graph, u32 degree, const u8* queries, u32 nq, \
         u32 q_base, i32 metric, u32 best_cap, u32 prioq_cap, u32 ring_cap, u32 max_iter, float tau, \
         float guard, u32 team, u64 seed, const u32* entries, u32 n_entries, u32 cand_cap,          \
-        u32 hash_bits, u32 k, u32* out_ids, float* out_d, unsigned long long* counters) {          \
+        u32 hash_bits, u32 k, u32 prefetch, u32* out_ids, float* out_d,                            \
+        unsigned long long* counters) {                                                            \
         Args a = {data,     n,        stride,   graph, degree,   queries,   nq,       q_base,      \
                   metric,   best_cap, prioq_cap, ring_cap, max_iter, tau, guard,     team,         \
-                  seed,     entries,  n_entries, cand_cap, hash_bits, k,  out_ids,   out_d,        \
-                  counters};                                                                       \
+                  seed,     entries,  n_entries, cand_cap, hash_bits, k,  prefetch,  out_ids,      \
+                  out_d,    counters};                                                             \
         search<T>(a);                                                                              \
     }
 

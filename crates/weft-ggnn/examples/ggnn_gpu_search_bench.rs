@@ -4,8 +4,8 @@
 //! ```text
 //! ggnn_gpu_search_bench [--preset sift|gist] [--n 1000000] [--queries 10000] [--k 24]
 //!     [--taus 0.0,0.2,0.3,0.4,0.5,0.6,0.7,0.8,1.0] [--prioq 54] [--visited 384]
-//!     [--iterations 400] [--blocks 32,64] [--teams 0] [--runs 3] [--extra "prioq:iters,..."]
-//!     [--compare] [--itopk 16,24,32,48,64] [--f16]
+//!     [--iterations 400] [--blocks 32,64] [--teams 0] [--runs 3] [--extra "prioq:iters[:visited],..."]
+//!     [--compare] [--itopk 16,24,32,48,64] [--f16] [--prefetch 1,0]
 //! ```
 //!
 //! Generates the weft-io synthetic preset (seed 1: base and queries) and uploads it; builds the
@@ -150,6 +150,7 @@ impl<T: Element> Bench<'_, T> {
                 "what": "search", "search": "ggnn_gpu", "graph": graph_name, "preset": self.preset, "dtype": T::DTYPE.name(),
                 "n": self.data.rows(), "queries": nq, "tau": cfg.tau, "best": cfg.best,
                 "prioq": cfg.prioq, "visited": cfg.visited, "max_iterations": cfg.max_iterations,
+                "prefetch_rows": cfg.prefetch_rows,
                 "block": plan.block_threads, "team": plan.team_size, "hash_bits": plan.hash_bits,
                 "shared_bytes": plan.shared_bytes,
                 "recall_at_1": r1, "recall_at_10": r10, "qps": nq as f64 / t, "seconds_median": t,
@@ -233,16 +234,22 @@ fn main() -> weft_core::Result<()> {
     let iterations = num(&args, "--iterations", 400);
     let blocks: Vec<usize> = list(&args, "--blocks", "32,64");
     let teams: Vec<usize> = list(&args, "--teams", "0");
-    let extra: Vec<(usize, usize)> = arg(&args, "--extra", "")
+    // prioq:iterations[:visited] triples (visited defaults to --visited).
+    let extra: Vec<(usize, usize, usize)> = arg(&args, "--extra", "")
         .split(',')
         .filter(|s| !s.is_empty())
         .map(|s| {
-            let (a, b) = s.split_once(':').expect("prioq:iterations");
-            (a.parse().expect("a number"), b.parse().expect("a number"))
+            let v: Vec<usize> = s.split(':').map(|x| x.parse().expect("a number")).collect();
+            assert!(
+                v.len() == 2 || v.len() == 3,
+                "--extra wants prioq:iterations[:visited]"
+            );
+            (v[0], v[1], v.get(2).copied().unwrap_or(visited))
         })
         .collect();
     let compare = args.iter().any(|a| a == "--compare");
     let f16 = args.iter().any(|a| a == "--f16");
+    let prefetch: Vec<usize> = list(&args, "--prefetch", "1");
     let itopks: Vec<usize> = list(&args, "--itopk", "16,24,32,48,64");
     let metric = Metric::L2Squared;
 
@@ -293,23 +300,26 @@ fn main() -> weft_core::Result<()> {
         runs,
         preset: preset.name(),
     };
-    let mut configs: Vec<(usize, usize)> = vec![(prioq, iterations)];
+    let mut configs: Vec<(usize, usize, usize)> = vec![(prioq, iterations, visited)];
     configs.extend(extra.iter().copied());
-    for &block in &blocks {
-        for &team in &teams {
-            for &(pq, it) in &configs {
-                for &tau in &taus {
-                    let cfg = GgnnSearchConfig {
-                        tau,
-                        prioq: pq,
-                        visited,
-                        max_iterations: it,
-                        max_nn1: Some(stats.max_nn1),
-                        block_threads: block,
-                        team_size: team,
-                        ..Default::default()
-                    };
-                    bench.ggnn("ggnn", &ggnn_graph, &cfg)?;
+    for &pf in &prefetch {
+        for &block in &blocks {
+            for &team in &teams {
+                for &(pq, it, vis) in &configs {
+                    for &tau in &taus {
+                        let cfg = GgnnSearchConfig {
+                            tau,
+                            prioq: pq,
+                            visited: vis,
+                            max_iterations: it,
+                            max_nn1: Some(stats.max_nn1),
+                            block_threads: block,
+                            team_size: team,
+                            prefetch_rows: pf != 0,
+                            ..Default::default()
+                        };
+                        bench.ggnn("ggnn", &ggnn_graph, &cfg)?;
+                    }
                 }
             }
         }

@@ -72,6 +72,9 @@ pub struct GgnnSearchConfig {
     pub block_threads: usize,
     /// Lanes per distance: 2, 4, 8, 16 or 32 (at most the block size); 0 = automatic.
     pub team_size: usize,
+    /// Prefetch the rows of a row's candidates beyond the first round of teams into L2 before
+    /// the distances (default true; results are the same either way).
+    pub prefetch_rows: bool,
 }
 
 impl Default for GgnnSearchConfig {
@@ -86,6 +89,7 @@ impl Default for GgnnSearchConfig {
             seed: 0,
             block_threads: 0,
             team_size: 0,
+            prefetch_rows: true,
         }
     }
 }
@@ -503,6 +507,7 @@ impl<'c> GgnnSearchDevice<'c> {
             let n_entries = u32_of(entries.len(), "entry points")?;
             let cand_cap = p.cand_cap as u32;
             let k32 = u32_of(k, "k")?;
+            let prefetch = u32::from(cfg.prefetch_rows);
             let name = format!("ggnn_search_{}", T::DTYPE.name());
             let f = ctx.function("ggnn_search", &name)?;
             let mut start = 0usize;
@@ -536,6 +541,7 @@ impl<'c> GgnnSearchDevice<'c> {
                         .arg(&cand_cap)
                         .arg(&p.hash_bits)
                         .arg(&k32)
+                        .arg(&prefetch)
                         .arg(&mut out_ids)
                         .arg(&mut out_d)
                         .arg(&mut counters);

@@ -65,6 +65,7 @@ impl<'c> GgnnSearchGpu<'c> {
             seed: params.seed,
             block_threads: self.block_threads,
             team_size: self.team_size,
+            prefetch_rows: true,
         }
     }
 

@@ -426,6 +426,25 @@ fn ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers() {
         allocs,
         "a steady state allocates nothing"
     );
+    // The L2 prefetch of candidate rows changes nothing but timing.
+    let no_prefetch = GgnnSearchConfig {
+        prefetch_rows: false,
+        ..cfg.clone()
+    };
+    let (plain, _) = dev
+        .search_device_with(
+            &mut bufs,
+            &d,
+            &g,
+            &entries,
+            &q,
+            Metric::L2Squared,
+            10,
+            &no_prefetch,
+        )
+        .unwrap();
+    assert_eq!(plain.ids, all.ids);
+    assert_eq!(plain.dists, all.dists);
     for i in [0usize, 17, 63] {
         let one = DeviceMatrix::upload(&ctx, queries.view().slice_rows(i..i + 1).unwrap()).unwrap();
         let (r, _) = dev
