@@ -16,6 +16,7 @@
 //! - [`Gnnd`]: GPU NN-Descent (GNND) k-NN graphs, left on the device as a [`DeviceKnnGraph`]
 //!   or brought back.
 //! - [`GgnnBuild`]: the GGNN hierarchical construction (device side of `weft_ggnn::GgnnGpu`).
+//! - [`GgnnSearchDevice`]: the GGNN query (one block per query, tau slack stop rule).
 //! - [`Grnnd`]: GRNND (GPU RNN-Descent) search graphs of fixed degree, left on the device as a
 //!   [`DeviceFixedGraph`] or brought back.
 //! - [`CagraOptimizer`]: CAGRA graph optimisation (detour pruning, reverse edges, merge) of a
@@ -34,6 +35,7 @@ pub mod context;
 pub mod device_graph;
 pub mod exact;
 pub mod ggnn;
+pub mod ggnn_search;
 pub mod gnnd;
 pub mod grnnd;
 pub mod loader;
@@ -49,6 +51,7 @@ pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_d
 pub use device_graph::DeviceKnnGraph;
 pub use exact::{ExactGpu, ExactPlan};
 pub use ggnn::{GgnnBuild, GgnnConfig, GgnnShape};
+pub use ggnn_search::{GgnnSearchConfig, GgnnSearchDevice};
 pub use gnnd::{Gnnd, GnndConfig, GnndStats};
 pub use grnnd::{Grnnd, GrnndConfig, GrnndStats, PairOrder};
 pub use loader::{KernelLoadPath, KernelMode};

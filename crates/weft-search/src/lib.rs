@@ -10,6 +10,8 @@
 //!   slack stop rule) on the CPU over any [`weft_core::GraphView`] (name `ggnn`).
 //! - `CagraSearchGpu` (feature `cuda`): the CAGRA-style search on the GPU (name `cagra_gpu`)
 //!   over any [`weft_core::FixedDegreeGraph`], with [`CagraSearchParams`].
+//! - `GgnnSearchGpu` (feature `cuda`): the GGNN query on the GPU (name `ggnn_gpu`), one
+//!   thread block per query, with [`GgnnSearchParams`].
 //! - [`medoid`]: an approximate medoid (seeded sample), the usual search entry point.
 
 mod beam;
@@ -19,6 +21,8 @@ mod entry;
 mod exact;
 mod ggnn;
 #[cfg(feature = "cuda")]
+mod ggnn_gpu;
+#[cfg(feature = "cuda")]
 mod gpu;
 
 pub use beam::{BeamSearch, BeamSearchParams, EntryPoints};
@@ -26,5 +30,7 @@ pub use cagra_gpu_params::{CAGRA_GPU_MAX_ITOPK, CagraSearchModeParam, CagraSearc
 pub use entry::medoid;
 pub use exact::ExactSearcher;
 pub use ggnn::{GgnnSearch, GgnnSearchParams};
+#[cfg(feature = "cuda")]
+pub use ggnn_gpu::GgnnSearchGpu;
 #[cfg(feature = "cuda")]
 pub use gpu::CagraSearchGpu;

@@ -1,0 +1,554 @@
+//! The GPU GGNN query (`GgnnSearchGpu`, `weft_gpu::ggnn_search`): the searcher suite, an oracle
+//! against the CPU `GgnnSearch` on fresh random sets, no duplicates on malformed graphs, batch
+//! and buffer reuse, and typed errors. Every test skips visibly without a GPU and fails with
+//! WEFT_REQUIRE_GPU=1.
+//!
+//! The oracle (`ggnn_gpu_equals_cpu_when_nothing_is_forgotten`): on vectors of small integers
+//! (so that both sides compute every squared L2 distance exactly, whatever the summation
+//! order), with a queue that holds every point (nothing is dropped) and a ring that holds every
+//! expanded vertex (nothing is forgotten), both searches expand the same vertices in the same
+//! order and return the same k (id, distance) pairs, up to distance ties: the distances equal
+//! bit for bit, and the ids wherever the distance is not tied with a neighbour in the list
+//! (or at the last position, which may tie with the first point left out). Ties can reorder expansions (the CPU puts newer entries first, the GPU
+//! orders by id), so at most one query in 25 may differ, and then only in ids at tied
+//! distances or, rarely, by a different path (its recall is still checked).
+#![cfg(feature = "cuda")]
+
+use half::f16;
+use proptest::prelude::*;
+use weft_core::{
+    Dataset, DatasetView, Element, Error, FixedDegreeGraph, GraphView, INVALID, Metric, Neighbors,
+    NodeId, Searcher,
+};
+use weft_gpu::GpuContext;
+use weft_gpu::ggnn_search::{GgnnSearchBuffers, GgnnSearchConfig, GgnnSearchDevice};
+use weft_gpu::testing::gpu_or_skip;
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix};
+use weft_graph::hier::{HierGraph, HierLayer};
+use weft_search::{GgnnSearch, GgnnSearchGpu, GgnnSearchParams};
+use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
+use weft_testkit::search::{SearchSuite, known_good_graph, run_search_suite};
+
+fn cases() -> u32 {
+    std::env::var("WEFT_GPU_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+}
+
+fn gpu_search<G, T: Element>(
+    s: &GgnnSearchGpu<'_>,
+    graph: &G,
+    base: DatasetView<'_, T>,
+    queries: DatasetView<'_, T>,
+    metric: Metric,
+    k: usize,
+    p: &GgnnSearchParams,
+) -> weft_core::Result<(Neighbors, weft_core::SearchStats)>
+where
+    for<'c> GgnnSearchGpu<'c>: Searcher<G, Params = GgnnSearchParams>,
+{
+    let mut out = Neighbors::new(queries.rows(), k);
+    let st = s.search(graph, base, queries, metric, p, out.as_mut())?;
+    Ok((out, st))
+}
+
+fn cpu_search<G: GraphView, T: Element>(
+    graph: &G,
+    base: DatasetView<'_, T>,
+    queries: DatasetView<'_, T>,
+    metric: Metric,
+    k: usize,
+    p: &GgnnSearchParams,
+) -> (Neighbors, weft_core::SearchStats) {
+    let mut out = Neighbors::new(queries.rows(), k);
+    let st = GgnnSearch
+        .search(graph, base, queries, metric, p, out.as_mut())
+        .unwrap();
+    (out, st)
+}
+
+/// Rows sorted, ids valid and distinct (padding only at the end), distances equal to the
+/// recomputed ones (relative 1e-3).
+fn check_rows<T: Element>(
+    nb: &Neighbors,
+    base: DatasetView<'_, T>,
+    queries: DatasetView<'_, T>,
+    metric: Metric,
+) {
+    let dist = metric.distance_fn::<T>();
+    for q in 0..nb.rows() {
+        let ids = nb.row_ids(q);
+        let d = nb.row_dists(q);
+        let valid = ids.iter().take_while(|&&i| i != INVALID).count();
+        assert!(
+            ids[valid..].iter().all(|&i| i == INVALID),
+            "query {q}: id after padding {ids:?}"
+        );
+        let mut seen = ids[..valid].to_vec();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), valid, "query {q}: duplicate ids {ids:?}");
+        assert!(
+            d[..valid].windows(2).all(|w| w[0] <= w[1]),
+            "query {q}: not sorted {d:?}"
+        );
+        for j in 0..valid {
+            let id = ids[j] as usize;
+            assert!(id < base.rows(), "query {q}: id {id} out of range");
+            let want = dist.eval(queries.row(q), base.row(id));
+            assert!(
+                (want - d[j]).abs() <= 1e-3 * (1.0 + want.abs()),
+                "query {q}: distance {} for id {id}, recomputed {want}",
+                d[j]
+            );
+        }
+    }
+}
+
+#[test]
+fn ggnn_gpu_passes_the_suite() {
+    let Some(ctx) = gpu_or_skip("ggnn_gpu_passes_the_suite") else {
+        return;
+    };
+    let mut suite = SearchSuite::new(GgnnSearchParams::default(), 0.9);
+    suite.invalid_params = vec![
+        GgnnSearchParams {
+            tau: -1.0,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            tau: f32::NAN,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            best: 0,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            prioq: 0,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            max_iterations: 0,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            max_nn1: Some(f32::INFINITY),
+            ..Default::default()
+        },
+        // More than a block can merge, and a visited table beyond shared memory.
+        GgnnSearchParams {
+            prioq: 5000,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            visited: 100_000,
+            ..Default::default()
+        },
+    ];
+    for block in [0, 32, 64, 128] {
+        let s = GgnnSearchGpu::new(&ctx).with_block_threads(block);
+        let report = run_search_suite(&s, &suite);
+        println!("block {block}:\n{report}");
+    }
+}
+
+/// `rows` x `dim` vectors of integers in [-100, 100] (shifted by 100 for u8), exact in every
+/// element type, as `T`.
+fn integer_set<T: Element>(rows: usize, dim: usize, seed: u64) -> Dataset<T> {
+    let shift = if T::DTYPE == weft_core::DType::U8 {
+        100.0
+    } else {
+        0.0
+    };
+    let v: Vec<T> = (0..rows * dim)
+        .map(|i| {
+            let r = weft_core::rng::below(weft_core::rng::hash3(seed, i as u64, 0x17), 201);
+            T::from_f32(r as f32 - 100.0 + shift)
+        })
+        .collect();
+    Dataset::from_vec(v, rows, dim).unwrap()
+}
+
+/// Whether position `j` of the sorted distances `d` may hold another id at the same distance:
+/// tied with a neighbour in the list, or the last position (tied, perhaps, with the first
+/// point left out).
+fn is_tied(d: &[f32], j: usize) -> bool {
+    (j > 0 && d[j - 1] == d[j]) || (j + 1 < d.len() && d[j + 1] == d[j]) || j + 1 == d.len()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn oracle_case<T: Element>(
+    ctx: &GpuContext,
+    n: usize,
+    dim: usize,
+    seed: u64,
+    tau: f32,
+    best: usize,
+    iters: usize,
+    random_entries: bool,
+    block: usize,
+) -> Result<(), TestCaseError> {
+    let base = integer_set::<T>(n, dim, seed);
+    let queries = integer_set::<T>(40, dim, seed ^ 0xabc);
+    let metric = Metric::L2Squared;
+    let mut graph = known_good_graph(base.view(), metric, seed);
+    if random_entries {
+        graph = graph.with_entry_points(Vec::new());
+    }
+    let k = 10;
+    let p = GgnnSearchParams {
+        tau,
+        best,
+        prioq: n,
+        visited: iters,
+        max_iterations: iters,
+        max_nn1: None,
+        seed,
+    };
+    let (cpu, cst) = cpu_search(&graph, base.view(), queries.view(), metric, k, &p);
+    let s = GgnnSearchGpu::new(ctx).with_block_threads(block);
+    let (gpu, gst) = gpu_search(&s, &graph, base.view(), queries.view(), metric, k, &p).unwrap();
+    check_rows(&gpu, base.view(), queries.view(), metric);
+    let mut differing = 0;
+    for q in 0..queries.rows() {
+        let (ci, cd) = (cpu.row_ids(q), cpu.row_dists(q));
+        let (gi, gd) = (gpu.row_ids(q), gpu.row_dists(q));
+        let same = cd == gd && (0..k).all(|j| ci[j] == gi[j] || is_tied(cd, j));
+        if !same {
+            differing += 1;
+        }
+    }
+    prop_assert!(
+        differing * 25 <= queries.rows(),
+        "{differing} of {} queries differ ({:?}, tau {tau}, best {best}, iterations {iters}, \
+         random entries {random_entries}, block {block}); CPU {cst:?}, GPU {gst:?}",
+        queries.rows(),
+        T::DTYPE
+    );
+    let truth = ground_truth(base.view(), queries.view(), metric, k).unwrap();
+    let (rc, rg) = (recall_at_k(&cpu, &truth, k), recall_at_k(&gpu, &truth, k));
+    prop_assert!(rg >= rc - 0.02, "GPU recall {rg} < CPU {rc}");
+    // Same expansions: the hop counts agree but for the tie-reordered queries.
+    let (hc, hg) = (cst.hops as f64, gst.hops as f64);
+    prop_assert!(
+        (hc - hg).abs() <= 0.05 * hc + 2.0,
+        "expansions CPU {hc} vs GPU {hg}"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// The oracle of the module documentation, for every element type, both entry kinds
+    /// (the graph's entry point, or the CPU's seeded random points) and every block size.
+    #[test]
+    fn ggnn_gpu_equals_cpu_when_nothing_is_forgotten(
+        n in 150usize..700,
+        dim in 4usize..40,
+        seed in 0u64..10_000,
+        tau in prop::sample::select(vec![0.0f32, 0.2, 0.5, 1.0]),
+        best in 10usize..24,
+        iters in prop::sample::select(vec![5usize, 30, 400]),
+        random_entries in any::<bool>(),
+        dtype in 0usize..4,
+        block in prop::sample::select(vec![32usize, 64, 128]),
+    ) {
+        let Some(ctx) = gpu_or_skip("ggnn_gpu_equals_cpu_when_nothing_is_forgotten") else {
+            return Ok(());
+        };
+        // The merge holds best + queue + candidates <= 8 x block entries.
+        let n = n.min(8 * block - best - 32);
+        match dtype {
+            0 => oracle_case::<f32>(&ctx, n, dim, seed, tau, best, iters, random_entries, block)?,
+            1 => oracle_case::<f16>(&ctx, n, dim, seed, tau, best, iters, random_entries, block)?,
+            2 => oracle_case::<u8>(&ctx, n, dim, seed, tau, best, iters, random_entries, block)?,
+            _ => oracle_case::<i8>(&ctx, n, dim, seed, tau, best, iters, random_entries, block)?,
+        }
+    }
+
+    /// With bounded lists and a small visited ring (the table is reset every few rows), any
+    /// metric: results are sorted, distinct and carry their distances, and recall@10 stays
+    /// within 0.05 of the CPU search's.
+    #[test]
+    fn ggnn_gpu_recall_tracks_cpu(
+        n in 300usize..2000,
+        dim in 2usize..48,
+        clusters in 1usize..6,
+        metric_i in 0usize..3,
+        tau in 0.0f32..1.2,
+        prioq in 8usize..64,
+        visited in prop::sample::select(vec![0usize, 16, 64, 384]),
+        iters in 20usize..400,
+        seed in 0u64..1000,
+    ) {
+        let Some(ctx) = gpu_or_skip("ggnn_gpu_recall_tracks_cpu") else {
+            return Ok(());
+        };
+        let metric = [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine][metric_i];
+        let (base, queries) = gaussian_mixture::<f32>(n, 50, dim, clusters, seed);
+        let graph = known_good_graph(base.view(), metric, seed);
+        let p = GgnnSearchParams { tau, prioq, visited, max_iterations: iters, seed, ..Default::default() };
+        let k = 10;
+        let truth = ground_truth(base.view(), queries.view(), metric, k).unwrap();
+        let (cpu, _) = cpu_search(&graph, base.view(), queries.view(), metric, k, &p);
+        let s = GgnnSearchGpu::new(&ctx);
+        let (gpu, st) = gpu_search(&s, &graph, base.view(), queries.view(), metric, k, &p).unwrap();
+        check_rows(&gpu, base.view(), queries.view(), metric);
+        prop_assert_eq!(st.queries, 50);
+        let (rc, rg) = (recall_at_k(&cpu, &truth, k), recall_at_k(&gpu, &truth, k));
+        prop_assert!(rg >= rc - 0.05, "GPU recall {} < CPU {} ({:?})", rg, rc, metric);
+    }
+
+    /// Malformed rows (repeated ids, self-loops, ids past n, ids after padding) and repeated
+    /// entry points: never a duplicate in the results.
+    #[test]
+    fn ggnn_gpu_never_returns_duplicates(
+        n in 40usize..400,
+        degree in 1usize..40,
+        tau in 0.0f32..2.0,
+        visited in prop::sample::select(vec![0usize, 8, 64]),
+        prioq in 1usize..40,
+        k in 1usize..12,
+        seed in 0u64..1000,
+    ) {
+        let Some(ctx) = gpu_or_skip("ggnn_gpu_never_returns_duplicates") else {
+            return Ok(());
+        };
+        let k = k.min(n);
+        let (base, queries) = gaussian_mixture::<f32>(n, 20, 6, 3, seed);
+        let ids: Vec<NodeId> = (0..n * degree)
+            .map(|i| {
+                let r = weft_core::rng::hash3(seed, i as u64, 5);
+                match r % 10 {
+                    0 => INVALID,
+                    1 => (i / degree) as NodeId,                 // self-loop
+                    2 => (n + (r as usize >> 8) % 5) as NodeId, // out of range
+                    3 => 0,                                      // repeated everywhere
+                    _ => weft_core::rng::below(r, n as u64) as NodeId,
+                }
+            })
+            .collect();
+        let entries: Vec<NodeId> = (0..12).map(|j| (j * 7 % n) as NodeId).chain([0, 0]).collect();
+        let graph = FixedDegreeGraph::new(n, degree, ids).unwrap().with_entry_points(entries);
+        let p = GgnnSearchParams { tau, prioq, visited, max_iterations: 200, best: k, ..Default::default() };
+        let s = GgnnSearchGpu::new(&ctx);
+        let (gpu, _) = gpu_search(&s, &graph, base.view(), queries.view(), Metric::L2Squared, k, &p).unwrap();
+        check_rows(&gpu, base.view(), queries.view(), Metric::L2Squared);
+        // The CPU search on the same malformed graph: its results are duplicate-free too, and
+        // the GPU's reach is not worse.
+        let (cpu, _) = cpu_search(&graph, base.view(), queries.view(), Metric::L2Squared, k, &p);
+        let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, k).unwrap();
+        let (rc, rg) = (recall_at_k(&cpu, &truth, k), recall_at_k(&gpu, &truth, k));
+        prop_assert!(rg >= rc - 0.1, "GPU recall {} < CPU {}", rg, rc);
+    }
+}
+
+#[test]
+fn ggnn_gpu_searches_a_hierarchy_from_its_top_layer() {
+    let Some(ctx) = gpu_or_skip("ggnn_gpu_searches_a_hierarchy_from_its_top_layer") else {
+        return;
+    };
+    let (base, queries) = gaussian_mixture::<f32>(2000, 100, 16, 8, 21);
+    let g = known_good_graph(base.view(), Metric::L2Squared, 5);
+    let top_ids: Vec<NodeId> = (0..200).map(|i| i * 10).collect();
+    let top = HierLayer::new(
+        FixedDegreeGraph::new(200, 1, vec![INVALID; 200]).unwrap(),
+        top_ids.clone(),
+    )
+    .unwrap();
+    let h = HierGraph::new(g.clone(), vec![top], top_ids.clone()).unwrap();
+    let flat = g.clone().with_entry_points(top_ids);
+    let p = GgnnSearchParams {
+        tau: 1.0,
+        ..Default::default()
+    };
+    let s = GgnnSearchGpu::new(&ctx);
+    let (a, _) = gpu_search(
+        &s,
+        &h,
+        base.view(),
+        queries.view(),
+        Metric::L2Squared,
+        10,
+        &p,
+    )
+    .unwrap();
+    let (b, _) = gpu_search(
+        &s,
+        &flat,
+        base.view(),
+        queries.view(),
+        Metric::L2Squared,
+        10,
+        &p,
+    )
+    .unwrap();
+    assert_eq!(a.ids, b.ids);
+    let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, 10).unwrap();
+    let r = recall_at_k(&a, &truth, 10);
+    assert!(r >= 0.99, "recall {r}");
+}
+
+#[test]
+fn ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers() {
+    let Some(ctx) = gpu_or_skip("ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers")
+    else {
+        return;
+    };
+    let (base, queries) = gaussian_mixture::<f32>(3000, 64, 24, 5, 11);
+    let graph = known_good_graph(base.view(), Metric::L2Squared, 11);
+    let entries = graph.entry_points().to_vec();
+    let d = DeviceMatrix::upload(&ctx, base.view()).unwrap();
+    let q = DeviceMatrix::upload(&ctx, queries.view()).unwrap();
+    let g = DeviceFixedGraph::upload(&ctx, &graph).unwrap();
+    let dev = GgnnSearchDevice::new(&ctx);
+    let cfg = GgnnSearchConfig {
+        tau: 0.6,
+        ..Default::default()
+    };
+    let mut bufs = GgnnSearchBuffers::new();
+    let (all, st) = dev
+        .search_device_with(&mut bufs, &d, &g, &entries, &q, Metric::L2Squared, 10, &cfg)
+        .unwrap();
+    assert_eq!(st.queries, 64);
+    assert!(st.hops > 0 && st.distance_computations >= st.hops);
+    let allocs = bufs.allocations();
+    let (again, _) = dev
+        .search_device_with(&mut bufs, &d, &g, &entries, &q, Metric::L2Squared, 10, &cfg)
+        .unwrap();
+    assert_eq!(all.ids, again.ids);
+    assert_eq!(all.dists, again.dists);
+    assert_eq!(
+        bufs.allocations(),
+        allocs,
+        "a steady state allocates nothing"
+    );
+    // The L2 prefetch of candidate rows changes nothing but timing.
+    let no_prefetch = GgnnSearchConfig {
+        prefetch_rows: false,
+        ..cfg.clone()
+    };
+    let (plain, _) = dev
+        .search_device_with(
+            &mut bufs,
+            &d,
+            &g,
+            &entries,
+            &q,
+            Metric::L2Squared,
+            10,
+            &no_prefetch,
+        )
+        .unwrap();
+    assert_eq!(plain.ids, all.ids);
+    assert_eq!(plain.dists, all.dists);
+    for i in [0usize, 17, 63] {
+        let one = DeviceMatrix::upload(&ctx, queries.view().slice_rows(i..i + 1).unwrap()).unwrap();
+        let (r, _) = dev
+            .search_device(&d, &g, &entries, &one, Metric::L2Squared, 10, &cfg)
+            .unwrap();
+        assert_eq!(r.row_ids(0), all.row_ids(i), "query {i}");
+    }
+    // The host path gives the device path's answer.
+    let (h, _) = dev
+        .search(
+            base.view(),
+            &graph,
+            &entries,
+            queries.view(),
+            Metric::L2Squared,
+            10,
+            &cfg,
+        )
+        .unwrap();
+    assert_eq!(h.ids, all.ids);
+}
+
+#[test]
+fn ggnn_gpu_rejects_bad_input_with_typed_errors() {
+    let Some(ctx) = gpu_or_skip("ggnn_gpu_rejects_bad_input_with_typed_errors") else {
+        return;
+    };
+    let (base, queries) = gaussian_mixture::<f32>(300, 5, 8, 3, 4);
+    let graph = known_good_graph(base.view(), Metric::L2Squared, 4);
+    let p = GgnnSearchParams::default();
+    let s = GgnnSearchGpu::new(&ctx);
+    let l2 = Metric::L2Squared;
+    let invalid = |r: weft_core::Result<(Neighbors, weft_core::SearchStats)>, what: &str| match r {
+        Err(Error::InvalidParams { .. }) => {}
+        other => panic!(
+            "{what}: expected InvalidParams, got {:?}",
+            other.map(|x| x.1)
+        ),
+    };
+    // GPU knobs.
+    for (block, team) in [(48, 0), (32, 3), (32, 64), (256, 0)] {
+        let s = GgnnSearchGpu::new(&ctx)
+            .with_block_threads(block)
+            .with_team_size(team);
+        invalid(
+            gpu_search(&s, &graph, base.view(), queries.view(), l2, 10, &p),
+            &format!("block {block} team {team}"),
+        );
+    }
+    // k out of range.
+    invalid(
+        gpu_search(&s, &graph, base.view(), queries.view(), l2, 301, &p),
+        "k > n",
+    );
+    // Dimension mismatch.
+    let (_, q4) = gaussian_mixture::<f32>(1, 5, 4, 2, 4);
+    assert!(matches!(
+        gpu_search(&s, &graph, base.view(), q4.view(), l2, 10, &p),
+        Err(Error::DimensionMismatch { .. })
+    ));
+    // NaN and infinity.
+    let mut bad = queries.clone();
+    bad.as_mut_slice()[3] = f32::NAN;
+    assert!(matches!(
+        gpu_search(&s, &graph, base.view(), bad.view(), l2, 10, &p),
+        Err(Error::NonFinite { .. })
+    ));
+    let mut badb = base.clone();
+    badb.as_mut_slice()[7] = f32::INFINITY;
+    assert!(matches!(
+        gpu_search(&s, &graph, badb.view(), queries.view(), l2, 10, &p),
+        Err(Error::NonFinite { .. })
+    ));
+    // Empty base set.
+    let empty = Dataset::<f32>::from_vec(Vec::new(), 0, 8).unwrap();
+    let g0 = FixedDegreeGraph::new(0, 4, Vec::new()).unwrap();
+    assert!(gpu_search(&s, &g0, empty.view(), queries.view(), l2, 1, &p).is_err());
+    // Graph and data disagree; entry point out of range.
+    let small = FixedDegreeGraph::new(10, 1, vec![INVALID; 10]).unwrap();
+    assert!(matches!(
+        gpu_search(&s, &small, base.view(), queries.view(), l2, 10, &p),
+        Err(Error::DimensionMismatch { .. })
+    ));
+    let far = graph.clone().with_entry_points(vec![300]);
+    assert!(matches!(
+        gpu_search(&s, &far, base.view(), queries.view(), l2, 10, &p),
+        Err(Error::InvalidGraph(_))
+    ));
+    // Out of device memory: a budget too small for the upload.
+    let cfg = GgnnSearchConfig::default();
+    assert!(matches!(
+        GgnnSearchDevice::new(&ctx).with_budget(1000).search(
+            base.view(),
+            &graph,
+            graph.entry_points(),
+            queries.view(),
+            l2,
+            10,
+            &cfg
+        ),
+        Err(Error::OutOfDeviceMemory { .. })
+    ));
+    // No queries: nothing to do.
+    let none = Dataset::<f32>::from_vec(Vec::new(), 0, 8).unwrap();
+    let (r, st) = gpu_search(&s, &graph, base.view(), none.view(), l2, 10, &p).unwrap();
+    assert_eq!((r.rows(), st.queries), (0, 0));
+}
