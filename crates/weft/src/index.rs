@@ -15,7 +15,7 @@ use weft_search::{BeamSearch, BeamSearchParams, ExactSearcher};
 use crate::registry::{Backend, Registry, with_view};
 
 /// How an [`Index`] answers queries.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SearchParams {
     /// Candidate list size of the beam search (`L`, at least k): larger is slower and more
     /// accurate.
@@ -35,19 +35,21 @@ pub struct SearchParams {
 /// Where a graph search runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SearchBackend {
-    /// The GPU when this build has GPU support, a GPU is usable and the graph is one the GPU
-    /// search reads (fixed-degree or k-NN); else the CPU.
+    /// The GPU when this build has GPU support and a GPU is usable; else the CPU.
     Auto,
     /// The CPU beam search.
     #[default]
     Cpu,
-    /// The GPU CAGRA-style search; an error when it cannot run.
+    /// The GPU search (CAGRA-style for fixed-degree and k-NN graphs, the GGNN search for
+    /// hierarchical ones); an error when it cannot run.
     Gpu,
 }
 
-/// Options of the GPU search (`weft_search::CagraSearchGpu`); the beam width is its list size
-/// unless `itopk` is set.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Options of the GPU searches. Fixed-degree and k-NN graphs use `weft_search::CagraSearchGpu`
+/// (the beam width is its list size unless `itopk` is set); hierarchical (GGNN) graphs use
+/// `weft_search::GgnnSearchGpu` (the beam width is its queue size, `tau` its slack,
+/// `max_iterations` its expansion cap).
+#[derive(Clone, Debug, PartialEq)]
 pub struct GpuSearchOptions {
     /// Internal list size (`None`: the beam width).
     pub itopk: Option<usize>,
@@ -57,8 +59,10 @@ pub struct GpuSearchOptions {
     pub team_size: usize,
     /// Single- or multi-CTA (default automatic).
     pub mode: weft_search::CagraSearchModeParam,
-    /// Iteration cap (0: automatic).
+    /// Iteration cap (0: automatic; for the GGNN search its default of 400 expansions).
     pub max_iterations: usize,
+    /// Slack `tau` of the GGNN search (hierarchical graphs; finite, `>= 0`).
+    pub tau: f32,
 }
 
 impl Default for GpuSearchOptions {
@@ -69,6 +73,7 @@ impl Default for GpuSearchOptions {
             team_size: 0,
             mode: weft_search::CagraSearchModeParam::Auto,
             max_iterations: 0,
+            tau: weft_search::GgnnSearchParams::default().tau,
         }
     }
 }
@@ -129,7 +134,8 @@ pub struct Index {
 
 /// The GPU state an [`Index`] keeps between searches: nothing before the first GPU search, then
 /// either the probe's error (no usable GPU; not probed again) or a
-/// `weft_gpu::cagra_search::CagraSearchSession` of the data's element type. Searches through it
+/// `weft_gpu::cagra_search::CagraSearchSession` of the data's element type (for a
+/// hierarchical graph: the `weft_gpu::GpuContext` its GGNN searches run on). Searches through it
 /// take turns.
 #[cfg(feature = "cuda")]
 #[derive(Default)]
@@ -139,7 +145,8 @@ struct GpuCache(std::sync::Mutex<Option<GpuState>>);
 enum GpuState {
     /// The probe failed with this message.
     Unavailable(String),
-    /// The resident search session (`CagraSearchSession<T>`, boxed).
+    /// The resident search session (`CagraSearchSession<T>`, boxed), or for a hierarchical
+    /// graph the context (`GpuContext`, boxed).
     Ready(Box<dyn std::any::Any + Send>),
 }
 
@@ -422,15 +429,8 @@ impl Index {
         {
             use weft_core::{FixedDegreeGraph, Params as _};
             use weft_gpu::cagra_search::CagraSearchSession;
-            if matches!(self.graph, StoredGraph::Hier(_)) {
-                if required {
-                    return Err(Error::Unsupported(
-                        "the GPU search reads fixed-degree and k-NN graphs; this graph is \
-                         hierarchical (use the CPU backend)"
-                            .into(),
-                    ));
-                }
-                return Ok(None);
+            if let StoredGraph::Hier(hier) = &self.graph {
+                return self.search_gpu_hier(hier, data, queries, params, required, out);
             }
             let p = weft_search::CagraSearchParams {
                 itopk: params.gpu.itopk.unwrap_or(params.beam_width),
@@ -513,6 +513,71 @@ impl Index {
             }
             Ok(None)
         }
+    }
+
+    /// The GGNN search on the GPU over a hierarchical graph (its layer 0 entered from the
+    /// top-layer points): `weft_search::GgnnSearchGpu` with the beam width as its queue size,
+    /// `params.gpu.tau` as its slack and `params.gpu.max_iterations` (0: 400) as its expansion
+    /// cap. The probed context stays in the index's GPU cache; data and graph are uploaded for
+    /// each call. `None` when no GPU is usable and the backend is automatic.
+    #[cfg(feature = "cuda")]
+    fn search_gpu_hier<T: Element>(
+        &self,
+        hier: &weft_graph::hier::HierGraph,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        params: &SearchParams,
+        required: bool,
+        out: &mut Neighbors,
+    ) -> Result<Option<SearchStats>> {
+        use weft_core::Params as _;
+        let defaults = weft_search::GgnnSearchParams::default();
+        let p = weft_search::GgnnSearchParams {
+            tau: params.gpu.tau,
+            prioq: params.beam_width,
+            max_iterations: if params.gpu.max_iterations > 0 {
+                params.gpu.max_iterations
+            } else {
+                defaults.max_iterations
+            },
+            seed: params.seed,
+            ..defaults
+        };
+        p.validate(data.rows(), data.dim())?;
+        let mut cache = self.gpu.0.lock().unwrap_or_else(|poisoned| {
+            let mut g = poisoned.into_inner();
+            *g = None;
+            g
+        });
+        if cache.is_none() {
+            *cache = Some(match weft_gpu::probe() {
+                Err(e) => GpuState::Unavailable(e.to_string()),
+                Ok(ctx) => GpuState::Ready(Box::new(ctx)),
+            });
+        }
+        let ctx = match cache.as_ref() {
+            Some(GpuState::Ready(state)) => state.downcast_ref::<weft_gpu::GpuContext>(),
+            Some(GpuState::Unavailable(e)) if required => {
+                return Err(Error::Unsupported(format!(
+                    "the GPU search backend needs a usable CUDA GPU: {e}"
+                )));
+            }
+            _ => return Ok(None),
+        };
+        let Some(ctx) = ctx else {
+            return Err(Error::InvalidInput(
+                "the index's GPU state is not that of a hierarchical graph".into(),
+            ));
+        };
+        let stats = weft_search::GgnnSearchGpu::new(ctx).search(
+            hier,
+            data,
+            queries,
+            self.metric(),
+            &p,
+            out.as_mut(),
+        )?;
+        Ok(Some(stats))
     }
 
     /// Saves the index into folder `dir` (created if needed): `graph.wgraph` and the vectors in

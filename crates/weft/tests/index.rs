@@ -255,3 +255,71 @@ fn index_gpu_search_is_repeatable() {
     let e = index.search(queries.view(), 10, &params).unwrap();
     assert_eq!(a.neighbors, e.neighbors);
 }
+
+/// A hierarchical (GGNN) graph on the GPU backend runs the GGNN search: recall against the
+/// exact search, repeatable, bad tau typed. Without a usable GPU (or without the `cuda`
+/// feature) the GPU backend is `Unsupported` and the automatic one falls back to the CPU.
+#[test]
+fn hierarchical_index_searches_with_ggnn_on_the_gpu() {
+    use weft::index::SearchBackend;
+    let (base, queries) = small(3000, 200);
+    let index = Index::build_from_view(
+        base.view(),
+        Metric::L2Squared,
+        "ggnn",
+        &serde_json::json!({}),
+        None,
+        &BuildCtx::new(2),
+    )
+    .unwrap();
+    assert!(matches!(
+        index.graph(),
+        weft::graph::storage::StoredGraph::Hier(_)
+    ));
+    let mut params = SearchParams::with_beam_width(64);
+    params.backend = SearchBackend::Gpu;
+    #[cfg(feature = "cuda")]
+    let gpu = weft::gpu::testing::gpu_or_skip("hierarchical_index_searches_with_ggnn_on_the_gpu")
+        .is_some();
+    #[cfg(not(feature = "cuda"))]
+    let gpu = false;
+    if !gpu {
+        assert!(matches!(
+            index.search(queries.view(), 10, &params),
+            Err(Error::Unsupported(_))
+        ));
+        params.backend = SearchBackend::Auto;
+        assert_eq!(
+            index.search(queries.view(), 10, &params).unwrap().backend,
+            "cpu"
+        );
+        return;
+    }
+    let a = index.search(queries.view(), 10, &params).unwrap();
+    assert_eq!(a.backend, "gpu");
+    let exact = index
+        .search(queries.view(), 10, &SearchParams::exact())
+        .unwrap();
+    let mut hits = 0;
+    for q in 0..queries.rows() {
+        let want = &exact.neighbors.ids[q * 10..q * 10 + 10];
+        hits += a.neighbors.ids[q * 10..q * 10 + 10]
+            .iter()
+            .filter(|id| want.contains(id))
+            .count();
+    }
+    let recall = hits as f64 / (queries.rows() * 10) as f64;
+    assert!(recall >= 0.9, "GGNN GPU search recall@10 {recall}");
+    let b = index.search(queries.view(), 10, &params).unwrap();
+    assert_eq!(a.neighbors, b.neighbors);
+    params.gpu.tau = -1.0;
+    assert!(matches!(
+        index.search(queries.view(), 10, &params),
+        Err(Error::InvalidParams { .. })
+    ));
+    params.gpu.tau = 0.5;
+    assert_eq!(
+        index.search(queries.view(), 10, &params).unwrap().neighbors,
+        a.neighbors
+    );
+}

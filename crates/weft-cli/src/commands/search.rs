@@ -28,7 +28,8 @@ pub struct Args {
     #[arg(long, short, default_value_t = 10)]
     pub k: usize,
     /// Beam width (candidate list size L >= k); on the GPU, the internal list size (itopk)
-    /// unless --itopk is given.
+    /// unless --itopk is given, or for a hierarchical (GGNN) graph the GGNN search's queue
+    /// size.
     #[arg(long, default_value_t = 64)]
     pub beam: usize,
     /// Exhaustive search instead of the graph.
@@ -45,11 +46,12 @@ pub struct Args {
 /// Where a graph search runs.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendArg {
-    /// The GPU when one is usable and the graph is fixed-degree or k-NN, else the CPU.
+    /// The GPU when one is usable, else the CPU.
     Auto,
     /// The CPU beam search.
     Cpu,
-    /// The GPU CAGRA-style search (an error without a usable GPU).
+    /// The GPU search: CAGRA-style for fixed-degree and k-NN graphs, GGNN for hierarchical
+    /// graphs (an error without a usable GPU).
     Gpu,
 }
 
@@ -68,11 +70,12 @@ pub enum ModeArg {
 ///
 /// Mapping to the CPU beam search: --beam is the list size on both (the GPU's itopk, unless
 /// --itopk overrides it); --search-width, --team-size, --mode and --max-iterations apply to the
-/// GPU only.
+/// GPU only. A hierarchical (GGNN) graph on the GPU runs the GGNN search: --beam is its queue
+/// size, --tau its slack, --max-iterations its expansion cap (0: 400).
 #[derive(clap::Args, Debug, Clone)]
 pub struct GpuArgs {
-    /// auto: the GPU search when a GPU is usable and the graph is fixed-degree or k-NN, else the
-    /// CPU beam search; cpu; gpu (an error when it cannot run).
+    /// auto: the GPU search when a GPU is usable (CAGRA-style; GGNN for hierarchical graphs),
+    /// else the CPU beam search; cpu; gpu (an error when it cannot run).
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
     /// GPU: internal list size (itopk, k..=1024); default: the beam width.
@@ -90,6 +93,10 @@ pub struct GpuArgs {
     /// GPU: iteration cap (0 = automatic).
     #[arg(long, default_value_t = 0)]
     pub max_iterations: usize,
+    /// GPU, hierarchical (GGNN) graphs: the GGNN search's slack tau (finite, >= 0; larger is
+    /// slower and more accurate).
+    #[arg(long, default_value_t = 0.5)]
+    pub tau: f32,
 }
 
 impl GpuArgs {
@@ -110,6 +117,7 @@ impl GpuArgs {
                 ModeArg::MultiCta => CagraSearchModeParam::MultiCta,
             },
             max_iterations: self.max_iterations,
+            tau: self.tau,
         };
         params
     }
@@ -148,6 +156,10 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     }
     let mode = if args.exact {
         "exact".to_string()
+    } else if out.backend == "gpu"
+        && matches!(index.graph(), weft::graph::storage::StoredGraph::Hier(_))
+    {
+        format!("gpu ggnn tau={} queue={}", args.gpu.tau, args.beam)
     } else if out.backend == "gpu" {
         format!("gpu itopk={}", args.gpu.itopk.unwrap_or(args.beam))
     } else {
