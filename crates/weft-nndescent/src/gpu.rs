@@ -15,7 +15,8 @@
 //! build exceed the budget (`gpu_mem_limit`, [`NnDescentGpu::with_budget`], else the device's
 //! free memory less a margin), the build is split into shards merged pairwise with GGM
 //! ([`crate::sharded`], `docs/gnnd.md`): by default locality-aware shards, each merged with its
-//! three nearest shards (`shard_schedule`, [`crate::ShardSchedule`]). [`NnDescentGpu::merge`] merges two k-NN graphs.
+//! three nearest shards (`shard_schedule`, [`crate::ShardSchedule`]). [`NnDescentGpu::merge`]
+//! merges two k-NN graphs.
 
 use std::sync::Arc;
 
@@ -82,9 +83,9 @@ impl NnDescentGpu {
         }
     }
 
-    /// The shard plan of a host-to-host build of `data` with `params` (its `shard_schedule`; the
-    /// partition of [`crate::ShardSchedule::Nearest`] is seeded with `seed`), or `None` when the build
-    /// fits the device budget in one piece.
+    /// The shard plan of a host-to-host build of `data` with `params` (its `shard_schedule`;
+    /// the partition of [`crate::ShardSchedule::Nearest`] is seeded with `seed`), or `None`
+    /// when the build fits the device budget in one piece.
     pub fn plan<T: Element>(
         &self,
         data: DatasetView<'_, T>,

@@ -51,8 +51,9 @@ pub struct NnDescentParams {
     pub gpu_mem_limit: Option<u64>,
     /// How an out-of-GPU-memory build cuts its shards and which pairs it merges (see
     /// [`ShardSchedule`] and `docs/gnnd.md`): `"all_pairs"` (contiguous shards, every pair
-    /// merged, as the paper) or `{"nearest": m}` (k-means shards, each merged with its `m`
-    /// nearest shards; `m` in `1..=4096`). Default `{"nearest": 3}`. GPU.
+    /// merged, as the paper) or `{"nearest": m}` (locality-aware shards, each merged with its
+    /// `m` nearest shards; `m` in `1..=4096`). Default `{"nearest": 3}` (its recall depends on
+    /// how clustered the data is: see `docs/gnnd.md`). GPU.
     pub shard_schedule: ShardSchedule,
 }
 
