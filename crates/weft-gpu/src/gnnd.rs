@@ -265,31 +265,23 @@ impl<'c> Gnnd<'c> {
             .begin("gnnd", Some(config.max_iters as u64));
         init::<T>(ctx, &view, stride, metric, config.seed, &mut st)?;
         merge(ctx, &mut st)?;
-        let mut last = read_counters(ctx, &st)?;
-        let threshold = f64::from(config.delta) * n as f64 * k as f64;
-        for _ in 0..config.max_iters {
-            build.check_cancelled()?;
-            sample(ctx, &mut st, 0)?;
-            dedup(ctx, &mut st)?;
-            let vectors = Vectors {
-                a: &view,
-                b: &view,
-                split: n as u32,
-                stride,
-            };
-            join::<T>(ctx, &vectors, metric, config.mode(), &mut st)?;
-            merge(ctx, &mut st)?;
-            let now = read_counters(ctx, &st)?;
-            let updates = now[0] - last[0];
-            stats.updates.push(updates);
-            stats.dropped.push(now[1] - last[1]);
-            stats.iterations += 1;
-            last = now;
-            build.progress().advance(1);
-            if (updates as f64) < threshold {
-                break;
-            }
-        }
+        let vectors = Vectors {
+            a: &view,
+            b: &view,
+            split: n as u32,
+            stride,
+        };
+        iterate::<T>(
+            ctx,
+            &mut st,
+            &vectors,
+            metric,
+            config.mode(),
+            0,
+            config,
+            build,
+            &mut stats,
+        )?;
         build.progress().end();
         finish(ctx, &mut st)?;
         let graph = DeviceKnnGraph::from_parts(n, k, st.list_i, st.list_d)?;
@@ -302,6 +294,45 @@ fn check_points(n: usize) -> Result<()> {
         return Err(Error::InvalidInput(format!(
             "{n} points exceed GNND's id range ({MAX_POINTS})"
         )));
+    }
+    Ok(())
+}
+
+/// The GNND iterations shared by a build and a merge (GGM): sample, dedup, join, merge, until
+/// `config.max_iters` iterations have run or one inserts fewer than `delta * n * k` entries.
+/// `sample_split` is the sampling's `split` (0 for a build; the merge's first vertex of the second
+/// subset), `mode` the join's. Each iteration's insertions and dropped offers are appended to
+/// `stats`; cancellation is checked before each iteration and progress advanced after it.
+#[allow(clippy::too_many_arguments)]
+fn iterate<T: Element>(
+    ctx: &GpuContext,
+    st: &mut State,
+    vectors: &Vectors<'_, '_>,
+    metric: Metric,
+    mode: u32,
+    sample_split: u32,
+    config: &GnndConfig,
+    build: &BuildCtx,
+    stats: &mut GnndStats,
+) -> Result<()> {
+    let mut last = read_counters(ctx, st)?;
+    let threshold = f64::from(config.delta) * st.n as f64 * st.k as f64;
+    for _ in 0..config.max_iters {
+        build.check_cancelled()?;
+        sample(ctx, st, sample_split)?;
+        dedup(ctx, st)?;
+        join::<T>(ctx, vectors, metric, mode, st)?;
+        merge(ctx, st)?;
+        let now = read_counters(ctx, st)?;
+        let updates = now[0] - last[0];
+        stats.updates.push(updates);
+        stats.dropped.push(now[1] - last[1]);
+        stats.iterations += 1;
+        last = now;
+        build.progress().advance(1);
+        if (updates as f64) < threshold {
+            break;
+        }
     }
     Ok(())
 }

@@ -15,7 +15,10 @@
 //! builds of those prefixes of the set (same settings, recall on each prefix);
 //! `GNND_SKIP_FULL=1` skips the in-memory build of the whole set; `GNND_BUDGET=<bytes>` then
 //! times the out-of-memory build (`NnDescentGpu::build_sharded`, host to host: shard uploads,
-//! shard builds, pairwise merges and the host-side folding included) under that device budget.
+//! shard builds, pairwise merges and the host-side folding included) under that device budget,
+//! once per schedule of `GNND_SCHEDULES=all,nearest:2,...` (`all`: contiguous shards, every
+//! pair merged; `nearest:M`: locality-aware shards, each merged with its M nearest; default: the
+//! parameters' default schedule); the time includes the partitioning.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,7 +26,7 @@ use std::time::Instant;
 use weft_core::{BuildCtx, DatasetView, Element, Metric};
 use weft_gpu::{DeviceMatrix, ExactGpu, Gnnd, probe};
 use weft_io::Preset;
-use weft_nndescent::{NnDescentGpu, NnDescentParams};
+use weft_nndescent::{NnDescentGpu, NnDescentParams, ShardSchedule};
 
 fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
     std::env::args()
@@ -139,40 +142,55 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     drop(dev);
     if let Some(budget) = env_num("GNND_BUDGET") {
-        let p = NnDescentParams {
-            gpu_mem_limit: Some(budget),
-            max_iters: iters[0],
-            ..params.clone()
+        let schedules: Vec<ShardSchedule> = match std::env::var("GNND_SCHEDULES") {
+            Ok(list) => list
+                .split(',')
+                .map(parse_schedule)
+                .collect::<Result<_, _>>()?,
+            Err(_) => vec![params.shard_schedule],
         };
         let builder = NnDescentGpu::new(Arc::clone(&ctx));
-        match builder.plan::<f32>(n, data.dim(), k, &p)? {
-            None => println!("budget {budget}: the build fits in one piece"),
-            Some(plan) => {
-                println!(
-                    "budget {budget} bytes: {} shards of <= {} rows, {} merges, {} loads, {} bytes planned",
-                    plan.shards.len(),
-                    plan.shard_rows,
-                    plan.merges(),
-                    plan.loads(),
-                    plan.bytes
-                );
-                let t = Instant::now();
-                let (g, stats) = builder.build_sharded(data.view(), metric, k, &p, &plan, &bctx)?;
-                let secs = t.elapsed().as_secs_f64();
-                let merge_iters: usize = stats.merge_stats.iter().map(|s| s.iterations).sum();
-                let build_iters: usize = stats.builds.iter().map(|s| s.iterations).sum();
-                g.validate()?;
-                let dev = DeviceMatrix::upload(&ctx, data.view())?;
-                let recall = sample_recall(&ctx, &dev, data.view(), metric, k, &g)?;
-                println!(
-                    "RESULT gnnd-oom {preset} n={n} d={} k={k} budget={budget}: {} shards, {} merges, {} loads, build iterations {build_iters}, merge iterations {merge_iters}: {secs:.3} s host to host, recall@{k} {recall:.4} (10k sample)",
-                    data.dim(),
-                    stats.shards,
-                    stats.merges,
-                    stats.loads,
-                );
-                println!("  stages (s): {:?}", stats.seconds);
+        let mut full: Option<DeviceMatrix<f32>> = None;
+        for schedule in schedules {
+            let p = NnDescentParams {
+                gpu_mem_limit: Some(budget),
+                max_iters: iters[0],
+                shard_schedule: schedule,
+                ..params.clone()
+            };
+            let t = Instant::now();
+            let Some(plan) = builder.plan::<f32>(data.view(), metric, k, &p, bctx.seed())? else {
+                println!("budget {budget}: the build fits in one piece");
+                continue;
+            };
+            println!(
+                "budget {budget} bytes, {schedule:?}: {} shards of <= {} rows, {} merges, {} loads, {} bytes planned, partition {:.2} s",
+                plan.shards.len(),
+                plan.shard_rows,
+                plan.merges(),
+                plan.loads(),
+                plan.bytes,
+                plan.seconds,
+            );
+            let (g, stats) = builder.build_sharded(data.view(), metric, k, &p, &plan, &bctx)?;
+            let secs = t.elapsed().as_secs_f64();
+            let merge_iters: usize = stats.merge_stats.iter().map(|s| s.iterations).sum();
+            let build_iters: usize = stats.builds.iter().map(|s| s.iterations).sum();
+            g.validate()?;
+            drop(plan);
+            if full.is_none() {
+                full = Some(DeviceMatrix::upload(&ctx, data.view())?);
             }
+            let dev = full.as_ref().expect("uploaded");
+            let recall = sample_recall(&ctx, dev, data.view(), metric, k, &g)?;
+            println!(
+                "RESULT gnnd-oom {preset} n={n} d={} k={k} budget={budget} schedule={schedule:?}: {} shards, {} merges, {} loads, build iterations {build_iters}, merge iterations {merge_iters}: {secs:.3} s host to host (partition included), recall@{k} {recall:.4} (10k sample)",
+                data.dim(),
+                stats.shards,
+                stats.merges,
+                stats.loads,
+            );
+            println!("  stages (s): {:?}", stats.seconds);
         }
     }
     if std::env::var("GNND_HOST").is_ok_and(|v| v == "1") {
@@ -185,6 +203,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     Ok(())
+}
+
+/// `all` or `nearest:M`.
+fn parse_schedule(s: &str) -> Result<ShardSchedule, Box<dyn std::error::Error>> {
+    match s.trim().split_once(':') {
+        None if s.trim() == "all" => Ok(ShardSchedule::AllPairs),
+        Some(("nearest", m)) => Ok(ShardSchedule::Nearest(m.parse()?)),
+        _ => Err(format!("schedule `{s}`: use all or nearest:M").into()),
+    }
 }
 
 fn sample_recall<T: Element>(

@@ -14,7 +14,9 @@
 //! Out of device memory: when the vectors, the graph and the work buffers of a host-to-host
 //! build exceed the budget (`gpu_mem_limit`, [`NnDescentGpu::with_budget`], else the device's
 //! free memory less a margin), the build is split into shards merged pairwise with GGM
-//! ([`crate::sharded`], `docs/gnnd.md`). [`NnDescentGpu::merge`] merges two k-NN graphs.
+//! ([`crate::sharded`], `docs/gnnd.md`): by default locality-aware shards, each merged with its
+//! three nearest shards (`shard_schedule`, [`crate::ShardSchedule`]). [`NnDescentGpu::merge`]
+//! merges two k-NN graphs.
 
 use std::sync::Arc;
 
@@ -81,28 +83,34 @@ impl NnDescentGpu {
         }
     }
 
-    /// The shard plan of a host-to-host build of `n` x `dim` vectors of `T` with `params`, or
-    /// `None` when the build fits the device budget in one piece.
+    /// The shard plan of a host-to-host build of `data` with `params` (its `shard_schedule`;
+    /// the partition of [`crate::ShardSchedule::Nearest`] is seeded with `seed`), or `None`
+    /// when the build fits the device budget in one piece.
     pub fn plan<T: Element>(
         &self,
-        n: usize,
-        dim: usize,
+        data: DatasetView<'_, T>,
+        metric: Metric,
         k: usize,
         params: &NnDescentParams,
+        seed: u64,
     ) -> Result<Option<ShardPlan>> {
+        params.validate(data.rows(), data.dim())?;
+        weft_core::error::check_graph_k(k, data.rows())?;
         let config = Self::config(params, 0);
         let avail = match self.budget_for(params) {
             Some(b) => b.min(self.ctx.default_budget()?),
             None => self.ctx.default_budget()?,
         };
-        if Gnnd::bytes_needed::<T>(n, dim, k, &config, true) <= avail {
+        if Gnnd::bytes_needed::<T>(data.rows(), data.dim(), k, &config, true) <= avail {
             return Ok(None);
         }
-        ShardPlan::new::<T>(n, dim, k, &config, avail).map(Some)
+        ShardPlan::for_schedule::<T>(data, metric, k, &config, avail, params.shard_schedule, seed)
+            .map(Some)
     }
 
     /// The out-of-memory build (shards merged pairwise, see [`crate::sharded`]) under `plan`,
-    /// with its statistics; [`NnDescentGpu::plan`] gives the plan.
+    /// with its statistics; [`NnDescentGpu::plan`] gives the plan (a plan that does not
+    /// partition the rows of `data` is `InvalidInput`).
     pub fn build_sharded<T: Element>(
         &self,
         data: DatasetView<'_, T>,
@@ -170,7 +178,7 @@ impl NnDescentGpu {
     ) -> Result<(KnnGraph, GnndStats)> {
         params.validate(data.rows(), data.dim())?;
         weft_core::error::check_graph_k(k, data.rows())?;
-        if let Some(plan) = self.plan::<T>(data.rows(), data.dim(), k, params)? {
+        if let Some(plan) = self.plan::<T>(data, metric, k, params, ctx.seed())? {
             let (g, stats) = self.build_sharded(data, metric, k, params, &plan, ctx)?;
             return Ok((g, stats.total()));
         }

@@ -10,7 +10,7 @@
 //! - `NnDescentGpu` (feature `cuda`): GNND, NN-Descent redesigned for the GPU (Wang, Zhao & Zeng
 //!   2021), on `weft_gpu::gnnd`; it can leave the graph on the device for the next stage, merges
 //!   two k-NN graphs (GGM), and builds graphs larger than the device memory in shards merged
-//!   pairwise ([`sharded`]).
+//!   pairwise (`sharded`; the shards and the merge schedule: [`partition`]).
 //!
 //! Builders assume finite data: check it upstream with
 //! [`DatasetView::check_finite`](weft_core::DatasetView::check_finite).
@@ -19,6 +19,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod params;
+pub mod partition;
 mod rptree;
 #[cfg(feature = "cuda")]
 pub mod sharded;
@@ -27,5 +28,6 @@ pub use cpu::{BuildStats, NnDescentCpu};
 #[cfg(feature = "cuda")]
 pub use gpu::NnDescentGpu;
 pub use params::NnDescentParams;
+pub use partition::ShardSchedule;
 #[cfg(feature = "cuda")]
 pub use sharded::{ShardPlan, ShardedStats, StageSeconds};

@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Params, Result};
 
+use crate::partition::ShardSchedule;
+
 /// The largest accepted `max_candidates` (the local join is quadratic in it).
 pub const MAX_CANDIDATES_LIMIT: usize = 256;
 /// The largest accepted `leaf_size` (a leaf join is quadratic in it).
@@ -47,6 +49,12 @@ pub struct NnDescentParams {
     /// built separately and merged pairwise (GGM; see `docs/gnnd.md`); the budget must hold
     /// two shards of at least `k + 1` points. At least 1 MiB when set. Default `None`. GPU.
     pub gpu_mem_limit: Option<u64>,
+    /// How an out-of-GPU-memory build cuts its shards and which pairs it merges (see
+    /// [`ShardSchedule`] and `docs/gnnd.md`): `"all_pairs"` (contiguous shards, every pair
+    /// merged, as the paper) or `{"nearest": m}` (locality-aware shards, each merged with its
+    /// `m` nearest shards; `m` in `1..=4096`). Default `{"nearest": 3}` (its recall depends on
+    /// how clustered the data is: see `docs/gnnd.md`). GPU.
+    pub shard_schedule: ShardSchedule,
 }
 
 /// The smallest accepted `gpu_mem_limit` (1 MiB).
@@ -63,6 +71,7 @@ impl Default for NnDescentParams {
             leaf_size: None,
             gpu_sample: 32,
             gpu_mem_limit: None,
+            shard_schedule: ShardSchedule::default(),
         }
     }
 }
@@ -138,6 +147,7 @@ impl Params for NnDescentParams {
                 format!("must be at least {GPU_MEM_LIMIT_MIN} bytes (1 MiB), got {b}"),
             ));
         }
+        self.shard_schedule.validate()?;
         if !(1..=GPU_SAMPLE_LIMIT).contains(&self.gpu_sample) {
             return Err(Error::invalid_param(
                 "gpu_sample",
@@ -207,6 +217,10 @@ mod tests {
                 gpu_mem_limit: Some(1000),
                 ..p.clone()
             },
+            NnDescentParams {
+                shard_schedule: ShardSchedule::Nearest(0),
+                ..p.clone()
+            },
         ];
         for b in bad {
             assert!(
@@ -231,5 +245,12 @@ mod tests {
         assert_eq!(r.max_iters, 3);
         assert_eq!(r.rho, 1.0);
         assert!(serde_json::from_str::<NnDescentParams>(r#"{"bogus": 1}"#).is_err());
+        let a: NnDescentParams =
+            serde_json::from_str(r#"{"shard_schedule": "all_pairs"}"#).unwrap();
+        assert_eq!(a.shard_schedule, ShardSchedule::AllPairs);
+        let m: NnDescentParams =
+            serde_json::from_str(r#"{"shard_schedule": {"nearest": 5}}"#).unwrap();
+        assert_eq!(m.shard_schedule, ShardSchedule::Nearest(5));
+        assert_eq!(r.shard_schedule, ShardSchedule::default());
     }
 }

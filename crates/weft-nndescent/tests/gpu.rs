@@ -19,7 +19,7 @@ use weft_gpu::gnnd::testing::{
 };
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext};
-use weft_nndescent::{NnDescentGpu, NnDescentParams};
+use weft_nndescent::{NnDescentGpu, NnDescentParams, ShardSchedule};
 use weft_testkit::knn::{
     KnnSuite, check_graph_shape, exact_knn, gaussian_mixture, graph_recall, run_knn_suite,
 };
@@ -828,10 +828,11 @@ fn out_of_memory_build_with_a_tiny_budget() {
     let budget = per_row * 2 * (n as u64 / 4 + 1);
     let params = NnDescentParams {
         gpu_mem_limit: Some(budget),
+        shard_schedule: ShardSchedule::AllPairs,
         ..Default::default()
     };
     let plan = b
-        .plan::<f32>(n, dim, k, &params)
+        .plan::<f32>(view, Metric::L2Squared, k, &params, 5)
         .unwrap()
         .expect("must not fit");
     assert_eq!(plan.shards.len(), 4, "{plan:?}");
@@ -888,5 +889,105 @@ fn out_of_memory_build_with_a_tiny_budget() {
     assert!(matches!(
         b.build(view, Metric::L2Squared, k, &params, &cancelled),
         Err(Error::Cancelled)
+    ));
+}
+
+/// The locality-aware schedule ([`ShardSchedule::Nearest`]) against all pairs under the same
+/// tiny budget, on a clustered set: fewer merges, recall within 0.01 of (or above) the all-pairs
+/// build, a valid graph; the plan partitions the rows and is the same for the same seed.
+#[test]
+fn nearest_schedule_with_a_tiny_budget() {
+    let Some(ctx) = ctx_or_skip("nearest_schedule_with_a_tiny_budget") else {
+        return;
+    };
+    let (n, dim, k) = if small() {
+        (1800, 12, 12)
+    } else {
+        (9000, 24, 16)
+    };
+    let data = gaussian_mixture(n, dim, 30, 13);
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let b = NnDescentGpu::new(Arc::clone(&ctx));
+    let probe = weft_nndescent::ShardPlan::new::<f32>(
+        n,
+        dim,
+        k,
+        &NnDescentGpu::config(&NnDescentParams::default(), 0),
+        u64::MAX / 4,
+    )
+    .unwrap();
+    let per_row = probe.bytes / probe.shard_rows as u64 / 2;
+    // A budget for two shards of n / 6 rows: six shards and 15 merges for all pairs.
+    let budget = per_row * 2 * (n as u64 / 6 + 1);
+    let exact = exact_knn(view, Metric::L2Squared, k);
+    let mut recall = Vec::new();
+    for schedule in [ShardSchedule::AllPairs, ShardSchedule::Nearest(2)] {
+        let params = NnDescentParams {
+            gpu_mem_limit: Some(budget),
+            shard_schedule: schedule,
+            ..Default::default()
+        };
+        let plan = b
+            .plan::<f32>(view, Metric::L2Squared, k, &params, 3)
+            .unwrap()
+            .expect("must not fit");
+        plan.check(n).unwrap();
+        assert!(plan.bytes <= budget, "{} > {budget}", plan.bytes);
+        let again = b
+            .plan::<f32>(view, Metric::L2Squared, k, &params, 3)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (&plan.shards, &plan.pairs, &plan.steps),
+            (&again.shards, &again.pairs, &again.steps),
+            "same seed, same plan"
+        );
+        let (g, stats) = b
+            .build_sharded(
+                view,
+                Metric::L2Squared,
+                k,
+                &params,
+                &plan,
+                &BuildCtx::new(5),
+            )
+            .unwrap();
+        assert_eq!(
+            (stats.shards, stats.merges, stats.loads),
+            (plan.shards.len(), plan.merges(), plan.loads())
+        );
+        assert_eq!(stats.builds.len(), plan.shards.len());
+        check_graph_shape(&g, view, Metric::L2Squared, k, &format!("{schedule:?}"));
+        let r = graph_recall(&g, view, Metric::L2Squared, &exact);
+        eprintln!(
+            "{schedule:?}: {} shards, {} merges, {} loads, recall {r:.4}",
+            stats.shards, stats.merges, stats.loads
+        );
+        recall.push((plan.merges(), r));
+    }
+    let ((m_all, r_all), (m_near, r_near)) = (recall[0], recall[1]);
+    assert_eq!(m_all, 15);
+    assert!(m_near < m_all, "{m_near} merges vs {m_all}");
+    assert!(
+        r_near >= r_all - 0.01,
+        "nearest {r_near} vs all pairs {r_all}"
+    );
+    // The default schedule through the registry path: a valid graph.
+    let params = NnDescentParams {
+        gpu_mem_limit: Some(budget),
+        ..Default::default()
+    };
+    let g = b
+        .build(view, Metric::Cosine, k, &params, &BuildCtx::new(8))
+        .unwrap();
+    check_graph_shape(&g, view, Metric::Cosine, k, "default schedule, cosine");
+    // A bad schedule is typed.
+    let bad = NnDescentParams {
+        shard_schedule: ShardSchedule::Nearest(0),
+        ..params
+    };
+    assert!(matches!(
+        b.build(view, Metric::L2Squared, k, &bad, &BuildCtx::new(8)),
+        Err(Error::InvalidParams { .. })
     ));
 }

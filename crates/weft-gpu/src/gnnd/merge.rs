@@ -173,26 +173,10 @@ impl<'c> Gnnd<'c> {
         build.progress().begin("ggm", Some(config.max_iters as u64));
         cross_init::<T>(ctx, &vectors, metric, half as u32, config.seed, &mut st)?;
         merge(ctx, &mut st)?;
-        let mut last = read_counters(ctx, &st)?;
-        let threshold = f64::from(config.delta) * n as f64 * k as f64;
         let mode = config.mode() | MODE_CROSS;
-        for _ in 0..config.max_iters {
-            build.check_cancelled()?;
-            sample(ctx, &mut st, n1 as u32)?;
-            dedup(ctx, &mut st)?;
-            join::<T>(ctx, &vectors, metric, mode, &mut st)?;
-            merge(ctx, &mut st)?;
-            let now = read_counters(ctx, &st)?;
-            let updates = now[0] - last[0];
-            stats.updates.push(updates);
-            stats.dropped.push(now[1] - last[1]);
-            stats.iterations += 1;
-            last = now;
-            build.progress().advance(1);
-            if (updates as f64) < threshold {
-                break;
-            }
-        }
+        iterate::<T>(
+            ctx, &mut st, &vectors, metric, mode, n1 as u32, config, build, &mut stats,
+        )?;
         build.progress().end();
         if full && half > 0 {
             // Step 3: the dropped entries through the inbox (rows of `half` slots).
