@@ -17,8 +17,9 @@
 //! times the out-of-memory build (`NnDescentGpu::build_sharded`, host to host: shard uploads,
 //! shard builds, pairwise merges and the host-side folding included) under that device budget,
 //! once per schedule of `GNND_SCHEDULES=all,nearest:2,...` (`all`: contiguous shards, every
-//! pair merged; `nearest:M`: locality-aware shards, each merged with its M nearest; default: the
-//! parameters' default schedule); the time includes the partitioning.
+//! pair merged; `nearest:M`: locality-aware shards, each merged with its M nearest; `auto`: the
+//! smallest M keeping 99% of 256 probe points' true neighbour pairs; default: the parameters'
+//! default schedule, `auto`); the time includes the partitioning (and auto's probe scan).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -172,11 +173,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 plan.bytes,
                 plan.seconds,
             );
+            if let Some(a) = &plan.auto {
+                println!(
+                    "  auto: m = {} (kept fraction per m from 1: {:?}; {} probes x {} neighbours)",
+                    a.m, a.kept, a.probes, a.k
+                );
+            }
             let (g, stats) = builder.build_sharded(data.view(), metric, k, &p, &plan, &bctx)?;
             let secs = t.elapsed().as_secs_f64();
             let merge_iters: usize = stats.merge_stats.iter().map(|s| s.iterations).sum();
             let build_iters: usize = stats.builds.iter().map(|s| s.iterations).sum();
             g.validate()?;
+            let plan_schedule = plan.schedule;
             drop(plan);
             if full.is_none() {
                 full = Some(DeviceMatrix::upload(&ctx, data.view())?);
@@ -184,8 +192,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let dev = full.as_ref().expect("uploaded");
             let recall = sample_recall(&ctx, dev, data.view(), metric, k, &g)?;
             println!(
-                "RESULT gnnd-oom {preset} n={n} d={} k={k} budget={budget} schedule={schedule:?}: {} shards, {} merges, {} loads, build iterations {build_iters}, merge iterations {merge_iters}: {secs:.3} s host to host (partition included), recall@{k} {recall:.4} (10k sample)",
+                "RESULT gnnd-oom {preset} n={n} d={} k={k} budget={budget} schedule={schedule:?} ({:?}): {} shards, {} merges, {} loads, build iterations {build_iters}, merge iterations {merge_iters}: {secs:.3} s host to host (partition included), recall@{k} {recall:.4} (10k sample)",
                 data.dim(),
+                plan_schedule,
                 stats.shards,
                 stats.merges,
                 stats.loads,
@@ -209,8 +218,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn parse_schedule(s: &str) -> Result<ShardSchedule, Box<dyn std::error::Error>> {
     match s.trim().split_once(':') {
         None if s.trim() == "all" => Ok(ShardSchedule::AllPairs),
+        None if s.trim() == "auto" => Ok(ShardSchedule::Auto),
         Some(("nearest", m)) => Ok(ShardSchedule::Nearest(m.parse()?)),
-        _ => Err(format!("schedule `{s}`: use all or nearest:M").into()),
+        _ => Err(format!("schedule `{s}`: use all, auto or nearest:M").into()),
     }
 }
 

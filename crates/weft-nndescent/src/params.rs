@@ -52,8 +52,9 @@ pub struct NnDescentParams {
     /// How an out-of-GPU-memory build cuts its shards and which pairs it merges (see
     /// [`ShardSchedule`] and `docs/gnnd.md`): `"all_pairs"` (contiguous shards, every pair
     /// merged, as the paper) or `{"nearest": m}` (locality-aware shards, each merged with its
-    /// `m` nearest shards; `m` in `1..=4096`). Default `{"nearest": 3}` (its recall depends on
-    /// how clustered the data is: see `docs/gnnd.md`). GPU.
+    /// `m` nearest shards; `m` in `1..=4096`) or `"auto"` (the default: locality-aware shards
+    /// with the smallest `m` that keeps 99% of the true neighbour pairs of 256 probe points,
+    /// up to every pair on weakly clustered data; see `docs/gnnd.md`). GPU.
     pub shard_schedule: ShardSchedule,
 }
 
@@ -252,5 +253,8 @@ mod tests {
             serde_json::from_str(r#"{"shard_schedule": {"nearest": 5}}"#).unwrap();
         assert_eq!(m.shard_schedule, ShardSchedule::Nearest(5));
         assert_eq!(r.shard_schedule, ShardSchedule::default());
+        assert_eq!(ShardSchedule::default(), ShardSchedule::Auto);
+        let auto: NnDescentParams = serde_json::from_str(r#"{"shard_schedule": "auto"}"#).unwrap();
+        assert_eq!(auto.shard_schedule, ShardSchedule::Auto);
     }
 }

@@ -18,9 +18,14 @@ use weft_core::distance::DistanceFn;
 use weft_core::rng::{SplitMix64, below, hash3};
 use weft_core::{DatasetView, Element, Error, Metric, NodeId, Result};
 
-/// The default number of partner shards of [`ShardSchedule::Nearest`] (recall@64 0.976 on
-/// 10M SIFT-like points under an 8 GiB budget, 21 merges instead of 36: `docs/gnnd.md`).
-pub const DEFAULT_SHARD_NEIGHBOURS: usize = 3;
+/// Probe points of [`ShardSchedule::Auto`] (evenly spaced rows).
+pub const AUTO_PROBES: usize = 256;
+/// True neighbours per probe point of [`ShardSchedule::Auto`] (at most; `k` when smaller).
+pub const AUTO_PROBE_K: usize = 64;
+/// The fraction of the probes' true neighbour pairs that [`ShardSchedule::Auto`] keeps inside
+/// one shard or one merged shard pair (on 10M SIFT-like points, `m = 2` kept 0.986 of them and
+/// reached recall@64 0.970, `m = 3` reached 0.976: `docs/gnnd.md`).
+pub const AUTO_KEPT: f64 = 0.99;
 /// The largest accepted `m` of [`ShardSchedule::Nearest`].
 pub const SHARD_NEIGHBOURS_LIMIT: usize = 4096;
 /// Lloyd iterations of the sample k-means.
@@ -46,10 +51,16 @@ pub const BOUNDARY_FRACTION: f64 = 0.25;
 
 /// How an out-of-GPU-memory build cuts the rows into shards and which shard pairs it merges.
 ///
-/// Serialized as `"all_pairs"` or `{"nearest": m}`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Serialized as `"auto"` (the default), `"all_pairs"` or `{"nearest": m}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ShardSchedule {
+    /// Locality-aware shards as [`ShardSchedule::Nearest`], with the smallest `m` whose merged
+    /// pairs keep at least [`AUTO_KEPT`] of the true neighbour pairs of [`AUTO_PROBES`] probe
+    /// points ([`choose_partners`]; exact neighbours by a CPU scan of the data). On weakly
+    /// clustered data this grows `m` up to `s - 1`, i.e. every pair.
+    #[default]
+    Auto,
     /// The paper's schedule: `s` contiguous shards of equal size, every pair merged
     /// (`s (s - 1) / 2` merges).
     AllPairs,
@@ -57,12 +68,6 @@ pub enum ShardSchedule {
     /// each shard merged with its `m` partner shards of highest boundary affinity: between
     /// `s m / 2` and `s m` merges (at most `s (s - 1) / 2`). `m` in `1..=4096`.
     Nearest(usize),
-}
-
-impl Default for ShardSchedule {
-    fn default() -> Self {
-        ShardSchedule::Nearest(DEFAULT_SHARD_NEIGHBOURS)
-    }
 }
 
 impl ShardSchedule {
@@ -635,6 +640,161 @@ pub fn nearest_pairs(partition: &LocalityPartition, m: usize) -> Vec<(usize, usi
     pairs
 }
 
+/// The true neighbours of `probes` evenly spaced rows of `data`: each probe's `k` nearest
+/// other rows (by `metric`, ties by id), by an exact scan in blocks of rows (rayon; each block
+/// is read once for all probes). Returns `(probe row, neighbour rows)`.
+pub fn probe_neighbours<T: Element>(
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    probes: usize,
+    k: usize,
+) -> Vec<(NodeId, Vec<NodeId>)> {
+    const BLOCK: usize = 2048;
+    let n = data.rows();
+    let q = probes.min(n);
+    if q == 0 || k == 0 {
+        return Vec::new();
+    }
+    let k = k.min(n - 1);
+    let probe_rows: Vec<usize> = (0..q).map(|i| i * n / q).collect();
+    let dist = DistanceFn::<T>::new(metric);
+    let blocks = n.div_ceil(BLOCK);
+    // Per probe: the best k (distance, id) seen, kept sorted.
+    type Best = Vec<Vec<(f32, NodeId)>>;
+    let merge_into = |list: &mut Vec<(f32, NodeId)>, d: f32, id: NodeId| {
+        if list.len() == k {
+            let last = list[k - 1];
+            if d.total_cmp(&last.0).then(id.cmp(&last.1)).is_ge() {
+                return;
+            }
+            list.pop();
+        }
+        let pos = list.partition_point(|e| e.0.total_cmp(&d).then(e.1.cmp(&id)).is_lt());
+        list.insert(pos, (d, id));
+    };
+    let best: Best = (0..blocks)
+        .into_par_iter()
+        .fold(
+            || (vec![Vec::with_capacity(k); q], vec![0f32; BLOCK]),
+            |(mut best, mut buf), b| {
+                let start = b * BLOCK;
+                let rows = data
+                    .slice_rows(start..(start + BLOCK).min(n))
+                    .expect("a block lies within the rows");
+                for (p, &v) in probe_rows.iter().enumerate() {
+                    dist.eval_rows(data.row(v), rows, &mut buf);
+                    for (i, &d) in buf[..rows.rows()].iter().enumerate() {
+                        let u = start + i;
+                        if u != v {
+                            merge_into(&mut best[p], d, u as NodeId);
+                        }
+                    }
+                }
+                (best, buf)
+            },
+        )
+        .map(|(best, _)| best)
+        .reduce(
+            || vec![Vec::new(); q],
+            |mut a, b| {
+                for (la, lb) in a.iter_mut().zip(b) {
+                    for (d, id) in lb {
+                        merge_into(la, d, id);
+                    }
+                }
+                a
+            },
+        );
+    probe_rows
+        .into_iter()
+        .zip(best)
+        .map(|(v, l)| (v as NodeId, l.into_iter().map(|e| e.1).collect()))
+        .collect()
+}
+
+/// The fraction of the neighbour pairs `(v, u)` of `truth` whose shards are equal or merged
+/// (`pairs`, `(i, j)` with `i < j`); 1 when `truth` holds no pair.
+pub fn kept_fraction(
+    partition: &LocalityPartition,
+    pairs: &[(usize, usize)],
+    truth: &[(NodeId, Vec<NodeId>)],
+) -> f64 {
+    let s = partition.len();
+    let mut shard_of = std::collections::HashMap::new();
+    let mut merged = vec![false; s * s];
+    for &(i, j) in pairs {
+        merged[i * s + j] = true;
+        merged[j * s + i] = true;
+    }
+    let wanted: std::collections::HashSet<NodeId> = truth
+        .iter()
+        .flat_map(|(v, row)| std::iter::once(*v).chain(row.iter().copied()))
+        .collect();
+    for (c, ids) in partition.shards.iter().enumerate() {
+        for &v in ids {
+            if wanted.contains(&v) {
+                shard_of.insert(v, c);
+            }
+        }
+    }
+    let (mut kept, mut all) = (0usize, 0usize);
+    for (v, row) in truth {
+        let Some(&a) = shard_of.get(v) else { continue };
+        for u in row {
+            let Some(&b) = shard_of.get(u) else { continue };
+            all += 1;
+            if a == b || merged[a * s + b] {
+                kept += 1;
+            }
+        }
+    }
+    if all == 0 {
+        1.0
+    } else {
+        kept as f64 / all as f64
+    }
+}
+
+/// What [`ShardSchedule::Auto`] chose: the partners `m` and the kept fraction
+/// ([`kept_fraction`]) of every `m` it tried, from 1 up to the chosen one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoChoice {
+    /// The partner shards chosen.
+    pub m: usize,
+    /// `kept[i]`: the kept fraction with `m = i + 1`.
+    pub kept: Vec<f64>,
+    /// Probe points and neighbours per probe the fractions were measured on.
+    pub probes: usize,
+    /// Neighbours per probe.
+    pub k: usize,
+}
+
+/// The smallest `m` in `1..s` whose [`nearest_pairs`] keep at least `target` of the neighbour
+/// pairs of `truth` (`s - 1`, every pair, when none does; 0 for a single shard).
+pub fn choose_partners(
+    partition: &LocalityPartition,
+    truth: &[(NodeId, Vec<NodeId>)],
+    target: f64,
+) -> AutoChoice {
+    let s = partition.len();
+    let mut kept = Vec::new();
+    let mut m = 0;
+    for cand in 1..s {
+        let f = kept_fraction(partition, &nearest_pairs(partition, cand), truth);
+        kept.push(f);
+        m = cand;
+        if f >= target {
+            break;
+        }
+    }
+    AutoChoice {
+        m,
+        kept,
+        probes: truth.len(),
+        k: truth.first().map_or(0, |t| t.1.len()),
+    }
+}
+
 /// One step of an out-of-memory schedule over the two device slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -1006,5 +1166,76 @@ mod tests {
         let sh = contiguous_shards(10, 3);
         assert_eq!(sh, vec![vec![0, 1, 2, 3], vec![4, 5, 6], vec![7, 8, 9]]);
         assert_eq!(all_pairs(3), vec![(0, 1), (0, 2), (1, 2)]);
+    }
+
+    #[test]
+    fn probe_neighbours_are_the_exact_neighbours() {
+        let (n, dim) = (3000, 8);
+        let data = gaussian_mixture(n, dim, 6, 11);
+        let view = DatasetView::new(&data, n, dim).unwrap();
+        let truth = exact_knn(view, Metric::L2Squared, 10);
+        let probes = probe_neighbours(view, Metric::L2Squared, 50, 10);
+        assert_eq!(probes.len(), 50);
+        for (i, (v, row)) in probes.iter().enumerate() {
+            assert_eq!(*v as usize, i * n / 50);
+            let want: Vec<NodeId> = truth[*v as usize].iter().map(|e| e.1).collect();
+            assert_eq!(row, &want, "probe {v}");
+        }
+        // k beyond the other rows, and nothing to probe.
+        let tiny = DatasetView::new(&data[..4 * dim], 4, dim).unwrap();
+        let p = probe_neighbours(tiny, Metric::L2Squared, 10, 10);
+        assert_eq!(p.len(), 4);
+        assert!(p.iter().all(|(v, row)| row.len() == 3 && !row.contains(v)));
+        assert!(probe_neighbours(tiny, Metric::L2Squared, 0, 10).is_empty());
+    }
+
+    #[test]
+    fn auto_picks_the_smallest_m_that_keeps_the_target() {
+        let (n, dim) = (4000, 8);
+        for (clusters, seed) in [(16, 21), (1, 22)] {
+            let data = gaussian_mixture(n, dim, clusters, seed);
+            let view = DatasetView::new(&data, n, dim).unwrap();
+            let cap = n.div_ceil(8);
+            let p = locality_partition(view, Metric::L2Squared, cap, 11, fine_clusters(n, cap), 7)
+                .unwrap();
+            let s = p.len();
+            let truth = probe_neighbours(view, Metric::L2Squared, 100, 10);
+            // Every pair keeps everything; the fractions grow with m.
+            assert_eq!(kept_fraction(&p, &all_pairs(s), &truth), 1.0);
+            let fractions: Vec<f64> = (0..s)
+                .map(|m| {
+                    let pairs = if m == 0 {
+                        Vec::new()
+                    } else {
+                        nearest_pairs(&p, m)
+                    };
+                    kept_fraction(&p, &pairs, &truth)
+                })
+                .collect();
+            assert!(fractions.windows(2).all(|w| w[0] <= w[1]), "{fractions:?}");
+            for target in [0.0, 0.9, 0.99, 1.0] {
+                let c = choose_partners(&p, &truth, target);
+                assert_eq!(c.kept.len(), c.m);
+                assert_eq!(c.kept, fractions[1..=c.m].to_vec());
+                assert!((1..s).contains(&c.m));
+                // The smallest m reaching the target, or every pair when none does.
+                let first = (1..s).find(|&m| fractions[m] >= target).unwrap_or(s - 1);
+                assert_eq!(c.m, first, "target {target}: {fractions:?}");
+                assert_eq!((c.probes, c.k), (100, 10));
+                assert_eq!(c, choose_partners(&p, &truth, target), "deterministic");
+            }
+        }
+        // One shard: nothing to merge.
+        let data = gaussian_mixture(100, 4, 2, 3);
+        let view = DatasetView::new(&data, 100, 4).unwrap();
+        let one = LocalityPartition {
+            shards: vec![(0..100).collect()],
+            centroids: vec![0.0; 4],
+            affinity: vec![0],
+        };
+        let truth = probe_neighbours(view, Metric::L2Squared, 10, 5);
+        assert_eq!(choose_partners(&one, &truth, 0.99).m, 0);
+        assert_eq!(kept_fraction(&one, &[], &truth), 1.0);
+        assert_eq!(kept_fraction(&one, &[], &[]), 1.0);
     }
 }

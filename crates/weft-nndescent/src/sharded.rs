@@ -8,7 +8,8 @@
 //! ([`crate::partition::locality_partition`]: fine k-means clusters of a sample grouped under
 //! the capacity)
 //! and merges each shard with its `m` partners of highest boundary affinity (between `s m / 2`
-//! and `s m` merges). The uploads and merges follow [`crate::partition::schedule_steps`]: a
+//! and `s m` merges); [`ShardSchedule::Auto`] (the default) picks the smallest such `m` that
+//! keeps 99% of the true neighbour pairs of 256 probe points (measured by an exact CPU scan). The uploads and merges follow [`crate::partition::schedule_steps`]: a
 //! shard is uploaded only when it is not resident, and its graph is built on its first upload.
 //!
 //! The merges always run on the pristine shard graphs; their cross neighbours are folded into
@@ -47,8 +48,12 @@ pub struct ShardPlan {
     pub shard_rows: usize,
     /// Device bytes the plan uses at most: two shard matrices and one merge's buffers.
     pub bytes: u64,
-    /// Host seconds spent partitioning (k-means and assignment; 0 for contiguous shards).
+    /// Host seconds spent partitioning (k-means, assignment and, for
+    /// [`ShardSchedule::Auto`], the probe scan; 0 for contiguous shards).
     pub seconds: f64,
+    /// What [`ShardSchedule::Auto`] measured and chose (`None` for the other schedules);
+    /// `schedule` is then the `Nearest(m)` it chose.
+    pub auto: Option<partition::AutoChoice>,
 }
 
 /// The shard capacity of a budget: device bytes per row of a merge and the most rows a shard
@@ -110,6 +115,7 @@ impl ShardPlan {
             all_pairs(s),
             c.per_row,
             0.0,
+            None,
         ))
     }
 
@@ -117,9 +123,12 @@ impl ShardPlan {
     /// [`ShardSchedule::AllPairs`]; for [`ShardSchedule::Nearest`]`(m)`, locality-aware shards
     /// of at most `cap` rows (the capacity [`ShardPlan::new`] uses) from
     /// [`fine_clusters`]`(n, cap)` fine clusters, partitioned with `seed`
-    /// ([`locality_partition`]), each merged with its `m` partners ([`nearest_pairs`]). The
-    /// same data, parameters and seed give the same plan (on the same CPU: the distances use its
-    /// SIMD kernels).
+    /// ([`locality_partition`]), each merged with its `m` partners ([`nearest_pairs`]); for
+    /// [`ShardSchedule::Auto`], the same shards with the smallest `m` that keeps
+    /// [`partition::AUTO_KEPT`] of the probe points' true neighbour pairs
+    /// ([`partition::choose_partners`]; the plan's `schedule` is then that `Nearest(m)` and
+    /// `auto` says what was measured). The same data, parameters and seed give the same plan
+    /// (on the same CPU: the distances use its SIMD kernels).
     #[allow(clippy::too_many_arguments)]
     pub fn for_schedule<T: Element>(
         data: DatasetView<'_, T>,
@@ -134,7 +143,8 @@ impl ShardPlan {
         let (n, dim) = (data.rows(), data.dim());
         let m = match schedule {
             ShardSchedule::AllPairs => return Self::new::<T>(n, dim, k, config, budget),
-            ShardSchedule::Nearest(m) => m,
+            ShardSchedule::Nearest(m) => Some(m),
+            ShardSchedule::Auto => None,
         };
         let c = Capacity::new::<T>(dim, k, config, budget);
         let min_rows = k + 1;
@@ -148,6 +158,7 @@ impl ShardPlan {
                 Vec::new(),
                 c.per_row,
                 0.0,
+                None,
             ));
         }
         let t = Instant::now();
@@ -159,6 +170,20 @@ impl ShardPlan {
             fine_clusters(n, c.cap),
             weft_core::rng::hash3(seed, 0x7368_6172_6473, 0),
         )?;
+        let (m, auto) = match m {
+            Some(m) => (m, None),
+            None => {
+                let truth = partition::probe_neighbours(
+                    data,
+                    metric,
+                    partition::AUTO_PROBES,
+                    k.min(partition::AUTO_PROBE_K),
+                );
+                let choice = partition::choose_partners(&part, &truth, partition::AUTO_KEPT);
+                (choice.m.max(1), Some(choice))
+            }
+        };
+        let schedule = ShardSchedule::Nearest(m);
         let pairs = nearest_pairs(&part, m);
         let seconds = t.elapsed().as_secs_f64();
         Ok(Self::from_shards(
@@ -167,6 +192,7 @@ impl ShardPlan {
             pairs,
             c.per_row,
             seconds,
+            auto,
         ))
     }
 
@@ -176,6 +202,7 @@ impl ShardPlan {
         pairs: Vec<(usize, usize)>,
         per_row: u64,
         seconds: f64,
+        auto: Option<partition::AutoChoice>,
     ) -> ShardPlan {
         let shard_rows = shards.iter().map(Vec::len).max().unwrap_or(0);
         let steps = schedule_steps(shards.len(), &pairs);
@@ -187,6 +214,7 @@ impl ShardPlan {
             shard_rows,
             bytes: 2 * shard_rows as u64 * per_row,
             seconds,
+            auto,
         }
     }
 

@@ -921,7 +921,11 @@ fn nearest_schedule_with_a_tiny_budget() {
     let budget = per_row * 2 * (n as u64 / 6 + 1);
     let exact = exact_knn(view, Metric::L2Squared, k);
     let mut recall = Vec::new();
-    for schedule in [ShardSchedule::AllPairs, ShardSchedule::Nearest(2)] {
+    for schedule in [
+        ShardSchedule::AllPairs,
+        ShardSchedule::Nearest(2),
+        ShardSchedule::Auto,
+    ] {
         let params = NnDescentParams {
             gpu_mem_limit: Some(budget),
             shard_schedule: schedule,
@@ -933,6 +937,14 @@ fn nearest_schedule_with_a_tiny_budget() {
             .expect("must not fit");
         plan.check(n).unwrap();
         assert!(plan.bytes <= budget, "{} > {budget}", plan.bytes);
+        if schedule == ShardSchedule::Auto {
+            // Auto resolves to the locality-aware schedule with the m it measured.
+            let a = plan.auto.as_ref().expect("auto records its choice");
+            assert_eq!(plan.schedule, ShardSchedule::Nearest(a.m));
+            assert!(a.kept.last().is_some_and(|&f| f >= 0.99) || a.m + 1 == plan.shards.len());
+        } else {
+            assert!(plan.auto.is_none());
+        }
         let again = b
             .plan::<f32>(view, Metric::L2Squared, k, &params, 3)
             .unwrap()
@@ -965,13 +977,15 @@ fn nearest_schedule_with_a_tiny_budget() {
         );
         recall.push((plan.merges(), r));
     }
-    let ((m_all, r_all), (m_near, r_near)) = (recall[0], recall[1]);
+    let ((m_all, r_all), (m_near, r_near), (m_auto, r_auto)) = (recall[0], recall[1], recall[2]);
     assert_eq!(m_all, 15);
     assert!(m_near < m_all, "{m_near} merges vs {m_all}");
+    assert!(m_auto <= m_all, "{m_auto} merges vs {m_all}");
     assert!(
         r_near >= r_all - 0.01,
         "nearest {r_near} vs all pairs {r_all}"
     );
+    assert!(r_auto >= r_all - 0.01, "auto {r_auto} vs all pairs {r_all}");
     // The default schedule through the registry path: a valid graph.
     let params = NnDescentParams {
         gpu_mem_limit: Some(budget),
