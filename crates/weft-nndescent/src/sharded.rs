@@ -9,7 +9,8 @@
 //! the capacity)
 //! and merges each shard with its `m` partners of highest boundary affinity (between `s m / 2`
 //! and `s m` merges); [`ShardSchedule::Auto`] (the default) picks the smallest such `m` that
-//! keeps 99% of the true neighbour pairs of 256 probe points (measured by an exact CPU scan). The uploads and merges follow [`crate::partition::schedule_steps`]: a
+//! keeps 99% of the true neighbour pairs of 256 probe points (measured by an exact CPU scan),
+//! or all pairs of contiguous shards when that `m` would merge nearly as many pairs. The uploads and merges follow [`crate::partition::schedule_steps`]: a
 //! shard is uploaded only when it is not resident, and its graph is built on its first upload.
 //!
 //! The merges always run on the pristine shard graphs; their cross neighbours are folded into
@@ -52,7 +53,8 @@ pub struct ShardPlan {
     /// [`ShardSchedule::Auto`], the probe scan; 0 for contiguous shards).
     pub seconds: f64,
     /// What [`ShardSchedule::Auto`] measured and chose (`None` for the other schedules);
-    /// `schedule` is then the `Nearest(m)` it chose.
+    /// `schedule` is then the `Nearest(m)` it chose, or `AllPairs` when that `m` would run at
+    /// least [`partition::AUTO_ALL_PAIRS_SHARE`] of the contiguous plan's merges.
     pub auto: Option<partition::AutoChoice>,
 }
 
@@ -126,8 +128,9 @@ impl ShardPlan {
     /// ([`locality_partition`]), each merged with its `m` partners ([`nearest_pairs`]); for
     /// [`ShardSchedule::Auto`], the same shards with the smallest `m` that keeps
     /// [`partition::AUTO_KEPT`] of the probe points' true neighbour pairs
-    /// ([`partition::choose_partners`]; the plan's `schedule` is then that `Nearest(m)` and
-    /// `auto` says what was measured). The same data, parameters and seed give the same plan
+    /// ([`partition::choose_partners`]; the plan's `schedule` is then that `Nearest(m)`, or
+    /// the contiguous all-pairs plan when `m` would run at least
+    /// [`partition::AUTO_ALL_PAIRS_SHARE`] of its merges; `auto` says what was measured). The same data, parameters and seed give the same plan
     /// (on the same CPU: the distances use its SIMD kernels).
     #[allow(clippy::too_many_arguments)]
     pub fn for_schedule<T: Element>(
@@ -185,6 +188,19 @@ impl ShardPlan {
         };
         let schedule = ShardSchedule::Nearest(m);
         let pairs = nearest_pairs(&part, m);
+        // When the data needs nearly every pair anyway, the contiguous all-pairs plan costs
+        // about the same and refines every list against every shard (higher recall).
+        if auto.is_some() {
+            let s = n.div_ceil(c.cap).max(1);
+            let all = s * (s - 1) / 2;
+            if pairs.len() as f64 >= partition::AUTO_ALL_PAIRS_SHARE * all as f64
+                && let Ok(mut plan) = Self::new::<T>(n, dim, k, config, budget)
+            {
+                plan.auto = auto;
+                plan.seconds = t.elapsed().as_secs_f64();
+                return Ok(plan);
+            }
+        }
         let seconds = t.elapsed().as_secs_f64();
         Ok(Self::from_shards(
             schedule,

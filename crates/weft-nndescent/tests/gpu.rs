@@ -940,7 +940,12 @@ fn nearest_schedule_with_a_tiny_budget() {
         if schedule == ShardSchedule::Auto {
             // Auto resolves to the locality-aware schedule with the m it measured.
             let a = plan.auto.as_ref().expect("auto records its choice");
-            assert_eq!(plan.schedule, ShardSchedule::Nearest(a.m));
+            assert!(
+                plan.schedule == ShardSchedule::Nearest(a.m)
+                    || plan.schedule == ShardSchedule::AllPairs,
+                "{:?}",
+                plan.schedule
+            );
             assert!(a.kept.last().is_some_and(|&f| f >= 0.99) || a.m + 1 == plan.shards.len());
         } else {
             assert!(plan.auto.is_none());

@@ -779,10 +779,17 @@ mod tests {
             r.get("nope", None),
             Err(Error::InvalidParams { .. })
         ));
+        // The GPU back end of an algorithm with both: Unsupported without a GPU, registered
+        // with one.
         assert!(matches!(
-            r.get("exact", Some(Backend::Gpu)),
+            no_gpu.get("exact", Some(Backend::Gpu)),
             Err(Error::Unsupported(_))
         ));
+        match r.get("exact", Some(Backend::Gpu)) {
+            Ok(b) => assert!(r.gpu().is_available() && b.info().backend == Backend::Gpu),
+            Err(Error::Unsupported(_)) => assert!(!r.gpu().is_available()),
+            Err(e) => panic!("exact on the GPU: {e}"),
+        }
         assert_eq!(
             r.get("exact", Some(Backend::Cpu)).unwrap().info().name,
             "exact"
