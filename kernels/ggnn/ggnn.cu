@@ -8,10 +8,10 @@
 //                  u from hash3(seed, layer, local id) in f64, largest keys first, ties by id
 //                  (one thread per point; its rank in its segment is counted).
 //   ggnn_merge_*   top-down hierarchical search of every point of a layer for itself (one warp
-//                  per point) with the sorted best list and bounded queue of the CPU reference
-//                  and a per-warp seen set in place of its visited ring; the candidates of a
-//                  popped row are scored in parallel (teams of lanes) and merged as a batch;
-//                  writes a scratch graph (Jacobi).
+//                  per point) with the sorted best list, bounded queue and visited ring of the
+//                  CPU reference and a per-warp seen set in place of its membership test; the
+//                  candidates of a popped row are scored in parallel (teams of lanes) and
+//                  merged as a batch; writes a scratch graph (Jacobi).
 //   ggnn_sym_*     the symmetric-link searches (one warp per point, the same search state);
 //                  inverse links are handed out with atomics (where the GPU order differs from
 //                  the CPU's sequential (z, i) order), into per-node link lists.
@@ -157,17 +157,18 @@ constexpr u32 MAX_PROBES = 16;
 // midpoint distances in sym, and the passing distances sorted).
 constexpr u32 SCRATCH = 4 * 32;
 
-// The per-warp search state of merge and sym, in shared memory: a sorted best list and a sorted
-// bounded queue (each drops its worst entry when full) as in the CPU's bounded cache, and, in
-// place of the CPU's FIFO visited ring, a "seen" hash set of every id scored (or seeded) since
-// the set was last cleared (once per layer of a merge, once per symmetric-link search). A
-// candidate is scored only when it is new to the seen set. The table has a bounded probe
-// length: an id that finds no free slot is not recorded (it may be scored again later), and
-// from then on candidates that pass the bound are also checked against the two lists, so the
-// lists never hold an id twice. The candidates of one popped row are handled as a batch: their
-// distances are computed in parallel (teams of lanes), and the ones that pass are merged into
-// both lists at once. Every member function is called by the whole warp; lengths are
-// warp-uniform registers.
+// The per-warp search state of merge and sym, in shared memory: a sorted best list, a sorted
+// bounded queue (each drops its worst entry when full) and a FIFO ring of the last pops, as in
+// the CPU's bounded cache, plus a "seen" hash set that replaces the CPU's membership test. The
+// seen set holds every id scored (or seeded) since it was last rebuilt; a candidate is scored
+// only when it is new to it. When more than half its slots are taken, it is rebuilt from the
+// best list, the queue and the ring: so it always holds every id the CPU would skip (those in
+// the three), and more. An insert probes at most MAX_PROBES slots; an id that finds none is
+// not recorded, and until the next rebuild every candidate that passes the bound is also
+// checked against the two lists, so they never hold an id twice. The candidates of one popped
+// row are handled as a batch: their distances are computed in parallel (teams of lanes), and
+// the ones that pass are merged into both lists at once. Every member function is called by
+// the whole warp; lengths are warp-uniform registers.
 struct Search {
     float* bd;
     u32* bi;
@@ -175,25 +176,30 @@ struct Search {
     float* qd;
     u32* qi;
     u32 qcap, nq;
+    u32* ring;
+    u32 rcap, nr, rh;
     u32* seen;
     u32 seen_mask;
-    bool forgot;
-    u32* cid;    // [32] fresh candidate ids of a batch, in row order
-    float* cd;   // [32] their distances
-    float* cm;   // [32] their midpoint distances (sym)
-    float* sd;   // [32] the passing candidates' distances, sorted
+    u32 fill;     // ids recorded in the seen set
+    bool forgot;  // an id was not recorded since the last rebuild
+    u32* cid;     // [32] fresh candidate ids of a batch, in row order
+    float* cd;    // [32] their distances
+    float* cm;    // [32] their midpoint distances (sym)
+    float* sd;    // [32] the passing candidates' distances, sorted
 
     // Words of shared memory one warp needs.
-    __host__ __device__ static u32 words(u32 best, u32 prioq, u32 seen_slots) {
-        return 2 * best + 2 * prioq + seen_slots + SCRATCH;
+    __host__ __device__ static u32 words(u32 best, u32 prioq, u32 ring_len, u32 seen_slots) {
+        return 2 * best + 2 * prioq + ring_len + seen_slots + SCRATCH;
     }
 
-    __device__ __forceinline__ void init(u32* smem, u32 best, u32 prioq, u32 seen_slots) {
+    __device__ __forceinline__ void init(u32* smem, u32 best, u32 prioq, u32 ring_len,
+                                         u32 seen_slots) {
         bd = reinterpret_cast<float*>(smem);
         bi = smem + best;
         qd = reinterpret_cast<float*>(smem + 2 * best);
         qi = smem + 2 * best + prioq;
-        seen = smem + 2 * best + 2 * prioq;
+        ring = smem + 2 * best + 2 * prioq;
+        seen = ring + ring_len;
         u32* s = seen + seen_slots;
         cid = s;
         cd = reinterpret_cast<float*>(s + 32);
@@ -201,25 +207,26 @@ struct Search {
         sd = reinterpret_cast<float*>(s + 96);
         bcap = best;
         qcap = prioq;
+        rcap = ring_len;
         seen_mask = seen_slots - 1;
-        nb = nq = 0;
+        nb = nq = nr = rh = fill = 0;
         forgot = false;
     }
 
     // Empties both lists.
     __device__ __forceinline__ void reset_lists() { nb = nq = 0; }
 
-    // Empties the seen set.
+    // Empties the seen set and the ring.
     __device__ __forceinline__ void clear_seen() {
         __syncwarp();
         for (u32 j = lane_id(); j <= seen_mask; j += 32) seen[j] = INVALID;
+        nr = rh = fill = 0;
         forgot = false;
         __syncwarp();
     }
 
     // Per lane: records `id` (when `active`) in the seen set; true when it was not there (or
-    // could not be recorded). Several lanes may insert at once. The caller makes `forgot`
-    // warp-uniform (note_forgot).
+    // could not be recorded: `lost`). Several lanes may insert at once.
     __device__ __forceinline__ bool see(u32 id, bool active, bool& lost) {
         if (!active) return false;
         u32 h = visited_hash(id) & seen_mask;
@@ -233,8 +240,47 @@ struct Search {
         return true;
     }
 
-    __device__ __forceinline__ void note_forgot(bool lost) {
+    // Warp-wide: `see` for each lane, counting what was recorded; true for a new id.
+    __device__ __forceinline__ bool see_all(u32 id, bool active) {
+        bool lost = false;
+        const bool fresh = see(id, active, lost);
+        fill += __popc(__ballot_sync(0xffffffffu, fresh && !lost));
         forgot |= __any_sync(0xffffffffu, lost);
+        return fresh;
+    }
+
+    // Rebuilds the seen set from the lists and the ring when more than half of it is taken or
+    // an id was lost (between batches, when the lists are settled).
+    __device__ __forceinline__ void maybe_rebuild() {
+        if (!forgot && 2 * fill <= seen_mask + 1) return;
+        __syncwarp();
+        for (u32 j = lane_id(); j <= seen_mask; j += 32) seen[j] = INVALID;
+        fill = 0;
+        forgot = false;
+        __syncwarp();
+        const u32 total = nb + nq + nr;
+        for (u32 base = 0; base < total; base += 32) {
+            const u32 j = base + lane_id();
+            u32 id = INVALID;
+            if (j < nb) id = bi[j];
+            else if (j < nb + nq) id = qi[j - nb];
+            else if (j < total) id = ring[j - nb - nq];
+            see_all(id, j < total);
+        }
+        __syncwarp();
+    }
+
+    // Records a pop in the ring (the oldest entry is overwritten when full).
+    __device__ __forceinline__ void record_pop(u32 id) {
+        if (rcap == 0) return;
+        if (nr < rcap) {
+            if (lane_id() == 0) ring[nr] = id;
+            nr += 1;
+        } else {
+            if (lane_id() == 0) ring[rh] = id;
+            rh = (rh + 1) % rcap;
+        }
+        __syncwarp();
     }
 
     // The worst distance of a full best list, infinity while it is not full.
@@ -363,11 +409,12 @@ struct Search {
             __syncwarp();
         }
         nq -= 1;
+        record_pop(id);
         return id;
     }
 
     // Moves to the layer below: best ids through down[], the queue reseeded from the best
-    // list, the seen set cleared and given the best ids; distances kept.
+    // list, the ring emptied, the seen set cleared and given the best ids; distances kept.
     __device__ __forceinline__ void transform(const u32* down) {
         __syncwarp();
         for (u32 j = lane_id(); j < nb; j += 32) bi[j] = down[bi[j]];
@@ -378,12 +425,10 @@ struct Search {
             qi[j] = bi[j];
         }
         clear_seen();
-        bool lost = false;
         for (u32 base = 0; base < nb; base += 32) {
             const u32 j = base + lane_id();
-            see(j < nb ? bi[j] : INVALID, j < nb, lost);
+            see_all(j < nb ? bi[j] : INVALID, j < nb);
         }
-        note_forgot(lost);
         __syncwarp();
     }
 };
@@ -577,9 +622,7 @@ __device__ __forceinline__ void score_batch(Search& s, const T* data, u32 stride
 // The fresh candidates among ids[0..len] (per lane: `cand`, or INVALID): the ones not equal to
 // `self_id` and new to the seen set, compacted in row order into s.cid; returns their count.
 __device__ __forceinline__ u32 fresh_batch(Search& s, u32 cand, u32 self_id) {
-    bool lost = false;
-    const bool fresh = s.see(cand, cand != INVALID && cand != self_id, lost);
-    s.note_forgot(lost);
+    const bool fresh = s.see_all(cand, cand != INVALID && cand != self_id);
     const u32 fm = __ballot_sync(0xffffffffu, fresh);
     if (fresh) s.cid[__popc(fm & ((1u << lane_id()) - 1u))] = cand;
     __syncwarp();
@@ -599,14 +642,17 @@ template <typename T>
 __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                       const u32* sel, const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm,
                       u32 s0, u32 s0_off, u32 S, u32 levels, float slack, u32 bcap, u32 qcap,
-                      u32 seen_slots, u32 max_pops, u32 team, u32* out_ids, float* out_nn1) {
+                      u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32* out_ids,
+                      float* out_nn1, unsigned long long* counts) {
     extern __shared__ u32 smem[];
     const u32 warp = threadIdx.x >> 5;
     const u32 v = blockIdx.x * (blockDim.x >> 5) + warp;
     if (v >= n_lm) return;
     const u32 lane = lane_id();
     Search s;
-    s.init(smem + warp * Search::words(bcap, qcap, seen_slots), bcap, qcap, seen_slots);
+    s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots), bcap, qcap, rcap,
+           seen_slots);
+    u32 n_pops = 0, n_scored = S;
     const u32 off_lm = row_off[lm];
     const T* q = data + (u64)glob[off_lm + v] * stride;
     const u32 top_seg = seg_of(v, s0, s0_off) / levels;
@@ -626,20 +672,20 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
     for (int li = (int)ltop - 1; li >= (int)lm; --li) {
         s.transform(sel + row_off[li + 1]);
         if ((u32)li == lm && !s.best_has(v)) {
-            bool lost = false;
-            s.see(v, lane == 0, lost);
-            s.note_forgot(lost);
+            s.see_all(v, lane == 0);
             s.push_batch(lane == 0, 0.0f, v);
         }
         const u32 off = row_off[li];
         for (u32 pops = 0; pops < max_pops; ++pops) {
             const u32 a = s.pop(s.best_last() + slack);
             if (a == INVALID) break;
+            ++n_pops;
             const u32* row = ids + (u64)(off + a) * k;
             for (u32 base = 0; base < k; base += 32) {
                 const u32 j = base + lane;
                 const u32 m = fresh_batch(s, j < k ? row[j] : INVALID, a);
                 if (m == 0) continue;
+                n_scored += m;
                 score_batch<T>(s, data, stride, metric, q, glob, off, m, team);
                 const float crit = s.best_last() + slack;
                 bool has = lane < m && s.cd[lane] < crit;
@@ -648,8 +694,13 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
                 if (s.forgot && has) has = !s.lists_have(id);
                 __syncwarp();
                 s.push_batch(has, d, id);
+                s.maybe_rebuild();
             }
         }
+    }
+    if (lane == 0) {
+        atomicAdd(counts, (unsigned long long)n_pops);
+        atomicAdd(counts + 1, (unsigned long long)n_scored);
     }
     // The row: the best k without v (the best list is warp-uniform shared memory).
     u32 j = 0;
@@ -675,8 +726,8 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
 template <typename T>
 __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                     u32 off, u32 n, u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap,
-                    u32 seen_slots, u32 max_pops, u32 team, u32* links, u32* link_cnt,
-                    unsigned long long* dropped) {
+                    u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32* links,
+                    u32* link_cnt, unsigned long long* dropped, unsigned long long* counts) {
     extern __shared__ u32 smem[];
     const u32 warp = threadIdx.x >> 5;
     const u32 z = blockIdx.x * (blockDim.x >> 5) + warp;
@@ -687,7 +738,9 @@ __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const
     const u32 t = lane / team;
     const u32 tl = lane % team;
     Search s;
-    s.init(smem + warp * Search::words(bcap, qcap, seen_slots), bcap, qcap, seen_slots);
+    s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots), bcap, qcap, rcap,
+           seen_slots);
+    u32 n_pops = 0, n_scored = 0;
     const T* zq = data + (u64)(off == 0 ? z : glob[off + z]) * stride;
     for (u32 i = 0; i < kl; ++i) {
         const u32 x = ids[(u64)(off + z) * k + i];
@@ -695,17 +748,14 @@ __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const
         s.reset_lists();
         s.clear_seen();
         const T* xr = data + (u64)(off == 0 ? x : glob[off + x]) * stride;
-        {
-            bool lost = false;
-            s.see(x, lane == 0, lost);
-            s.note_forgot(lost);
-        }
+        s.see_all(x, lane == 0);
         s.push_batch(lane == 0, dist<T>(zq, xr, stride, metric), x);
         const float r_m = mid_dist<T>(zq, xr, xr, stride, metric);
         bool connected = false;
         for (u32 pops = 0; pops < max_pops; ++pops) {
             const u32 a = s.pop(s.best_last() + slack);
             if (a == INVALID) break;
+            ++n_pops;
             const u32* nn = ids + (u64)(off + a) * k;
             bool has_z = false;
             for (u32 j = lane; j < kl; j += 32) has_z |= nn[j] == z;
@@ -717,6 +767,7 @@ __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const
                 const u32 j = base + lane;
                 const u32 m = fresh_batch(s, j < kl ? nn[j] : INVALID, a);
                 if (m == 0) continue;
+                n_scored += m;
                 for (u32 r0 = 0; r0 < m; r0 += teams) {
                     const u32 ci = r0 + t;
                     const bool act = ci < m;
@@ -750,6 +801,7 @@ __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const
                 if (s.forgot && has) has = !s.lists_have(id);
                 __syncwarp();
                 s.push_batch(has, d, id);
+                s.maybe_rebuild();
             }
         }
         if (connected || s.nb == 0) continue;
@@ -766,6 +818,10 @@ __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const
             if (!placed) atomicAdd(dropped, 1ull);
         }
         __syncwarp();
+    }
+    if (lane == 0) {
+        atomicAdd(counts, (unsigned long long)n_pops);
+        atomicAdd(counts + 1, (unsigned long long)n_scored);
     }
 }
 
@@ -866,18 +922,19 @@ extern "C" __global__ void ggnn_fill_u32(u32* dst, u64 len, u32 value) {
     extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, 1) ggnn_merge_##NAME( \
         const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, const u32* sel, \
         const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm, u32 s0, u32 s0_off, u32 S,       \
-        u32 levels, float slack, u32 bcap, u32 qcap, u32 seen_slots, u32 max_pops, u32 team,    \
-        u32* out_ids, float* nn1, u32 off_lm) {                                                  \
+        u32 levels, float slack, u32 bcap, u32 qcap, u32 rcap, u32 seen_slots, u32 max_pops,    \
+        u32 team, u32* out_ids, float* nn1, u32 off_lm, unsigned long long* counts) {           \
         ggnn::merge<T>(data, stride, metric, ids, glob, sel, row_off, k, lm, ltop, n_lm, s0,     \
-                       s0_off, S, levels, slack, bcap, qcap, seen_slots, max_pops, team,        \
-                       out_ids, nn1 + off_lm);                                                   \
+                       s0_off, S, levels, slack, bcap, qcap, rcap, seen_slots, max_pops, team,  \
+                       out_ids, nn1 + off_lm, counts);                                           \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, 1) ggnn_sym_##NAME(   \
         const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, u32 off, u32 n, \
-        u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap, u32 seen_slots, u32 max_pops,   \
-        u32 team, u32* links, u32* link_cnt, unsigned long long* dropped) {                     \
+        u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap, u32 rcap, u32 seen_slots,       \
+        u32 max_pops, u32 team, u32* links, u32* link_cnt, unsigned long long* dropped,         \
+        unsigned long long* counts) {                                                            \
         ggnn::sym<T>(data, stride, metric, ids, glob, off, n, k, kl, kf, slack, bcap, qcap,      \
-                     seen_slots, max_pops, team, links, link_cnt, dropped);                      \
+                     rcap, seen_slots, max_pops, team, links, link_cnt, dropped, counts);        \
     }
 
 WEFT_GGNN_INSTANTIATE(float, f32)

@@ -178,7 +178,7 @@ fn main() -> weft_core::Result<()> {
                     "tuning": ti,
                     "timed_build_s": total,
                     "by_phase_s": kinds.iter().map(|(k, s)| serde_json::json!([k, (s * 1e4).round() / 1e4])).collect::<Vec<_>>(),
-                    "phases [phase, from, layer, s]": list,
+                    "phases [phase, from, layer, s, pops, scored]": list,
                 })
             );
         }

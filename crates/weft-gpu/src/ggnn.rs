@@ -11,11 +11,13 @@
 //! bounded queue in shared memory. Where they differ from the CPU (`docs/ggnn.md`, "The GPU
 //! build"):
 //!
-//! - membership: a per-warp "seen" hash set of every id scored since the last layer change (a
-//!   merge) or search start (sym) replaces the CPU's visited ring, so a candidate is never
-//!   scored twice in one layer's search (the CPU may score it again once it has left the ring
-//!   and both lists); an id the bounded-probe table cannot hold is forgotten (scored again if
-//!   met again), and the lists are then checked directly so that they never hold it twice;
+//! - membership: a per-warp "seen" hash set of every id scored since it was last rebuilt
+//!   replaces the CPU's test (in the best list, the queue or the ring of recent pops). It is
+//!   rebuilt from those three when more than half full, so it always holds every id the CPU
+//!   would skip, and more: a candidate scored and rejected (or dropped from the full queue) is
+//!   not scored again until the next rebuild. An id the bounded-probe table cannot hold is
+//!   forgotten (scored again if met again), and until the next rebuild passing candidates are
+//!   checked against the lists directly, so that they never hold an id twice;
 //! - batches: all fresh candidates of a popped row are scored at once (teams of lanes) and
 //!   merged into the lists together; merge tests them against the bound before the row, which
 //!   ends with the same lists up to equal distances; sym runs its push tests in row order, as
@@ -55,6 +57,10 @@ const FILL_BLOCKS: u32 = 1024;
 pub const MERGE_MAX_POPS: u32 = 200;
 /// Pops per symmetric-link search (`weft_ggnn::SYM_MAX_POPS`).
 pub const SYM_MAX_POPS: u32 = 20;
+/// Ids in the CPU cache of a merge query (`weft_ggnn::MERGE_CACHE`): sets the ring length.
+const MERGE_CACHE: usize = 256;
+/// Ids in the CPU cache of a symmetric-link search (`weft_ggnn::SYM_CACHE`).
+const SYM_CACHE: usize = 128;
 /// The largest `k_build` the kernels take (their shared memory holds the caches).
 pub const MAX_K: usize = 512;
 
@@ -149,6 +155,10 @@ pub struct GgnnPhaseTime {
     pub from: usize,
     /// Seconds, the device synchronised before and after.
     pub seconds: f64,
+    /// Queue pops of the phase's searches, summed over its points (merge and sym; 0 otherwise).
+    pub pops: u64,
+    /// Candidates the phase's searches scored (merge and sym; 0 otherwise).
+    pub scored: u64,
 }
 
 /// The result of a GPU build.
@@ -192,8 +202,8 @@ impl Default for GgnnTuning {
         GgnnTuning {
             merge_seen: 1024,
             sym_seen: 512,
-            vecs_per_lane: 8,
-            max_warps: SEARCH_WARPS,
+            vecs_per_lane: 4,
+            max_warps: 4,
         }
     }
 }
@@ -225,16 +235,17 @@ impl GgnnTuning {
     }
 }
 
-/// `(best, prioq)` capacities of a search whose best list holds `best` ids (the CPU's sorted
-/// region: best list plus queue).
-fn caps(best: usize) -> (u32, u32) {
+/// `(best, prioq, ring)` capacities of a search whose best list holds `best` ids in a cache of
+/// `total` ids (the CPU's: sorted region = best list plus queue, then the visited ring).
+fn caps(best: usize, total: usize) -> (u32, u32, u32) {
     let sorted = sorted_size(best);
-    (best as u32, (sorted - best) as u32)
+    let ring = total.max(sorted + 32) - sorted;
+    (best as u32, (sorted - best) as u32, ring as u32)
 }
 
 /// Words of shared memory of one warp's search state (the kernels' `Search::words`).
-fn search_words(best: u32, prioq: u32, seen: u32) -> u32 {
-    2 * best + 2 * prioq + seen + SEARCH_SCRATCH
+fn search_words((best, prioq, ring): (u32, u32, u32), seen: u32) -> u32 {
+    2 * best + 2 * prioq + ring + seen + SEARCH_SCRATCH
 }
 
 /// Warps per block (at most `max_warps`) and dynamic shared-memory bytes of a merge or sym
@@ -272,6 +283,8 @@ struct State {
     links: CudaSlice<u32>,
     link_cnt: CudaSlice<u32>,
     dropped: CudaSlice<u64>,
+    /// Pops and scored candidates of the searches so far (cumulative).
+    counts: CudaSlice<u64>,
     row_off_dev: CudaSlice<u32>,
     row_off: Vec<usize>,
 }
@@ -385,6 +398,7 @@ impl<'c> GgnnBuild<'c> {
             links: self.ctx.alloc_zeros::<u32>(shape.n * (k / 2).max(1))?,
             link_cnt: self.ctx.alloc_zeros::<u32>(shape.n)?,
             dropped: self.ctx.alloc_zeros::<u64>(1)?,
+            counts: self.ctx.alloc_zeros::<u64>(2)?,
             row_off_dev: self.ctx.upload(&row_off32)?,
             row_off,
         };
@@ -399,6 +413,7 @@ impl<'c> GgnnBuild<'c> {
             mean_nn1: 0.0,
             st,
             phases: Vec::new(),
+            counted: (0, 0),
         };
         if self.timing {
             self.ctx.synchronize()?;
@@ -407,6 +422,8 @@ impl<'c> GgnnBuild<'c> {
                 layer: 0,
                 from: 0,
                 seconds: setup_start.elapsed().as_secs_f64(),
+                pops: 0,
+                scored: 0,
             });
         }
         let layers = shape.layers;
@@ -457,6 +474,8 @@ impl<'c> GgnnBuild<'c> {
                 layer: 0,
                 from: 0,
                 seconds: download_start.elapsed().as_secs_f64(),
+                pops: 0,
+                scored: 0,
             });
         }
         Ok(out)
@@ -592,6 +611,8 @@ struct Run<'a, 'c, T: Element> {
     mean_nn1: f32,
     st: State,
     phases: Vec<GgnnPhaseTime>,
+    /// The search counters at the end of the last timed phase.
+    counted: (u64, u64),
 }
 
 impl<T: Element> Run<'_, '_, T> {
@@ -614,11 +635,17 @@ impl<T: Element> Run<'_, '_, T> {
         let start = Instant::now();
         f(self)?;
         self.ctx().synchronize()?;
+        let seconds = start.elapsed().as_secs_f64();
+        let counts = self.ctx().download(&self.st.counts, 2)?;
+        let (pops, scored) = (counts[0] - self.counted.0, counts[1] - self.counted.1);
+        self.counted = (counts[0], counts[1]);
         self.phases.push(GgnnPhaseTime {
             phase,
             layer,
             from,
-            seconds: start.elapsed().as_secs_f64(),
+            seconds,
+            pops,
+            scored,
         });
         Ok(())
     }
@@ -715,9 +742,12 @@ impl<T: Element> Run<'_, '_, T> {
         let z = self.shape;
         let k = self.k;
         let n_lm = z.layer_len(lm);
-        let (bcap, qcap) = caps(k + 1);
+        let (bcap, qcap, rcap) = caps(k + 1, MERGE_CACHE);
         let seen = self.g.tuning.merge_seen;
-        let (warps, smem) = search_launch(search_words(bcap, qcap, seen), self.g.tuning.max_warps);
+        let (warps, smem) = search_launch(
+            search_words((bcap, qcap, rcap), seen),
+            self.g.tuning.max_warps,
+        );
         let team = self.team();
         let levels = u32_of(z.g.pow((ltop - lm) as u32), "levels")?;
         let (s0, s0_off) = z.seg(lm);
@@ -762,12 +792,14 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&slack)
             .arg(&bcap)
             .arg(&qcap)
+            .arg(&rcap)
             .arg(&seen)
             .arg(&max_pops)
             .arg(&team)
             .arg(&mut self.st.scratch)
             .arg(&mut self.st.nn1)
-            .arg(&off_lm);
+            .arg(&off_lm)
+            .arg(&mut self.st.counts);
         launch(
             ctx,
             &name,
@@ -797,9 +829,12 @@ impl<T: Element> Run<'_, '_, T> {
         let kf = k / 2;
         let kl = k - kf;
         let n = self.shape.layer_len(l);
-        let (bcap, qcap) = caps(kf);
+        let (bcap, qcap, rcap) = caps(kf, SYM_CACHE);
         let seen = self.g.tuning.sym_seen;
-        let (warps, smem) = search_launch(search_words(bcap, qcap, seen), self.g.tuning.max_warps);
+        let (warps, smem) = search_launch(
+            search_words((bcap, qcap, rcap), seen),
+            self.g.tuning.max_warps,
+        );
         let team = self.team();
         let slack = self.slack();
         let ctx = self.g.ctx;
@@ -827,12 +862,14 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&slack)
             .arg(&bcap)
             .arg(&qcap)
+            .arg(&rcap)
             .arg(&seen)
             .arg(&max_pops)
             .arg(&team)
             .arg(&mut self.st.links)
             .arg(&mut self.st.link_cnt)
-            .arg(&mut self.st.dropped);
+            .arg(&mut self.st.dropped)
+            .arg(&mut self.st.counts);
         launch(
             ctx,
             &name,
