@@ -169,7 +169,14 @@ fn main() -> weft_core::Result<()> {
             let list: Vec<serde_json::Value> = phases
                 .iter()
                 .map(|p| {
-                    serde_json::json!([p.phase, p.from, p.layer, (p.seconds * 1e4).round() / 1e4])
+                    serde_json::json!([
+                        p.phase,
+                        p.from,
+                        p.layer,
+                        (p.seconds * 1e4).round() / 1e4,
+                        p.pops,
+                        p.scored
+                    ])
                 })
                 .collect();
             println!(
