@@ -8,11 +8,13 @@
 //                  u from hash3(seed, layer, local id) in f64, largest keys first, ties by id
 //                  (one thread per point; its rank in its segment is counted).
 //   ggnn_merge_*   top-down hierarchical search of every point of a layer for itself (one warp
-//                  per point) with the bounded cache of the CPU reference; writes a scratch
-//                  graph (Jacobi).
-//   ggnn_sym_*     the symmetric-link searches (one warp per point); inverse links are handed
-//                  out with atomics (the one place where the GPU order differs from the CPU's
-//                  sequential (z, i) order), into per-node link lists.
+//                  per point) with the sorted best list, bounded queue and visited ring of the
+//                  CPU reference and a per-warp seen set in place of its membership test; the
+//                  candidates of a popped row are scored in parallel (teams of lanes) and
+//                  merged as a batch; writes a scratch graph (Jacobi).
+//   ggnn_sym_*     the symmetric-link searches (one warp per point, the same search state);
+//                  inverse links are handed out with atomics (where the GPU order differs from
+//                  the CPU's sequential (z, i) order), into per-node link lists.
 //   ggnn_sym_rebuild  each row's second half: the node's links sorted by id, then its previous
 //                  second-half entries, padding (one thread per row, into the scratch graph).
 //
@@ -24,12 +26,16 @@
 #include "weft/types.cuh"
 #include "weft/distance.cuh"
 #include "weft/rng.cuh"
+#include "weft/hashset.cuh"
 
 namespace weft {
 namespace ggnn {
 
-// Warps per block of ggnn_top_*, ggnn_merge_* and ggnn_sym_* (the host's GGNN_WARPS).
+// Warps per block of ggnn_top_* (the host's WARPS).
 constexpr u32 WARPS = 4;
+// The most warps per block of ggnn_merge_* and ggnn_sym_* (the host's SEARCH_WARPS; a launch
+// may use fewer when the per-warp search state needs more shared memory).
+constexpr u32 SEARCH_WARPS = 8;
 // The constraint ball's centre between z and x_i (weft_ggnn::MIDPOINT).
 constexpr float MIDPOINT = 0.4f;
 // f32::EPSILON as f64.
@@ -145,94 +151,242 @@ __device__ __forceinline__ float mid_dist(const T* z, const T* x, const T* c, u3
     return cosine_from_parts(s0, s1, s2);
 }
 
-// The bounded cache of the CPU reference (crates/weft-ggnn/src/cache.rs), one per warp, in
-// shared memory: a sorted best list, a sorted bounded queue (each drops its worst entry when
-// full) and a FIFO visited ring. A candidate is skipped while its id is in any of the three
-// (checked by scanning them). Every member function is called by the whole warp; the lengths
-// are warp-uniform registers.
-struct Cache {
+// Slots probed by one insert into a search's seen set before the id is given up ("forgotten").
+constexpr u32 MAX_PROBES = 16;
+// Words of per-warp scratch: four arrays of 32 (a batch's candidate ids, their distances, their
+// midpoint distances in sym, and the passing distances sorted).
+constexpr u32 SCRATCH = 4 * 32;
+
+// The per-warp search state of merge and sym, in shared memory: a sorted best list, a sorted
+// bounded queue (each drops its worst entry when full) and a FIFO ring of the last pops, as in
+// the CPU's bounded cache, plus a "seen" hash set that replaces the CPU's membership test. The
+// seen set holds every id scored (or seeded) since it was last rebuilt; a candidate is scored
+// only when it is new to it. When more than half its slots are taken, it is rebuilt from the
+// best list, the queue and the ring: so it always holds every id the CPU would skip (those in
+// the three), and more. An insert probes at most MAX_PROBES slots; an id that finds none is
+// not recorded, and until the next rebuild every candidate that passes the bound is also
+// checked against the two lists, so they never hold an id twice. The candidates of one popped
+// row are handled as a batch: their distances are computed in parallel (teams of lanes), and
+// the ones that pass are merged into both lists at once. Every member function is called by
+// the whole warp; lengths are warp-uniform registers.
+struct Search {
     float* bd;
     u32* bi;
     u32 bcap, nb;
     float* qd;
     u32* qi;
     u32 qcap, nq;
-    u32* vis;
-    u32 vcap, nv, vh;
+    u32* ring;
+    u32 rcap, nr, rh;
+    u32* seen;
+    u32 seen_mask;
+    u32 fill;     // ids recorded in the seen set
+    bool forgot;  // an id was not recorded since the last rebuild
+    u32* cid;     // [32] fresh candidate ids of a batch, in row order
+    float* cd;    // [32] their distances
+    float* cm;    // [32] their midpoint distances (sym)
+    float* sd;    // [32] the passing candidates' distances, sorted
 
-    __device__ void init(u32* smem, u32 best, u32 prioq, u32 visited) {
+    // Words of shared memory one warp needs.
+    __host__ __device__ static u32 words(u32 best, u32 prioq, u32 ring_len, u32 seen_slots) {
+        return 2 * best + 2 * prioq + ring_len + seen_slots + SCRATCH;
+    }
+
+    __device__ __forceinline__ void init(u32* smem, u32 best, u32 prioq, u32 ring_len,
+                                         u32 seen_slots) {
         bd = reinterpret_cast<float*>(smem);
         bi = smem + best;
         qd = reinterpret_cast<float*>(smem + 2 * best);
         qi = smem + 2 * best + prioq;
-        vis = smem + 2 * best + 2 * prioq;
+        ring = smem + 2 * best + 2 * prioq;
+        seen = ring + ring_len;
+        u32* s = seen + seen_slots;
+        cid = s;
+        cd = reinterpret_cast<float*>(s + 32);
+        cm = reinterpret_cast<float*>(s + 64);
+        sd = reinterpret_cast<float*>(s + 96);
         bcap = best;
         qcap = prioq;
-        vcap = visited;
-        reset();
+        rcap = ring_len;
+        seen_mask = seen_slots - 1;
+        nb = nq = nr = rh = fill = 0;
+        forgot = false;
     }
 
-    __device__ void reset() { nb = nq = nv = vh = 0; }
+    // Empties both lists.
+    __device__ __forceinline__ void reset_lists() { nb = nq = 0; }
 
-    // The worst distance of a full best list, infinity while it is not full.
-    __device__ float best_last() const { return nb < bcap ? inf_f32() : bd[bcap - 1]; }
-
-    // The best distance so far (infinity when empty).
-    __device__ float best_first() const { return nb > 0 ? bd[0] : inf_f32(); }
-
-    __device__ bool contains(u32 id) const {
-        bool f = false;
-        for (u32 j = lane_id(); j < nb; j += 32) f |= bi[j] == id;
-        for (u32 j = lane_id(); j < nq; j += 32) f |= qi[j] == id;
-        for (u32 j = lane_id(); j < nv; j += 32) f |= vis[j] == id;
-        return __any_sync(0xffffffffu, f);
-    }
-
-    // Inserts (d, id) before equal distances into a sorted list of capacity cap, dropping its
-    // worst entry when full; nothing when it would land past the end.
-    __device__ static void insert(float* ld, u32* li, u32& len, u32 cap, float d, u32 id) {
-        const u32 lane = lane_id();
-        u32 pos = 0;
-        for (u32 base = 0; base < len; base += 32) {
-            const u32 j = base + lane;
-            const bool lt = j < len && ld[j] < d;
-            pos += __popc(__ballot_sync(0xffffffffu, lt));
-        }
-        if (pos >= cap) return;
-        const u32 newlen = len < cap ? len + 1 : cap;
-        // Entries pos..newlen-2 move up by one, the highest chunk first.
-        for (int top = (int)newlen - 2; top >= (int)pos; top -= 32) {
-            const int j = top - (int)lane;
-            const bool act = j >= (int)pos;
-            float dv = 0.0f;
-            u32 iv = 0;
-            if (act) {
-                dv = ld[j];
-                iv = li[j];
-            }
-            __syncwarp();
-            if (act) {
-                ld[j + 1] = dv;
-                li[j + 1] = iv;
-            }
-            __syncwarp();
-        }
-        if (lane == 0) {
-            ld[pos] = d;
-            li[pos] = id;
-        }
-        len = newlen;
+    // Empties the seen set and the ring.
+    __device__ __forceinline__ void clear_seen() {
+        __syncwarp();
+        for (u32 j = lane_id(); j <= seen_mask; j += 32) seen[j] = INVALID;
+        nr = rh = fill = 0;
+        forgot = false;
         __syncwarp();
     }
 
-    // Into both the best list and the queue.
-    __device__ void push(u32 id, float d) {
-        insert(bd, bi, nb, bcap, d, id);
-        insert(qd, qi, nq, qcap, d, id);
+    // Per lane: records `id` (when `active`) in the seen set; true when it was not there (or
+    // could not be recorded: `lost`). Several lanes may insert at once.
+    __device__ __forceinline__ bool see(u32 id, bool active, bool& lost) {
+        if (!active) return false;
+        u32 h = visited_hash(id) & seen_mask;
+        for (u32 p = 0; p < MAX_PROBES; ++p) {
+            const u32 prev = atomicCAS(&seen[h], INVALID, id);
+            if (prev == INVALID) return true;
+            if (prev == id) return false;
+            h = (h + 1) & seen_mask;
+        }
+        lost = true;
+        return true;
     }
 
-    // The queue's head if its distance is below crit (INVALID otherwise), recorded as visited.
-    __device__ u32 pop(float crit) {
+    // Warp-wide: `see` for each lane, counting what was recorded; true for a new id.
+    __device__ __forceinline__ bool see_all(u32 id, bool active) {
+        bool lost = false;
+        const bool fresh = see(id, active, lost);
+        fill += __popc(__ballot_sync(0xffffffffu, fresh && !lost));
+        forgot |= __any_sync(0xffffffffu, lost);
+        return fresh;
+    }
+
+    // Rebuilds the seen set from the lists and the ring when more than half of it is taken or
+    // an id was lost (between batches, when the lists are settled).
+    __device__ __forceinline__ void maybe_rebuild() {
+        if (!forgot && 2 * fill <= seen_mask + 1) return;
+        __syncwarp();
+        for (u32 j = lane_id(); j <= seen_mask; j += 32) seen[j] = INVALID;
+        fill = 0;
+        forgot = false;
+        __syncwarp();
+        const u32 total = nb + nq + nr;
+        for (u32 base = 0; base < total; base += 32) {
+            const u32 j = base + lane_id();
+            u32 id = INVALID;
+            if (j < nb) id = bi[j];
+            else if (j < nb + nq) id = qi[j - nb];
+            else if (j < total) id = ring[j - nb - nq];
+            see_all(id, j < total);
+        }
+        __syncwarp();
+    }
+
+    // Records a pop in the ring (the oldest entry is overwritten when full).
+    __device__ __forceinline__ void record_pop(u32 id) {
+        if (rcap == 0) return;
+        if (nr < rcap) {
+            if (lane_id() == 0) ring[nr] = id;
+            nr += 1;
+        } else {
+            if (lane_id() == 0) ring[rh] = id;
+            rh = (rh + 1) % rcap;
+        }
+        __syncwarp();
+    }
+
+    // The worst distance of a full best list, infinity while it is not full.
+    __device__ __forceinline__ float best_last() const {
+        return nb < bcap ? inf_f32() : bd[bcap - 1];
+    }
+
+    // The best distance so far (infinity when empty).
+    __device__ __forceinline__ float best_first() const { return nb > 0 ? bd[0] : inf_f32(); }
+
+    // Whether the best list holds `id` (warp-wide).
+    __device__ __forceinline__ bool best_has(u32 id) const {
+        bool f = false;
+        for (u32 j = lane_id(); j < nb; j += 32) f |= bi[j] == id;
+        return __any_sync(0xffffffffu, f);
+    }
+
+    // Per lane: whether `id` is in the best list or the queue (a sequential scan, used only
+    // after the seen set forgot an id).
+    __device__ __forceinline__ bool lists_have(u32 id) const {
+        for (u32 j = 0; j < nb; ++j)
+            if (bi[j] == id) return true;
+        for (u32 j = 0; j < nq; ++j)
+            if (qi[j] == id) return true;
+        return false;
+    }
+
+    // Merges the batch (one candidate (d, id) per lane where `has`, ranked in sd) into the
+    // sorted list (ld, li, len, cap): a candidate goes before equal distances already there;
+    // entries past cap are dropped.
+    __device__ __forceinline__ static void merge_into(float* ld, u32* li, u32& len, u32 cap,
+                                                      const float* sd, u32 m, bool has, float d,
+                                                      u32 id, u32 rank) {
+        const u32 lane = lane_id();
+        // The candidate's place: entries strictly below d, plus its rank in the batch.
+        u32 pos = 0;
+        if (has) {
+            u32 lo = 0, hi = len;
+            while (lo < hi) {
+                const u32 mid = (lo + hi) >> 1;
+                if (ld[mid] < d)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            pos = lo + rank;
+        }
+        // Existing entries move up by the number of candidates at or below them; the highest
+        // chunk first, so that no entry is overwritten before it is read.
+        if (len > 0) {
+            for (int base = (int)((len - 1) & ~31u); base >= 0; base -= 32) {
+                const u32 j = (u32)base + lane;
+                float dv = 0.0f;
+                u32 iv = 0, np = cap;
+                if (j < len) {
+                    dv = ld[j];
+                    iv = li[j];
+                    u32 lo = 0, hi = m;
+                    while (lo < hi) {
+                        const u32 mid = (lo + hi) >> 1;
+                        if (sd[mid] <= dv)
+                            lo = mid + 1;
+                        else
+                            hi = mid;
+                    }
+                    np = j + lo;
+                }
+                __syncwarp();
+                if (np < cap) {
+                    ld[np] = dv;
+                    li[np] = iv;
+                }
+                __syncwarp();
+            }
+        }
+        if (has && pos < cap) {
+            ld[pos] = d;
+            li[pos] = id;
+        }
+        len = len + m < cap ? len + m : cap;
+        __syncwarp();
+    }
+
+    // Pushes a batch into the best list and the queue: lane l holds candidate (d, id) when
+    // `has` (the ids are distinct and in neither list).
+    __device__ __forceinline__ void push_batch(bool has, float d, u32 id) {
+        const u32 mask = __ballot_sync(0xffffffffu, has);
+        if (mask == 0) return;
+        const u32 lane = lane_id();
+        const u32 m = __popc(mask);
+        // Rank by (distance, lane).
+        u32 rank = 0;
+        for (u32 mm = mask; mm != 0; mm &= mm - 1) {
+            const u32 o = __ffs(mm) - 1;
+            const float od = __shfl_sync(0xffffffffu, d, o);
+            rank += (od < d || (od == d && o < lane)) ? 1u : 0u;
+        }
+        __syncwarp();
+        if (has) sd[rank] = d;
+        __syncwarp();
+        merge_into(bd, bi, nb, bcap, sd, m, has, d, id, rank);
+        merge_into(qd, qi, nq, qcap, sd, m, has, d, id, rank);
+    }
+
+    // The queue's head if its distance is below crit (INVALID otherwise), removed.
+    __device__ __forceinline__ u32 pop(float crit) {
         if (nq == 0) return INVALID;
         const float d = qd[0];
         const u32 id = qi[0];
@@ -255,22 +409,14 @@ struct Cache {
             __syncwarp();
         }
         nq -= 1;
-        if (vcap > 0) {
-            if (nv < vcap) {
-                if (lane_id() == 0) vis[nv] = id;
-                nv += 1;
-            } else {
-                if (lane_id() == 0) vis[vh] = id;
-                vh = (vh + 1) % vcap;
-            }
-        }
-        __syncwarp();
+        record_pop(id);
         return id;
     }
 
     // Moves to the layer below: best ids through down[], the queue reseeded from the best
-    // list, the visited ring cleared; distances kept.
-    __device__ void transform(const u32* down) {
+    // list, the ring emptied, the seen set cleared and given the best ids; distances kept.
+    __device__ __forceinline__ void transform(const u32* down) {
+        __syncwarp();
         for (u32 j = lane_id(); j < nb; j += 32) bi[j] = down[bi[j]];
         __syncwarp();
         nq = nb < qcap ? nb : qcap;
@@ -278,11 +424,123 @@ struct Cache {
             qd[j] = bd[j];
             qi[j] = bi[j];
         }
-        nv = 0;
-        vh = 0;
+        clear_seen();
+        for (u32 base = 0; base < nb; base += 32) {
+            const u32 j = base + lane_id();
+            see_all(j < nb ? bi[j] : INVALID, j < nb);
+        }
         __syncwarp();
     }
 };
+
+// Lanes per candidate team are a power of two, 1..32; team t of the warp is lanes
+// [t * team, (t + 1) * team).
+
+// Sums `s` over the lanes of each team (every lane of the warp calls it).
+__device__ __forceinline__ float team_sum(float s, u32 team) {
+    for (u32 o = team >> 1; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
+
+// One team: its lanes' share of the distance between rows q and c (lane tl of the team reads
+// vectors tl, tl + team, ...); the team's lanes sum it with team_sum. `act` false: zeros.
+template <typename T>
+__device__ __forceinline__ float team_dist(const T* q, const T* c, u32 nvec, u32 tl, u32 team,
+                                           i32 metric, bool act) {
+    constexpr int P = Elem<T>::PER_VEC;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+    if (act) {
+        const uint4* vq = reinterpret_cast<const uint4*>(q);
+        const uint4* vc = reinterpret_cast<const uint4*>(c);
+        if (metric == METRIC_L2) {
+#pragma unroll 4
+            for (u32 v = tl; v < nvec; v += team) {
+                float x[P], y[P];
+                Elem<T>::unpack(vq[v], x);
+                Elem<T>::unpack(vc[v], y);
+#pragma unroll
+                for (int i = 0; i < P; ++i) {
+                    const float d = x[i] - y[i];
+                    s0 = fmaf(d, d, s0);
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (u32 v = tl; v < nvec; v += team) {
+                float x[P], y[P];
+                Elem<T>::unpack(vq[v], x);
+                Elem<T>::unpack(vc[v], y);
+#pragma unroll
+                for (int i = 0; i < P; ++i) {
+                    s0 = fmaf(x[i], y[i], s0);
+                    s1 = fmaf(x[i], x[i], s1);
+                    s2 = fmaf(y[i], y[i], s2);
+                }
+            }
+        }
+    }
+    s0 = team_sum(s0, team);
+    if (metric == METRIC_L2) return s0;
+    if (metric == METRIC_IP) return -s0;
+    s1 = team_sum(s1, team);
+    s2 = team_sum(s2, team);
+    return cosine_from_parts(s0, s1, s2);
+}
+
+// One team: the distances from row c to z (dz) and to m = z + MIDPOINT (x - z) (dm, m in f32
+// without contraction, as the CPU reference computes it), in one pass over c.
+template <typename T>
+__device__ __forceinline__ void team_dist2(const T* z, const T* x, const T* c, u32 nvec, u32 tl,
+                                           u32 team, i32 metric, bool act, float& dz,
+                                           float& dm) {
+    constexpr int P = Elem<T>::PER_VEC;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, b0 = 0.0f, b1 = 0.0f;
+    if (act) {
+        const uint4* vz = reinterpret_cast<const uint4*>(z);
+        const uint4* vx = reinterpret_cast<const uint4*>(x);
+        const uint4* vc = reinterpret_cast<const uint4*>(c);
+#pragma unroll 2
+        for (u32 v = tl; v < nvec; v += team) {
+            float a[P], b[P], y[P];
+            Elem<T>::unpack(vz[v], a);
+            Elem<T>::unpack(vx[v], b);
+            Elem<T>::unpack(vc[v], y);
+#pragma unroll
+            for (int i = 0; i < P; ++i) {
+                const float m = __fadd_rn(a[i], __fmul_rn(MIDPOINT, __fsub_rn(b[i], a[i])));
+                if (metric == METRIC_L2) {
+                    const float d = a[i] - y[i];
+                    a0 = fmaf(d, d, a0);
+                    const float e = m - y[i];
+                    b0 = fmaf(e, e, b0);
+                } else {
+                    a0 = fmaf(a[i], y[i], a0);
+                    a1 = fmaf(a[i], a[i], a1);
+                    a2 = fmaf(y[i], y[i], a2);
+                    b0 = fmaf(m, y[i], b0);
+                    b1 = fmaf(m, m, b1);
+                }
+            }
+        }
+    }
+    a0 = team_sum(a0, team);
+    b0 = team_sum(b0, team);
+    if (metric == METRIC_L2) {
+        dz = a0;
+        dm = b0;
+        return;
+    }
+    if (metric == METRIC_IP) {
+        dz = -a0;
+        dm = -b0;
+        return;
+    }
+    a1 = team_sum(a1, team);
+    a2 = team_sum(a2, team);
+    b1 = team_sum(b1, team);
+    dz = cosine_from_parts(a0, a1, a2);
+    dm = cosine_from_parts(b0, b1, a2);
+}
 
 // Brute force inside segment blockIdx.x of one layer. Writes k ids per point (sorted by
 // distance, ties by id, INVALID past the segment's other points) and the real distance to the
@@ -335,109 +593,222 @@ __device__ void top(const T* data, u32 stride, i32 metric, const u32* glob, u32 
     }
 }
 
+// Scores a batch of fresh candidates (ids in s.cid[0..m], layer-local, rows at glob[off + id],
+// or the id itself when off is 0: layer 0's global ids are the identity) against q in teams;
+// s.cd[i] receives candidate i's distance.
+template <typename T>
+__device__ __forceinline__ void score_batch(Search& s, const T* data, u32 stride, i32 metric,
+                                            const T* q, const u32* glob, u32 off, u32 m,
+                                            u32 team) {
+    const u32 nvec = stride / Elem<T>::PER_VEC;
+    const u32 lane = lane_id();
+    const u32 teams = 32 / team;
+    const u32 t = lane / team;
+    const u32 tl = lane % team;
+    for (u32 r0 = 0; r0 < m; r0 += teams) {
+        const u32 i = r0 + t;
+        const bool act = i < m;
+        const T* c = q;
+        if (act) {
+            const u32 id = s.cid[i];
+            c = data + (u64)(off == 0 ? id : glob[off + id]) * stride;
+        }
+        const float d = team_dist<T>(q, c, nvec, tl, team, metric, act);
+        if (act && tl == 0) s.cd[i] = d;
+    }
+    __syncwarp();
+}
+
+// The fresh candidates among ids[0..len] (per lane: `cand`, or INVALID): the ones not equal to
+// `self_id` and new to the seen set, compacted in row order into s.cid; returns their count.
+__device__ __forceinline__ u32 fresh_batch(Search& s, u32 cand, u32 self_id) {
+    const bool fresh = s.see_all(cand, cand != INVALID && cand != self_id);
+    const u32 fm = __ballot_sync(0xffffffffu, fresh);
+    if (fresh) s.cid[__popc(fm & ((1u << lane_id()) - 1u))] = cand;
+    __syncwarp();
+    return __popc(fm);
+}
+
 // Merge ltop -> lm for the point of layer lm of this warp (Algorithm 4 of the paper, as
-// GgnnCpu::merge): score the S points of its ancestor segment in layer ltop, then for each
-// layer li = ltop-1 .. lm map the best list down, reseed the queue, clear the visited ring and
-// expand (at most max_pops pops); push the point itself at distance 0 on reaching lm. The row
-// is the best k without the point itself.
+// GgnnCpu::merge, with the seen set and batches of Search): score the S points of its ancestor
+// segment in layer ltop, then for each layer li = ltop-1 .. lm map the best list down, reseed
+// the queue, clear the seen set and expand (at most max_pops pops); push the point itself at
+// distance 0 on reaching lm. A popped row's candidates are tested against the bound as it was
+// before the row (the CPU tests each against the bound after the previous ones; the lists end
+// the same, up to equal distances, because a candidate that fails the later bound lands past
+// the best list's end and behind every entry that can still be popped). The row is the best k
+// without the point itself.
 template <typename T>
 __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                       const u32* sel, const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm,
                       u32 s0, u32 s0_off, u32 S, u32 levels, float slack, u32 bcap, u32 qcap,
-                      u32 vcap, u32 max_pops, u32* out_ids, float* out_nn1) {
+                      u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32* out_ids,
+                      float* out_nn1, unsigned long long* counts) {
     extern __shared__ u32 smem[];
     const u32 warp = threadIdx.x >> 5;
-    const u32 v = blockIdx.x * WARPS + warp;
+    const u32 v = blockIdx.x * (blockDim.x >> 5) + warp;
     if (v >= n_lm) return;
-    Cache c;
-    c.init(smem + warp * (2 * bcap + 2 * qcap + vcap), bcap, qcap, vcap);
+    const u32 lane = lane_id();
+    Search s;
+    s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots), bcap, qcap, rcap,
+           seen_slots);
+    u32 n_pops = 0, n_scored = S;
     const u32 off_lm = row_off[lm];
     const T* q = data + (u64)glob[off_lm + v] * stride;
     const u32 top_seg = seg_of(v, s0, s0_off) / levels;
     const u32 off_top = row_off[ltop];
-    for (u32 e = top_seg * S; e < (top_seg + 1) * S; ++e) {
-        const float d = dist<T>(q, data + (u64)glob[off_top + e] * stride, stride, metric);
-        if (d < c.best_last() + slack) c.push(e, d);
+    for (u32 base = 0; base < S; base += 32) {
+        const u32 m = S - base < 32 ? S - base : 32;
+        if (lane < m) s.cid[lane] = top_seg * S + base + lane;
+        __syncwarp();
+        score_batch<T>(s, data, stride, metric, q, glob, off_top, m, team);
+        const float crit = s.best_last() + slack;
+        const bool has = lane < m && s.cd[lane] < crit;
+        const float d = has ? s.cd[lane] : 0.0f;
+        const u32 id = has ? s.cid[lane] : INVALID;
+        __syncwarp();
+        s.push_batch(has, d, id);
     }
     for (int li = (int)ltop - 1; li >= (int)lm; --li) {
-        c.transform(sel + row_off[li + 1]);
-        if ((u32)li == lm && !c.contains(v)) c.push(v, 0.0f);
+        s.transform(sel + row_off[li + 1]);
+        if ((u32)li == lm && !s.best_has(v)) {
+            s.see_all(v, lane == 0);
+            s.push_batch(lane == 0, 0.0f, v);
+        }
         const u32 off = row_off[li];
         for (u32 pops = 0; pops < max_pops; ++pops) {
-            const u32 a = c.pop(c.best_last() + slack);
+            const u32 a = s.pop(s.best_last() + slack);
             if (a == INVALID) break;
+            ++n_pops;
             const u32* row = ids + (u64)(off + a) * k;
-            for (u32 j = 0; j < k; ++j) {
-                const u32 cand = row[j];
-                if (cand == INVALID || cand == a || c.contains(cand)) continue;
-                const float d =
-                    dist<T>(q, data + (u64)glob[off + cand] * stride, stride, metric);
-                if (d < c.best_last() + slack) c.push(cand, d);
+            for (u32 base = 0; base < k; base += 32) {
+                const u32 j = base + lane;
+                const u32 m = fresh_batch(s, j < k ? row[j] : INVALID, a);
+                if (m == 0) continue;
+                n_scored += m;
+                score_batch<T>(s, data, stride, metric, q, glob, off, m, team);
+                const float crit = s.best_last() + slack;
+                bool has = lane < m && s.cd[lane] < crit;
+                const float d = has ? s.cd[lane] : 0.0f;
+                const u32 id = has ? s.cid[lane] : INVALID;
+                if (s.forgot && has) has = !s.lists_have(id);
+                __syncwarp();
+                s.push_batch(has, d, id);
+                s.maybe_rebuild();
             }
         }
+    }
+    if (lane == 0) {
+        atomicAdd(counts, (unsigned long long)n_pops);
+        atomicAdd(counts + 1, (unsigned long long)n_scored);
     }
     // The row: the best k without v (the best list is warp-uniform shared memory).
     u32 j = 0;
     float nn = 0.0f;
-    for (u32 e = 0; e < c.nb; ++e) {
-        const u32 id = c.bi[e];
+    for (u32 e = 0; e < s.nb; ++e) {
+        const u32 id = s.bi[e];
         if (id == v || j >= k) continue;
-        if (lane_id() == 0) out_ids[(u64)v * k + j] = id;
+        if (lane == 0) out_ids[(u64)v * k + j] = id;
         ++j;
-        if (nn == 0.0f) nn = real_dist(metric, c.bd[e]);
+        if (nn == 0.0f) nn = real_dist(metric, s.bd[e]);
     }
-    for (u32 e = j + lane_id(); e < k; e += 32) out_ids[(u64)v * k + e] = INVALID;
-    if (lane_id() == 0) out_nn1[v] = nn;
+    for (u32 e = j + lane; e < k; e += 32) out_ids[(u64)v * k + e] = INVALID;
+    if (lane == 0) out_nn1[v] = nn;
 }
 
 // Symmetric linking of layer l for the point z of this warp (Algorithm 5 with the midpoint
-// constraint, as GgnnCpu::sym): for each x_i of z's first half, a short search for z from x_i
-// over first halves; when z is not reached, z is offered to the search's best candidates in
-// order, and the first with a free slot (an atomic counter below kf) takes it.
+// constraint, as GgnnCpu::sym, with the seen set and batches of Search): for each x_i of z's
+// first half, a short search for z from x_i over first halves; when z is not reached, z is
+// offered to the search's best candidates in order, and the first with a free slot (an atomic
+// counter below kf) takes it. Both distances of a popped row's fresh candidates are computed in
+// parallel; the push tests then run in row order, each against the best distance after the
+// previous pushes, exactly as on the CPU.
 template <typename T>
 __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                     u32 off, u32 n, u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap,
-                    u32 vcap, u32 max_pops, u32* links, u32* link_cnt,
-                    unsigned long long* dropped) {
+                    u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32* links,
+                    u32* link_cnt, unsigned long long* dropped, unsigned long long* counts) {
     extern __shared__ u32 smem[];
     const u32 warp = threadIdx.x >> 5;
-    const u32 z = blockIdx.x * WARPS + warp;
+    const u32 z = blockIdx.x * (blockDim.x >> 5) + warp;
     if (z >= n) return;
-    Cache c;
-    c.init(smem + warp * (2 * bcap + 2 * qcap + vcap), bcap, qcap, vcap);
-    const T* zq = data + (u64)glob[off + z] * stride;
+    const u32 lane = lane_id();
+    const u32 nvec = stride / Elem<T>::PER_VEC;
+    const u32 teams = 32 / team;
+    const u32 t = lane / team;
+    const u32 tl = lane % team;
+    Search s;
+    s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots), bcap, qcap, rcap,
+           seen_slots);
+    u32 n_pops = 0, n_scored = 0;
+    const T* zq = data + (u64)(off == 0 ? z : glob[off + z]) * stride;
     for (u32 i = 0; i < kl; ++i) {
         const u32 x = ids[(u64)(off + z) * k + i];
         if (x == INVALID) continue;
-        c.reset();
-        const T* xr = data + (u64)glob[off + x] * stride;
-        c.push(x, dist<T>(zq, xr, stride, metric));
+        s.reset_lists();
+        s.clear_seen();
+        const T* xr = data + (u64)(off == 0 ? x : glob[off + x]) * stride;
+        s.see_all(x, lane == 0);
+        s.push_batch(lane == 0, dist<T>(zq, xr, stride, metric), x);
         const float r_m = mid_dist<T>(zq, xr, xr, stride, metric);
         bool connected = false;
         for (u32 pops = 0; pops < max_pops; ++pops) {
-            const u32 a = c.pop(c.best_last() + slack);
+            const u32 a = s.pop(s.best_last() + slack);
             if (a == INVALID) break;
+            ++n_pops;
             const u32* nn = ids + (u64)(off + a) * k;
-            bool has = false;
-            for (u32 j = lane_id(); j < kl; j += 32) has |= nn[j] == z;
-            if (__any_sync(0xffffffffu, has)) {
+            bool has_z = false;
+            for (u32 j = lane; j < kl; j += 32) has_z |= nn[j] == z;
+            if (__any_sync(0xffffffffu, has_z)) {
                 connected = true;
                 break;
             }
-            for (u32 j = 0; j < kl; ++j) {
-                const u32 cand = nn[j];
-                if (cand == INVALID || cand == a || c.contains(cand)) continue;
-                const T* cr = data + (u64)glob[off + cand] * stride;
-                const float dz = dist<T>(zq, cr, stride, metric);
-                if (dz >= c.best_first() + slack) continue;
-                if (mid_dist<T>(zq, xr, cr, stride, metric) < r_m + slack) c.push(cand, dz);
+            for (u32 base = 0; base < kl; base += 32) {
+                const u32 j = base + lane;
+                const u32 m = fresh_batch(s, j < kl ? nn[j] : INVALID, a);
+                if (m == 0) continue;
+                n_scored += m;
+                for (u32 r0 = 0; r0 < m; r0 += teams) {
+                    const u32 ci = r0 + t;
+                    const bool act = ci < m;
+                    const T* cr = zq;
+                    if (act) {
+                        const u32 id = s.cid[ci];
+                        cr = data + (u64)(off == 0 ? id : glob[off + id]) * stride;
+                    }
+                    float dz, dm;
+                    team_dist2<T>(zq, xr, cr, nvec, tl, team, metric, act, dz, dm);
+                    if (act && tl == 0) {
+                        s.cd[ci] = dz;
+                        s.cm[ci] = dm;
+                    }
+                }
+                __syncwarp();
+                // The push tests in row order (warp-uniform).
+                float bf = s.best_first();
+                u32 acc = 0;
+                for (u32 c = 0; c < m; ++c) {
+                    const float dz = s.cd[c];
+                    if (dz >= bf + slack) continue;
+                    if (s.cm[c] < r_m + slack) {
+                        acc |= 1u << c;
+                        bf = fminf(bf, dz);
+                    }
+                }
+                bool has = lane < m && ((acc >> lane) & 1u) != 0;
+                const float d = has ? s.cd[lane] : 0.0f;
+                const u32 id = has ? s.cid[lane] : INVALID;
+                if (s.forgot && has) has = !s.lists_have(id);
+                __syncwarp();
+                s.push_batch(has, d, id);
+                s.maybe_rebuild();
             }
         }
-        if (connected || c.nb == 0) continue;
-        if (lane_id() == 0) {
+        if (connected || s.nb == 0) continue;
+        if (lane == 0) {
             bool placed = false;
-            for (u32 e = 0; e < c.nb && !placed; ++e) {
-                const u32 p = c.bi[e];
+            for (u32 e = 0; e < s.nb && !placed; ++e) {
+                const u32 p = s.bi[e];
                 const u32 slot = atomicAdd(link_cnt + p, 1u);
                 if (slot < kf) {
                     links[(u64)p * kf + slot] = z;
@@ -447,6 +818,10 @@ __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const
             if (!placed) atomicAdd(dropped, 1ull);
         }
         __syncwarp();
+    }
+    if (lane == 0) {
+        atomicAdd(counts, (unsigned long long)n_pops);
+        atomicAdd(counts + 1, (unsigned long long)n_scored);
     }
 }
 
@@ -544,21 +919,22 @@ extern "C" __global__ void ggnn_fill_u32(u32* dst, u64 len, u32 value) {
         ggnn::top<T>(data, stride, metric, glob + off, s0, s0_off, k, ids + (u64)off * k,        \
                      nn1 + off);                                                                 \
     }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(ggnn::WARPS * 32) ggnn_merge_##NAME(            \
+    extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, 1) ggnn_merge_##NAME( \
         const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, const u32* sel, \
         const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm, u32 s0, u32 s0_off, u32 S,       \
-        u32 levels, float slack, u32 bcap, u32 qcap, u32 vcap, u32 max_pops, u32* out_ids,      \
-        float* nn1, u32 off_lm) {                                                                \
+        u32 levels, float slack, u32 bcap, u32 qcap, u32 rcap, u32 seen_slots, u32 max_pops,    \
+        u32 team, u32* out_ids, float* nn1, u32 off_lm, unsigned long long* counts) {           \
         ggnn::merge<T>(data, stride, metric, ids, glob, sel, row_off, k, lm, ltop, n_lm, s0,     \
-                       s0_off, S, levels, slack, bcap, qcap, vcap, max_pops, out_ids,           \
-                       nn1 + off_lm);                                                            \
+                       s0_off, S, levels, slack, bcap, qcap, rcap, seen_slots, max_pops, team,  \
+                       out_ids, nn1 + off_lm, counts);                                           \
     }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(ggnn::WARPS * 32) ggnn_sym_##NAME(              \
+    extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, 1) ggnn_sym_##NAME(   \
         const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, u32 off, u32 n, \
-        u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap, u32 vcap, u32 max_pops,         \
-        u32* links, u32* link_cnt, unsigned long long* dropped) {                               \
+        u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap, u32 rcap, u32 seen_slots,       \
+        u32 max_pops, u32 team, u32* links, u32* link_cnt, unsigned long long* dropped,         \
+        unsigned long long* counts) {                                                            \
         ggnn::sym<T>(data, stride, metric, ids, glob, off, n, k, kl, kf, slack, bcap, qcap,      \
-                     vcap, max_pops, links, link_cnt, dropped);                                  \
+                     rcap, seen_slots, max_pops, team, links, link_cnt, dropped, counts);        \
     }
 
 WEFT_GGNN_INSTANTIATE(float, f32)

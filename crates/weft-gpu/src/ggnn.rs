@@ -1,19 +1,38 @@
 //! GGNN hierarchical construction on the GPU: [`GgnnBuild`], the device side of
 //! `weft_ggnn::GgnnGpu` (kernels in `kernels/ggnn/`; `docs/ggnn.md`).
 //!
-//! It runs the phases of the CPU reference `weft_ggnn::GgnnCpu` in the same order, with the same
-//! bounded structures: per-segment brute force (one block per segment), weighted upward
-//! sampling (the same `hash3` keys, one thread per point ranking itself in its segment), the
-//! top-down merge (one warp per point with the bounded cache in shared memory, Jacobi into a
-//! scratch graph), and symmetric linking (one warp per point). The layer sizes and the sampled
-//! points equal the CPU reference's for the same seed (up to keys that tie within an ulp of the
-//! distances); merge and symmetric linking follow the same rules, but the inverse links are
-//! handed out with atomics (the CPU hands them out sequentially in `(z, i)` order), so which
-//! links a full node takes can differ from run to run.
+//! It runs the phases of the CPU reference `weft_ggnn::GgnnCpu` in the same order: per-segment
+//! brute force (one block per segment), weighted upward sampling (the same `hash3` keys, one
+//! thread per point ranking itself in its segment), the top-down merge (Jacobi into a scratch
+//! graph) and symmetric linking. The layer sizes and the sampled points equal the CPU
+//! reference's for the same seed (up to keys that tie within an ulp of the distances).
+//!
+//! Merge and symmetric linking run one warp per point with the CPU's sorted best list and
+//! bounded queue in shared memory. Where they differ from the CPU (`docs/ggnn.md`, "The GPU
+//! build"):
+//!
+//! - membership: a per-warp "seen" hash set of every id scored since it was last rebuilt
+//!   replaces the CPU's test (in the best list, the queue or the ring of recent pops). It is
+//!   rebuilt from those three when more than half full, so it always holds every id the CPU
+//!   would skip, and more: a candidate scored and rejected (or dropped from the full queue) is
+//!   not scored again until the next rebuild. An id the bounded-probe table cannot hold is
+//!   forgotten (scored again if met again), and until the next rebuild passing candidates are
+//!   checked against the lists directly, so that they never hold an id twice;
+//! - batches: all fresh candidates of a popped row are scored at once (teams of lanes) and
+//!   merged into the lists together; merge tests them against the bound before the row, which
+//!   ends with the same lists up to equal distances; sym runs its push tests in row order, as
+//!   the CPU;
+//! - inverse links are handed out with atomics (the CPU hands them out sequentially in `(z, i)`
+//!   order), so which links a full node takes can differ from run to run.
+//!
+//! [`GgnnBuild::with_timing`] synchronises the device around every phase and reports their
+//! wall times ([`GgnnOut::phases`]).
 //!
 //! The layers are stacked in one "row space": layer `l`'s local id `v` is row
 //! `row_off[l] + v` of the id, global-id, selection and 1-NN buffers. Nothing in the layout ties
 //! it to one device: a sharded build would run the same phases per shard.
+
+use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use weft_core::{BuildCtx, Element, Error, INVALID, Metric, NodeId, Result};
@@ -22,8 +41,14 @@ use crate::context::GpuContext;
 use crate::launch::{cfg, launch, need, u32_of};
 use crate::matrix::DeviceMatrix;
 
-/// Warps per block of the top, merge and sym kernels (the kernels' `ggnn::WARPS`).
+/// Warps per block of the top kernel (the kernels' `ggnn::WARPS`).
 const WARPS: u32 = 4;
+/// The most warps per block of the merge and sym kernels (the kernels' `ggnn::SEARCH_WARPS`).
+pub const SEARCH_WARPS: u32 = 8;
+/// Words of per-warp scratch of a search (the kernels' `ggnn::SCRATCH`).
+const SEARCH_SCRATCH: u32 = 4 * 32;
+/// Dynamic shared memory one block may use without raising the limit.
+const SMEM_LIMIT: u32 = 48 * 1024;
 /// Threads per block of the one-thread-per-point kernels.
 const THREADS: u32 = 256;
 /// Blocks of the grid-stride copy and fill kernels.
@@ -32,10 +57,10 @@ const FILL_BLOCKS: u32 = 1024;
 pub const MERGE_MAX_POPS: u32 = 200;
 /// Pops per symmetric-link search (`weft_ggnn::SYM_MAX_POPS`).
 pub const SYM_MAX_POPS: u32 = 20;
-/// Ids in the cache of a merge query (`weft_ggnn::MERGE_CACHE`).
-pub const MERGE_CACHE: usize = 256;
-/// Ids in the cache of a symmetric-link search (`weft_ggnn::SYM_CACHE`).
-pub const SYM_CACHE: usize = 128;
+/// Ids in the CPU cache of a merge query (`weft_ggnn::MERGE_CACHE`): sets the ring length.
+const MERGE_CACHE: usize = 256;
+/// Ids in the CPU cache of a symmetric-link search (`weft_ggnn::SYM_CACHE`).
+const SYM_CACHE: usize = 128;
 /// The largest `k_build` the kernels take (their shared memory holds the caches).
 pub const MAX_K: usize = 512;
 
@@ -118,6 +143,24 @@ pub struct GgnnLayerOut {
     pub selection: Vec<NodeId>,
 }
 
+/// The wall time of one phase of a build (only with [`GgnnBuild::with_timing`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GgnnPhaseTime {
+    /// `setup`, `top`, `select`, `merge`, `sym` (the searches), `sym_rebuild` (the rows'
+    /// second halves) or `download`.
+    pub phase: &'static str,
+    /// The layer the phase writes.
+    pub layer: usize,
+    /// The layer a merge starts from (`layer` for the other phases).
+    pub from: usize,
+    /// Seconds, the device synchronised before and after.
+    pub seconds: f64,
+    /// Queue pops of the phase's searches, summed over its points (merge and sym; 0 otherwise).
+    pub pops: u64,
+    /// Candidates the phase's searches scored (merge and sym; 0 otherwise).
+    pub scored: u64,
+}
+
 /// The result of a GPU build.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GgnnOut {
@@ -129,6 +172,8 @@ pub struct GgnnOut {
     pub max_nn1: f32,
     /// Inverse links dropped because every candidate was full.
     pub dropped_links: u64,
+    /// Per-phase wall times, in order (empty unless [`GgnnBuild::with_timing`]).
+    pub phases: Vec<GgnnPhaseTime>,
 }
 
 /// Size of the sorted region of a cache whose best list holds `best` ids.
@@ -136,16 +181,86 @@ fn sorted_size(best: usize) -> usize {
     64usize.max((best + 16).div_ceil(32) * 32)
 }
 
-/// `(best, prioq, visited)` capacities of a cache of `total` ids with a best list of `best`.
-fn caps(best: usize, total: usize) -> (u32, u32, u32) {
-    let sorted = sorted_size(best);
-    let visited = total.max(sorted + 32) - sorted;
-    (best as u32, (sorted - best) as u32, visited as u32)
+/// Launch settings of the merge and sym searches. They change the speed, not the rules, except
+/// that a smaller seen set forgets more ids (which may then be scored again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GgnnTuning {
+    /// Slots of a merge query's seen set: a power of two in `64..=8192`.
+    pub merge_seen: u32,
+    /// Slots of a symmetric-link search's seen set: a power of two in `64..=8192`.
+    pub sym_seen: u32,
+    /// 16-byte vectors each lane of a distance team reads, `1..=64` (the team size, a power of
+    /// two up to 32 lanes, follows from it and the row length).
+    pub vecs_per_lane: u32,
+    /// Most warps per block of the searches, `1..=SEARCH_WARPS` (fewer when the search state
+    /// needs more than 48 KiB per block).
+    pub max_warps: u32,
 }
 
-/// Shared-memory bytes of a block of merge or sym warps.
-fn cache_smem((b, q, v): (u32, u32, u32)) -> u32 {
-    WARPS * (2 * b + 2 * q + v) * 4
+impl Default for GgnnTuning {
+    fn default() -> Self {
+        GgnnTuning {
+            merge_seen: 1024,
+            sym_seen: 512,
+            vecs_per_lane: 4,
+            max_warps: 4,
+        }
+    }
+}
+
+impl GgnnTuning {
+    /// Checks every field's range.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [("merge_seen", self.merge_seen), ("sym_seen", self.sym_seen)] {
+            if !v.is_power_of_two() || !(64..=8192).contains(&v) {
+                return Err(Error::invalid_param(
+                    name,
+                    format!("{v} must be a power of two in 64..=8192"),
+                ));
+            }
+        }
+        if !(1..=64).contains(&self.vecs_per_lane) {
+            return Err(Error::invalid_param(
+                "vecs_per_lane",
+                format!("{} must be in 1..=64", self.vecs_per_lane),
+            ));
+        }
+        if !(1..=SEARCH_WARPS).contains(&self.max_warps) {
+            return Err(Error::invalid_param(
+                "max_warps",
+                format!("{} must be in 1..={SEARCH_WARPS}", self.max_warps),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `(best, prioq, ring)` capacities of a search whose best list holds `best` ids in a cache of
+/// `total` ids (the CPU's: sorted region = best list plus queue, then the visited ring).
+fn caps(best: usize, total: usize) -> (u32, u32, u32) {
+    let sorted = sorted_size(best);
+    let ring = total.max(sorted + 32) - sorted;
+    (best as u32, (sorted - best) as u32, ring as u32)
+}
+
+/// Words of shared memory of one warp's search state (the kernels' `Search::words`).
+fn search_words((best, prioq, ring): (u32, u32, u32), seen: u32) -> u32 {
+    2 * best + 2 * prioq + ring + seen + SEARCH_SCRATCH
+}
+
+/// Warps per block (at most `max_warps`) and dynamic shared-memory bytes of a merge or sym
+/// launch.
+fn search_launch(words: u32, max_warps: u32) -> (u32, u32) {
+    let warps = (SMEM_LIMIT / (words * 4)).clamp(1, max_warps);
+    (warps, warps * words * 4)
+}
+
+/// Lanes per distance team for rows of `nvec` 16-byte vectors: a power of two, 1..=32, so that
+/// each lane reads about `per_lane` vectors.
+fn team_size(nvec: usize, per_lane: u32) -> u32 {
+    nvec.div_ceil(per_lane.max(1) as usize)
+        .next_power_of_two()
+        .clamp(1, 32) as u32
 }
 
 /// The GGNN construction on one GPU (see the module documentation).
@@ -153,6 +268,8 @@ fn cache_smem((b, q, v): (u32, u32, u32)) -> u32 {
 pub struct GgnnBuild<'c> {
     ctx: &'c GpuContext,
     budget: Option<u64>,
+    timing: bool,
+    tuning: GgnnTuning,
 }
 
 /// Device state of one build.
@@ -166,6 +283,8 @@ struct State {
     links: CudaSlice<u32>,
     link_cnt: CudaSlice<u32>,
     dropped: CudaSlice<u64>,
+    /// Pops and scored candidates of the searches so far (cumulative).
+    counts: CudaSlice<u64>,
     row_off_dev: CudaSlice<u32>,
     row_off: Vec<usize>,
 }
@@ -173,7 +292,25 @@ struct State {
 impl<'c> GgnnBuild<'c> {
     /// The builder on `ctx`, within the default memory budget.
     pub fn new(ctx: &'c GpuContext) -> Self {
-        GgnnBuild { ctx, budget: None }
+        GgnnBuild {
+            ctx,
+            budget: None,
+            timing: false,
+            tuning: GgnnTuning::default(),
+        }
+    }
+
+    /// Uses `tuning` for the searches' launches (checked when a build starts).
+    pub fn with_tuning(mut self, tuning: GgnnTuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
+    /// Times every phase (the device is synchronised around each, which costs a little):
+    /// [`GgnnOut::phases`].
+    pub fn with_timing(mut self, on: bool) -> Self {
+        self.timing = on;
+        self
     }
 
     /// Limits device memory to `bytes` (still capped by free memory).
@@ -231,6 +368,7 @@ impl<'c> GgnnBuild<'c> {
     ) -> Result<GgnnOut> {
         let k = cfg.k;
         Self::check(shape, k, data.dim())?;
+        self.tuning.validate()?;
         if data.rows() != shape.n {
             return Err(Error::InvalidInput(format!(
                 "{} device rows for a hierarchy of {} points",
@@ -240,6 +378,7 @@ impl<'c> GgnnBuild<'c> {
         }
         self.ctx
             .check_fits(Self::bytes_for(shape, k), self.budget)?;
+        let setup_start = Instant::now();
         let row_off = shape.row_offsets();
         let n_rows = row_off[shape.layers];
         let identity: Vec<u32> = (0..shape.n as u32).collect();
@@ -259,6 +398,7 @@ impl<'c> GgnnBuild<'c> {
             links: self.ctx.alloc_zeros::<u32>(shape.n * (k / 2).max(1))?,
             link_cnt: self.ctx.alloc_zeros::<u32>(shape.n)?,
             dropped: self.ctx.alloc_zeros::<u64>(1)?,
+            counts: self.ctx.alloc_zeros::<u64>(2)?,
             row_off_dev: self.ctx.upload(&row_off32)?,
             row_off,
         };
@@ -272,7 +412,20 @@ impl<'c> GgnnBuild<'c> {
             tau: cfg.tau,
             mean_nn1: 0.0,
             st,
+            phases: Vec::new(),
+            counted: (0, 0),
         };
+        if self.timing {
+            self.ctx.synchronize()?;
+            run.phases.push(GgnnPhaseTime {
+                phase: "setup",
+                layer: 0,
+                from: 0,
+                seconds: setup_start.elapsed().as_secs_f64(),
+                pops: 0,
+                scored: 0,
+            });
+        }
         let layers = shape.layers;
         let phases = (0..layers)
             .map(|t| 2 + usize::from(t + 1 < layers) + 2 * t)
@@ -282,11 +435,11 @@ impl<'c> GgnnBuild<'c> {
         progress.begin("ggnn build (GPU)", Some(phases as u64));
         for t in 0..layers {
             ctx.check_cancelled()?;
-            run.top(t)?;
+            run.timed("top", t, t, |r| r.top(t))?;
             progress.advance(1);
             if t + 1 < layers {
                 ctx.check_cancelled()?;
-                run.select(t, cfg.seed)?;
+                run.timed("select", t + 1, t, |r| r.select(t, cfg.seed))?;
                 progress.advance(1);
             }
             ctx.check_cancelled()?;
@@ -294,7 +447,7 @@ impl<'c> GgnnBuild<'c> {
             progress.advance(1);
             for lm in (0..t).rev() {
                 ctx.check_cancelled()?;
-                run.merge(t, lm)?;
+                run.timed("merge", lm, t, |r| r.merge(t, lm))?;
                 progress.advance(1);
                 ctx.check_cancelled()?;
                 run.sym(lm)?;
@@ -304,7 +457,7 @@ impl<'c> GgnnBuild<'c> {
         for _ in 0..cfg.refinement {
             for lm in (0..layers - 1).rev() {
                 ctx.check_cancelled()?;
-                run.merge(layers - 1, lm)?;
+                run.timed("merge", lm, layers - 1, |r| r.merge(layers - 1, lm))?;
                 progress.advance(1);
                 ctx.check_cancelled()?;
                 run.sym(lm)?;
@@ -313,7 +466,19 @@ impl<'c> GgnnBuild<'c> {
         }
         progress.end();
         let max_nn1 = run.update_stats()?;
-        run.finish(max_nn1)
+        let download_start = Instant::now();
+        let mut out = run.finish(max_nn1)?;
+        if self.timing {
+            out.phases.push(GgnnPhaseTime {
+                phase: "download",
+                layer: 0,
+                from: 0,
+                seconds: download_start.elapsed().as_secs_f64(),
+                pops: 0,
+                scored: 0,
+            });
+        }
+        Ok(out)
     }
 
     /// The brute force of layer 0 alone (the `top` kernel over the base segments of `shape`):
@@ -445,11 +610,50 @@ struct Run<'a, 'c, T: Element> {
     tau: f32,
     mean_nn1: f32,
     st: State,
+    phases: Vec<GgnnPhaseTime>,
+    /// The search counters at the end of the last timed phase.
+    counted: (u64, u64),
 }
 
 impl<T: Element> Run<'_, '_, T> {
     fn ctx(&self) -> &GpuContext {
         self.g.ctx
+    }
+
+    /// Runs `f`, recording its wall time (device synchronised around it) when timing is on.
+    fn timed(
+        &mut self,
+        phase: &'static str,
+        layer: usize,
+        from: usize,
+        f: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        if !self.g.timing {
+            return f(self);
+        }
+        self.ctx().synchronize()?;
+        let start = Instant::now();
+        f(self)?;
+        self.ctx().synchronize()?;
+        let seconds = start.elapsed().as_secs_f64();
+        let counts = self.ctx().download(&self.st.counts, 2)?;
+        let (pops, scored) = (counts[0] - self.counted.0, counts[1] - self.counted.1);
+        self.counted = (counts[0], counts[1]);
+        self.phases.push(GgnnPhaseTime {
+            phase,
+            layer,
+            from,
+            seconds,
+            pops,
+            scored,
+        });
+        Ok(())
+    }
+
+    /// Lanes per distance team for this data's rows.
+    fn team(&self) -> u32 {
+        let per_vec = 16 / std::mem::size_of::<T>();
+        team_size(self.data.stride() / per_vec, self.g.tuning.vecs_per_lane)
     }
 
     /// The build slack: `(tau_b * mean_nn1)^2` for squared L2, `tau_b * mean_nn1` otherwise.
@@ -538,8 +742,13 @@ impl<T: Element> Run<'_, '_, T> {
         let z = self.shape;
         let k = self.k;
         let n_lm = z.layer_len(lm);
-        let (bcap, qcap, vcap) = caps(k + 1, MERGE_CACHE);
-        let smem = cache_smem((bcap, qcap, vcap));
+        let (bcap, qcap, rcap) = caps(k + 1, MERGE_CACHE);
+        let seen = self.g.tuning.merge_seen;
+        let (warps, smem) = search_launch(
+            search_words((bcap, qcap, rcap), seen),
+            self.g.tuning.max_warps,
+        );
+        let team = self.team();
         let levels = u32_of(z.g.pow((ltop - lm) as u32), "levels")?;
         let (s0, s0_off) = z.seg(lm);
         let slack = self.slack();
@@ -583,16 +792,19 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&slack)
             .arg(&bcap)
             .arg(&qcap)
-            .arg(&vcap)
+            .arg(&rcap)
+            .arg(&seen)
             .arg(&max_pops)
+            .arg(&team)
             .arg(&mut self.st.scratch)
             .arg(&mut self.st.nn1)
-            .arg(&off_lm);
+            .arg(&off_lm)
+            .arg(&mut self.st.counts);
         launch(
             ctx,
             &name,
             a,
-            cfg((n32.div_ceil(WARPS), 1, 1), WARPS * 32, smem),
+            cfg((n32.div_ceil(warps), 1, 1), warps * 32, smem),
         )?;
         let off = self.st.row_off[lm] * k;
         copy_u32(ctx, &mut self.st.ids, off, &self.st.scratch, n_lm * k)?;
@@ -602,16 +814,28 @@ impl<T: Element> Run<'_, '_, T> {
         Ok(())
     }
 
+    /// Symmetric linking of layer `l`: the searches, then the rows' second halves.
     fn sym(&mut self, l: usize) -> Result<()> {
-        let k = self.k;
-        let kf = k / 2;
-        if kf == 0 {
+        if self.k / 2 == 0 {
             return Ok(());
         }
+        self.timed("sym", l, l, |r| r.sym_search(l))?;
+        self.timed("sym_rebuild", l, l, |r| r.sym_rebuild(l))
+    }
+
+    /// The symmetric-link searches of layer `l` (inverse links into the link lists).
+    fn sym_search(&mut self, l: usize) -> Result<()> {
+        let k = self.k;
+        let kf = k / 2;
         let kl = k - kf;
         let n = self.shape.layer_len(l);
-        let (bcap, qcap, vcap) = caps(kf, SYM_CACHE);
-        let smem = cache_smem((bcap, qcap, vcap));
+        let (bcap, qcap, rcap) = caps(kf, SYM_CACHE);
+        let seen = self.g.tuning.sym_seen;
+        let (warps, smem) = search_launch(
+            search_words((bcap, qcap, rcap), seen),
+            self.g.tuning.max_warps,
+        );
+        let team = self.team();
         let slack = self.slack();
         let ctx = self.g.ctx;
         fill_u32(ctx, &mut self.st.link_cnt, 0, n, 0)?;
@@ -638,17 +862,31 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&slack)
             .arg(&bcap)
             .arg(&qcap)
-            .arg(&vcap)
+            .arg(&rcap)
+            .arg(&seen)
             .arg(&max_pops)
+            .arg(&team)
             .arg(&mut self.st.links)
             .arg(&mut self.st.link_cnt)
-            .arg(&mut self.st.dropped);
+            .arg(&mut self.st.dropped)
+            .arg(&mut self.st.counts);
         launch(
             ctx,
             &name,
             a,
-            cfg((n32.div_ceil(WARPS), 1, 1), WARPS * 32, smem),
-        )?;
+            cfg((n32.div_ceil(warps), 1, 1), warps * 32, smem),
+        )
+    }
+
+    /// The rows' second halves after the searches of [`Self::sym_search`] (layer `l`).
+    fn sym_rebuild(&mut self, l: usize) -> Result<()> {
+        let k = self.k;
+        let kf = k / 2;
+        let kl = k - kf;
+        let n = self.shape.layer_len(l);
+        let ctx = self.g.ctx;
+        let off = self.st.row_off[l] as u32;
+        let (n32, k32, kl32, kf32) = (u32_of(n, "layer size")?, k as u32, kl as u32, kf as u32);
         let f = ctx.function("ggnn", "ggnn_sym_rebuild")?;
         let mut a = ctx.stream().launch_builder(&f);
         a.arg(&self.st.ids)
@@ -694,6 +932,7 @@ impl<T: Element> Run<'_, '_, T> {
             mean_nn1: self.mean_nn1,
             max_nn1,
             dropped_links: dropped,
+            phases: self.phases,
         })
     }
 }

@@ -50,7 +50,7 @@ pub use cagra_search::{CagraSearchConfig, CagraSearchDevice, CagraSearchMode};
 pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_device};
 pub use device_graph::DeviceKnnGraph;
 pub use exact::{ExactGpu, ExactPlan};
-pub use ggnn::{GgnnBuild, GgnnConfig, GgnnShape};
+pub use ggnn::{GgnnBuild, GgnnConfig, GgnnPhaseTime, GgnnShape, GgnnTuning};
 pub use ggnn_search::{GgnnSearchConfig, GgnnSearchDevice};
 pub use gnnd::{Gnnd, GnndConfig, GnndStats};
 pub use grnnd::{Grnnd, GrnndConfig, GrnndStats, PairOrder};

@@ -1,12 +1,16 @@
 //! GGNN kernels on a GPU: the per-segment brute force (`ggnn_top_*`) against a CPU brute force
-//! on random inputs (proptest; exact ids on integer data, where the distances are exact), and
-//! the typed errors of the build entry point. The end-to-end tests against the CPU reference
-//! (layer sizes, sampled points, graph recall) are in `weft-ggnn/tests/gpu.rs`.
+//! on random inputs (proptest; exact ids on integer data, where the distances are exact); the
+//! whole build (merge and symmetric-link searches included) on random clustered inputs against
+//! exact invariants checked on the CPU (every row: ids in range, no self-loop, no repeat; its
+//! first half sorted by the CPU's distances; the reported mean 1-NN distance equal to the CPU's
+//! recomputation from the rows) and against an exact CPU k-NN (graph recall); and the typed
+//! errors of the build entry point. The end-to-end tests against the CPU reference (layer sizes,
+//! sampled points, graph recall within 0.02) are in `weft-ggnn/tests/gpu.rs`.
 
 use proptest::prelude::*;
 use weft_core::{DatasetView, Element, Error, INVALID, Metric, NodeId};
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{DeviceMatrix, GgnnBuild, GgnnShape, GpuContext};
+use weft_gpu::{DeviceMatrix, GgnnBuild, GgnnConfig, GgnnShape, GgnnTuning, GpuContext};
 
 /// A two-layer shape whose base layer has `g` segments of `s0` points (`s0_off` of `s0 + 1`).
 fn shape(g: usize, s0: usize, s0_off: usize) -> GgnnShape {
@@ -104,8 +108,167 @@ fn random_f32(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// A three-layer shape (S = 32) whose base layer has `g * g` segments of `s0` points
+/// (`s0_off` of `s0 + 1`).
+fn shape3(g: usize, s0: usize, s0_off: usize) -> GgnnShape {
+    GgnnShape {
+        n: g * g * s0 + s0_off,
+        s: 32,
+        layers: 3,
+        g,
+        s0,
+        s0_off,
+        sg: 32 / g,
+        sg_off: 32 % g,
+    }
+}
+
+/// `rows` points around `clusters` random centres (the spread a tenth of the centres' range).
+fn clustered_f32(rows: usize, dim: usize, clusters: usize, seed: u64) -> Vec<f32> {
+    let mut rng = weft_core::rng::SplitMix64::new(seed);
+    let mut unit = move || (rng.below(1 << 20) as f32 / (1 << 19) as f32) - 1.0;
+    let centres: Vec<f32> = (0..clusters * dim).map(|_| unit()).collect();
+    let mut out = Vec::with_capacity(rows * dim);
+    for r in 0..rows {
+        let c = (r * 7919) % clusters;
+        for j in 0..dim {
+            out.push(centres[c * dim + j] + 0.1 * unit());
+        }
+    }
+    out
+}
+
+/// Builds the hierarchy of `data` on the GPU and checks it on the CPU: every row of every layer
+/// holds ids of its layer, no self-loop, no repeat; each row's first half (the merge's or brute
+/// force's nearest neighbours) is a prefix of valid ids sorted by the CPU's distance (within
+/// rounding); the reported mean 1-NN distance equals the CPU's recomputation from the base rows;
+/// the base rows' first neighbours recall at least `min_recall` of the exact nearest ones.
+/// Returns that recall.
+#[allow(clippy::too_many_arguments)]
+fn check_build<T: Element>(
+    ctx: &GpuContext,
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    z: &GgnnShape,
+    k: usize,
+    refinement: usize,
+    seed: u64,
+    min_recall: f64,
+    tuning: GgnnTuning,
+) -> f64 {
+    let dev = DeviceMatrix::upload(ctx, data).unwrap();
+    let cfg = GgnnConfig {
+        k,
+        tau: 0.5,
+        refinement,
+        seed,
+    };
+    let out = GgnnBuild::new(ctx)
+        .with_tuning(tuning)
+        .with_timing(seed.is_multiple_of(2))
+        .build(&dev, metric, z, &cfg, &weft_core::BuildCtx::new(seed))
+        .unwrap();
+    assert_eq!(out.layers.len(), z.layers);
+    let dist = metric.distance_fn::<T>();
+    let kl = k - k / 2;
+    for (l, layer) in out.layers.iter().enumerate() {
+        let len = z.layer_len(l);
+        assert_eq!(layer.ids.len(), len * k, "layer {l}");
+        let glob = |v: NodeId| {
+            if l == 0 {
+                v as usize
+            } else {
+                layer.global[v as usize] as usize
+            }
+        };
+        for v in 0..len {
+            let row = &layer.ids[v * k..(v + 1) * k];
+            for (j, &x) in row.iter().enumerate() {
+                if x == INVALID {
+                    continue;
+                }
+                assert!((x as usize) < len, "layer {l} row {v}: id {x} out of range");
+                assert_ne!(x as usize, v, "layer {l} row {v}: self-loop");
+                assert!(!row[..j].contains(&x), "layer {l} row {v}: repeated id {x}");
+            }
+            let first = &row[..kl];
+            let valid = first.iter().take_while(|&&x| x != INVALID).count();
+            assert!(
+                first[valid..].iter().all(|&x| x == INVALID),
+                "layer {l} row {v}: first half {first:?} is not a prefix"
+            );
+            assert!(valid > 0, "layer {l} row {v}: no neighbour");
+            let q = data.row(glob(v as NodeId));
+            let ds: Vec<f32> = first[..valid]
+                .iter()
+                .map(|&x| dist.eval(q, data.row(glob(x))))
+                .collect();
+            for w in ds.windows(2) {
+                assert!(
+                    w[0] <= w[1] + 1e-4 * (1.0 + w[1].abs()),
+                    "layer {l} row {v}: first half not sorted by distance: {ds:?}"
+                );
+            }
+        }
+    }
+    // The mean 1-NN distance: the first base neighbour at a non-zero distance.
+    let base = &out.layers[0].ids;
+    let mut sum = 0f64;
+    for v in 0..z.n {
+        let d = base[v * k..v * k + kl]
+            .iter()
+            .take_while(|&&x| x != INVALID)
+            .map(|&x| real(metric, dist.eval(data.row(v), data.row(x as usize))))
+            .find(|&d| d > 0.0)
+            .unwrap_or(0.0);
+        sum += d as f64;
+    }
+    let mean = (sum / z.n as f64) as f32;
+    assert!(
+        (out.mean_nn1 - mean).abs() <= 1e-3 * (1e-3 + mean.abs()),
+        "mean nn1 {} vs CPU {mean}",
+        out.mean_nn1
+    );
+    assert!(out.max_nn1 >= out.mean_nn1);
+    // Recall of the base rows' first neighbours against an exact CPU k-NN.
+    let r = kl.min(10);
+    let mut hit = 0usize;
+    for v in 0..z.n {
+        let mut all: Vec<(f32, usize)> = (0..z.n)
+            .filter(|&u| u != v)
+            .map(|u| (dist.eval(data.row(v), data.row(u)), u))
+            .collect();
+        all.select_nth_unstable_by(r - 1, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let row = &base[v * k..v * k + r];
+        hit += all[..r]
+            .iter()
+            .filter(|&&(_, u)| row.contains(&(u as NodeId)))
+            .count();
+    }
+    let recall = hit as f64 / (r * z.n) as f64;
+    println!("{metric} n {} k {k}: base recall@{r} {recall:.4}", z.n);
+    assert!(
+        recall >= min_recall,
+        "{metric}: recall {recall} below {min_recall}"
+    );
+    if seed.is_multiple_of(2) {
+        assert!(out.phases.iter().any(|p| p.phase == "merge"));
+    } else {
+        assert!(out.phases.is_empty());
+    }
+    recall
+}
+
+/// Proptest cases per oracle test (`WEFT_GPU_CASES`, default 16).
+fn cases() -> u32 {
+    std::env::var("WEFT_GPU_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn ggnn_top_matches_cpu_brute_force(
@@ -124,6 +287,72 @@ proptest! {
         let data = random_f32(z.n, dim, seed);
         let view = DatasetView::new(&data, z.n, dim).unwrap();
         check_top(&ctx, view, metric, &z, k, false);
+    }
+
+    #[test]
+    fn ggnn_build_rows_are_valid_sorted_and_near(
+        g in 2usize..5,
+        extra in 0usize..40,
+        s0_off in 0usize..16,
+        k in prop::sample::select(vec![8usize, 16, 24, 40]),
+        dim in prop::sample::select(vec![3usize, 17, 33, 130, 300]),
+        metric in prop::sample::select(Metric::ALL.to_vec()),
+        refinement in 0usize..3,
+        seed in any::<u64>(),
+    ) {
+        let Some(ctx) = gpu_or_skip("ggnn_build_rows_are_valid_sorted_and_near") else {
+            return Ok(());
+        };
+        let z = shape3(g, k.max(20) + extra, s0_off % (g * g));
+        let data = clustered_f32(z.n, dim, 12, seed);
+        let view = DatasetView::new(&data, z.n, dim).unwrap();
+        // Inner product's nearest neighbours are hubs that a graph search reaches less well.
+        let min_recall = if metric == Metric::InnerProduct { 0.4 } else { 0.7 };
+        check_build(&ctx, view, metric, &z, k, refinement, seed, min_recall, GgnnTuning::default());
+    }
+}
+
+#[test]
+fn ggnn_build_on_integer_data() {
+    let Some(ctx) = gpu_or_skip("ggnn_build_on_integer_data") else {
+        return;
+    };
+    // u8 rows (one lane per candidate: 128 bytes are 8 vectors) with many equal distances.
+    let z = shape3(3, 40, 5);
+    let mut rng = weft_core::rng::SplitMix64::new(3);
+    let data: Vec<u8> = (0..z.n * 128).map(|_| rng.below(16) as u8).collect();
+    let view = DatasetView::new(&data, z.n, 128).unwrap();
+    check_build(
+        &ctx,
+        view,
+        Metric::L2Squared,
+        &z,
+        24,
+        2,
+        4,
+        0.5,
+        GgnnTuning::default(),
+    );
+}
+
+#[test]
+fn ggnn_build_with_small_seen_sets_and_one_warp() {
+    let Some(ctx) = gpu_or_skip("ggnn_build_with_small_seen_sets_and_one_warp") else {
+        return;
+    };
+    // 64-slot seen sets forget often (candidates scored again, the lists checked directly),
+    // one lane per candidate, one warp per block: the same invariants.
+    let tuning = GgnnTuning {
+        merge_seen: 64,
+        sym_seen: 64,
+        vecs_per_lane: 64,
+        max_warps: 1,
+    };
+    for (metric, k) in [(Metric::L2Squared, 16), (Metric::Cosine, 40)] {
+        let z = shape3(3, 45, 4);
+        let data = clustered_f32(z.n, 20, 6, 5);
+        let view = DatasetView::new(&data, z.n, 20).unwrap();
+        check_build(&ctx, view, metric, &z, k, 1, 3, 0.6, tuning);
     }
 }
 
@@ -197,4 +426,38 @@ fn ggnn_build_rejects_bad_shapes() {
         ),
         Err(Error::OutOfDeviceMemory { .. })
     ));
+    // Launch settings out of range.
+    let bad = [
+        GgnnTuning {
+            merge_seen: 1000,
+            ..GgnnTuning::default()
+        },
+        GgnnTuning {
+            sym_seen: 16384,
+            ..GgnnTuning::default()
+        },
+        GgnnTuning {
+            vecs_per_lane: 0,
+            ..GgnnTuning::default()
+        },
+        GgnnTuning {
+            max_warps: 9,
+            ..GgnnTuning::default()
+        },
+    ];
+    for t in bad {
+        assert!(
+            matches!(
+                b.with_tuning(t).build(
+                    &dev,
+                    Metric::L2Squared,
+                    &z,
+                    &cfg,
+                    &weft_core::BuildCtx::new(1)
+                ),
+                Err(Error::InvalidParams { .. })
+            ),
+            "{t:?}"
+        );
+    }
 }
