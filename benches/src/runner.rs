@@ -348,8 +348,8 @@ pub fn run_dataset(
 }
 
 /// The algorithm part of a record of weft's algorithm `name` on `backend`.
-/// `search_param` names the swept list size: `beam_width` (CPU beam search) or `itopk` (GPU
-/// CAGRA search).
+/// `search_param` names the swept list size: `beam_width` (CPU beam search), `itopk` (GPU
+/// CAGRA search) or `ggnn_queue` (GPU GGNN search of a hierarchical graph, tau 0.5).
 fn weft_run(
     name: &str,
     backend: Backend,
@@ -478,10 +478,11 @@ fn run_one(
             backend,
             serde_json::json!({ "k": k, "params": params }),
             cfg,
-            if searched_on == "gpu" {
-                "itopk"
-            } else {
-                "beam_width"
+            match (searched_on, index.graph()) {
+                // The GGNN GPU search: the list size is its queue, tau its default 0.5.
+                ("gpu", weft::graph::storage::StoredGraph::Hier(_)) => "ggnn_queue",
+                ("gpu", _) => "itopk",
+                _ => "beam_width",
             },
         ),
         build: Some(BuildTimes::from_runs(runs, warmup_s, warm_rows)),
@@ -514,7 +515,8 @@ fn recalls(
 }
 
 /// The search parameters of one sweep point: the list size `beam`; graphs built on the GPU are
-/// searched on the GPU when it can read them (`itopk` = `beam`), else with the CPU beam search.
+/// searched on the GPU when one is usable (`itopk` = `beam`; for a hierarchical GGNN graph the
+/// GGNN search with queue `beam` and tau 0.5), else with the CPU beam search.
 fn search_params(beam: usize, backend: Backend) -> SearchParams {
     let mut p = SearchParams::with_beam_width(beam);
     p.backend = match backend {
