@@ -3,7 +3,7 @@
 //! ```text
 //! ggnn_gpu_bench [--preset sift] [--n 1000000] [--queries 10000] [--k 24] [--runs 2]
 //!                [--taus 0.0,0.2,0.35,0.5,0.65,0.8,1.0] [--check-sample 10000] [--timed 1]
-//!                [--tunings MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS,...]
+//!                [--tunings MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS],...]
 //! ```
 //!
 //! `--tunings` (default: `GgnnTuning::default()` alone) times the build under each launch
@@ -73,16 +73,19 @@ fn main() -> weft_core::Result<()> {
             .split(',')
             .map(|t| {
                 let f: Vec<u32> = t.split(':').map(|x| x.parse().expect("a number")).collect();
-                assert_eq!(
-                    f.len(),
-                    4,
-                    "a tuning is MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS"
+                assert!(
+                    f.len() == 4 || f.len() == 5,
+                    "a tuning is MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS]"
                 );
                 GgnnTuning {
                     merge_seen: f[0],
                     sym_seen: f[1],
                     vecs_per_lane: f[2],
                     max_warps: f[3],
+                    merge_heads: f
+                        .get(4)
+                        .copied()
+                        .unwrap_or(GgnnTuning::default().merge_heads),
                 }
             })
             .collect(),

@@ -24,6 +24,10 @@
 //!   the CPU;
 //! - inverse links are handed out with atomics (the CPU hands them out sequentially in `(z, i)`
 //!   order), so which links a full node takes can differ from run to run.
+//! - merge steps expand two queue heads at a time by default ([`GgnnTuning::merge_heads`]):
+//!   the second head is popped against the same bound before the first head's candidates are
+//!   inserted (the CPU pops it after), and both rows' fresh candidates are scored and inserted
+//!   as one batch; each head counts against the pop limit.
 //!
 //! [`GgnnBuild::with_timing`] synchronises the device around every phase and reports their
 //! wall times ([`GgnnOut::phases`]).
@@ -45,6 +49,8 @@ use crate::matrix::DeviceMatrix;
 const WARPS: u32 = 4;
 /// The most warps per block of the merge and sym kernels (the kernels' `ggnn::SEARCH_WARPS`).
 pub const SEARCH_WARPS: u32 = 8;
+/// The most queue heads one merge step expands (the kernels' `ggnn::MAX_HEADS`).
+pub const MAX_HEADS: u32 = 2;
 /// Words of per-warp scratch of a search (the kernels' `ggnn::SCRATCH`).
 const SEARCH_SCRATCH: u32 = 4 * 32;
 /// Dynamic shared memory one block may use without raising the limit.
@@ -195,6 +201,11 @@ pub struct GgnnTuning {
     /// Most warps per block of the searches, `1..=SEARCH_WARPS` (fewer when the search state
     /// needs more than 48 KiB per block).
     pub max_warps: u32,
+    /// Queue heads a merge step pops and expands together, `1..=MAX_HEADS`: their rows'
+    /// fresh candidates are scored as one batch (up to 32 at a time) and merged into the
+    /// lists together. Above 1 this changes the search order (a head is popped before the
+    /// previous heads' candidates are in the queue), not the bounds or the pop limit.
+    pub merge_heads: u32,
 }
 
 impl Default for GgnnTuning {
@@ -204,6 +215,7 @@ impl Default for GgnnTuning {
             sym_seen: 512,
             vecs_per_lane: 4,
             max_warps: 4,
+            merge_heads: 2,
         }
     }
 }
@@ -229,6 +241,12 @@ impl GgnnTuning {
             return Err(Error::invalid_param(
                 "max_warps",
                 format!("{} must be in 1..={SEARCH_WARPS}", self.max_warps),
+            ));
+        }
+        if !(1..=MAX_HEADS).contains(&self.merge_heads) {
+            return Err(Error::invalid_param(
+                "merge_heads",
+                format!("{} must be in 1..={MAX_HEADS}", self.merge_heads),
             ));
         }
         Ok(())
@@ -764,6 +782,7 @@ impl<T: Element> Run<'_, '_, T> {
             z.s as u32,
         );
         let max_pops = MERGE_MAX_POPS;
+        let heads = self.g.tuning.merge_heads;
         let off_lm = self.st.row_off[lm] as u32;
         need(self.st.scratch.len(), (n_lm * k) as u64, "ggnn_merge out")?;
         need(
@@ -796,6 +815,7 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&seen)
             .arg(&max_pops)
             .arg(&team)
+            .arg(&heads)
             .arg(&mut self.st.scratch)
             .arg(&mut self.st.nn1)
             .arg(&off_lm)

@@ -299,6 +299,7 @@ proptest! {
         metric in prop::sample::select(Metric::ALL.to_vec()),
         refinement in 0usize..3,
         seed in any::<u64>(),
+        merge_heads in 1u32..=2,
     ) {
         let Some(ctx) = gpu_or_skip("ggnn_build_rows_are_valid_sorted_and_near") else {
             return Ok(());
@@ -308,7 +309,8 @@ proptest! {
         let view = DatasetView::new(&data, z.n, dim).unwrap();
         // Inner product's nearest neighbours are hubs that a graph search reaches less well.
         let min_recall = if metric == Metric::InnerProduct { 0.4 } else { 0.7 };
-        check_build(&ctx, view, metric, &z, k, refinement, seed, min_recall, GgnnTuning::default());
+        let tuning = GgnnTuning { merge_heads, ..GgnnTuning::default() };
+        check_build(&ctx, view, metric, &z, k, refinement, seed, min_recall, tuning);
     }
 }
 
@@ -347,6 +349,7 @@ fn ggnn_build_with_small_seen_sets_and_one_warp() {
         sym_seen: 64,
         vecs_per_lane: 64,
         max_warps: 1,
+        merge_heads: 2,
     };
     for (metric, k) in [(Metric::L2Squared, 16), (Metric::Cosine, 40)] {
         let z = shape3(3, 45, 4);
@@ -442,6 +445,14 @@ fn ggnn_build_rejects_bad_shapes() {
         },
         GgnnTuning {
             max_warps: 9,
+            ..GgnnTuning::default()
+        },
+        GgnnTuning {
+            merge_heads: 0,
+            ..GgnnTuning::default()
+        },
+        GgnnTuning {
+            merge_heads: 3,
             ..GgnnTuning::default()
         },
     ];
