@@ -11,7 +11,10 @@
 //                  per point) with the sorted best list, bounded queue and visited ring of the
 //                  CPU reference and a per-warp seen set in place of its membership test; the
 //                  candidates of a popped row are scored in parallel (teams of lanes) and
-//                  merged as a batch; writes a scratch graph (Jacobi).
+//                  merged as a batch; writes a scratch graph (Jacobi). Warps take the points in
+//                  the host's locality order when it passes one (points grouped by the layer-2
+//                  point found nearest; the result does not depend on the order) and record
+//                  that layer-2 point as the next order's key.
 //   ggnn_sym_*     the symmetric-link searches (one warp per point, the same search state);
 //                  inverse links are handed out with atomics (where the GPU order differs from
 //                  the CPU's sequential (z, i) order), into per-node link lists.
@@ -647,12 +650,16 @@ template <typename T>
 __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                       const u32* sel, const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm,
                       u32 s0, u32 s0_off, u32 S, u32 levels, float slack, u32 bcap, u32 qcap,
-                      u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32 heads, u32* out_ids,
+                      u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32 heads,
+                      const u32* perm, u32 use_perm, u32* key_out, u32 key_layer, u32* out_ids,
                       float* out_nn1, unsigned long long* counts) {
     extern __shared__ u32 smem[];
     const u32 warp = threadIdx.x >> 5;
-    const u32 v = blockIdx.x * (blockDim.x >> 5) + warp;
-    if (v >= n_lm) return;
+    const u32 slot = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (slot >= n_lm) return;
+    // The point of this warp: the slot's entry of the processing order when there is one (a
+    // permutation of the layer; a Jacobi pass's result does not depend on it).
+    const u32 v = use_perm ? perm[slot] : slot;
     const u32 lane = lane_id();
     Search s;
     s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots), bcap, qcap, rcap,
@@ -676,6 +683,9 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
         s.push_batch(has, d, id);
     }
     for (int li = (int)ltop - 1; li >= (int)lm; --li) {
+        // The locality key: the best point found in layer key_layer (0: none).
+        if (key_layer != 0 && (u32)(li + 1) == key_layer && lane == 0)
+            key_out[v] = s.nb > 0 ? s.bi[0] : 0u;
         s.transform(sel + row_off[li + 1]);
         if ((u32)li == lm && !s.best_has(v)) {
             s.see_all(v, lane == 0);
@@ -971,11 +981,12 @@ extern "C" __global__ void ggnn_fill_u32(u32* dst, u64 len, u32 value) {
         const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, const u32* sel, \
         const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm, u32 s0, u32 s0_off, u32 S,       \
         u32 levels, float slack, u32 bcap, u32 qcap, u32 rcap, u32 seen_slots, u32 max_pops,    \
-        u32 team, u32 heads, u32* out_ids, float* nn1, u32 off_lm,                              \
-        unsigned long long* counts) {                                                            \
+        u32 team, u32 heads, const u32* perm, u32 use_perm, u32* key_out, u32 key_layer,       \
+        u32* out_ids, float* nn1, u32 off_lm, unsigned long long* counts) {                      \
         ggnn::merge<T>(data, stride, metric, ids, glob, sel, row_off, k, lm, ltop, n_lm, s0,     \
                        s0_off, S, levels, slack, bcap, qcap, rcap, seen_slots, max_pops, team,  \
-                       heads, out_ids, nn1 + off_lm, counts);                                    \
+                       heads, perm, use_perm, key_out, key_layer, out_ids, nn1 + off_lm,        \
+                       counts);                                                                  \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, 1) ggnn_sym_##NAME(   \
         const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, u32 off, u32 n, \

@@ -309,7 +309,12 @@ proptest! {
         let view = DatasetView::new(&data, z.n, dim).unwrap();
         // Inner product's nearest neighbours are hubs that a graph search reaches less well.
         let min_recall = if metric == Metric::InnerProduct { 0.4 } else { 0.7 };
-        let tuning = GgnnTuning { merge_heads, ..GgnnTuning::default() };
+        // Both search orders, with and without the locality order of the merges into layer 0.
+        let tuning = GgnnTuning {
+            merge_heads,
+            locality_order: merge_heads == 2,
+            ..GgnnTuning::default()
+        };
         check_build(&ctx, view, metric, &z, k, refinement, seed, min_recall, tuning);
     }
 }
@@ -350,6 +355,7 @@ fn ggnn_build_with_small_seen_sets_and_one_warp() {
         vecs_per_lane: 64,
         max_warps: 1,
         merge_heads: 2,
+        locality_order: false,
     };
     for (metric, k) in [(Metric::L2Squared, 16), (Metric::Cosine, 40)] {
         let z = shape3(3, 45, 4);
