@@ -11,7 +11,10 @@
 //                  per point) with the sorted best list, bounded queue and visited ring of the
 //                  CPU reference and a per-warp seen set in place of its membership test; the
 //                  candidates of a popped row are scored in parallel (teams of lanes) and
-//                  merged as a batch; writes a scratch graph (Jacobi).
+//                  merged as a batch; writes a scratch graph (Jacobi). Warps take the points in
+//                  the host's locality order when it passes one (points grouped by the layer-2
+//                  point found nearest; the result does not depend on the order) and record
+//                  that layer-2 point as the next order's key.
 //   ggnn_sym_*     the symmetric-link searches (one warp per point, the same search state);
 //                  inverse links are handed out with atomics (where the GPU order differs from
 //                  the CPU's sequential (z, i) order), into per-node link lists.
@@ -150,6 +153,11 @@ __device__ __forceinline__ float mid_dist(const T* z, const T* x, const T* c, u3
     s2 = warp_sum(s2);
     return cosine_from_parts(s0, s1, s2);
 }
+
+// The most queue heads one merge step expands (the host's MAX_HEADS).
+constexpr u32 MAX_HEADS = 2;
+// Chunks of 32 row entries a merge step reads before using any (the rest are read in turn).
+constexpr u32 PRELOAD = 2;
 
 // Slots probed by one insert into a search's seen set before the id is given up ("forgotten").
 constexpr u32 MAX_PROBES = 16;
@@ -642,17 +650,22 @@ template <typename T>
 __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                       const u32* sel, const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm,
                       u32 s0, u32 s0_off, u32 S, u32 levels, float slack, u32 bcap, u32 qcap,
-                      u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32* out_ids,
+                      u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32 heads,
+                      const u32* perm, u32 use_perm, u32* key_out, u32 key_layer, u32* out_ids,
                       float* out_nn1, unsigned long long* counts) {
     extern __shared__ u32 smem[];
     const u32 warp = threadIdx.x >> 5;
-    const u32 v = blockIdx.x * (blockDim.x >> 5) + warp;
-    if (v >= n_lm) return;
+    const u32 slot = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (slot >= n_lm) return;
+    // The point of this warp: the slot's entry of the processing order when there is one (a
+    // permutation of the layer; a Jacobi pass's result does not depend on it).
+    const u32 v = use_perm ? perm[slot] : slot;
     const u32 lane = lane_id();
     Search s;
     s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots), bcap, qcap, rcap,
            seen_slots);
     u32 n_pops = 0, n_scored = S;
+    heads = heads < 1 ? 1 : heads > MAX_HEADS ? MAX_HEADS : heads;
     const u32 off_lm = row_off[lm];
     const T* q = data + (u64)glob[off_lm + v] * stride;
     const u32 top_seg = seg_of(v, s0, s0_off) / levels;
@@ -670,32 +683,77 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
         s.push_batch(has, d, id);
     }
     for (int li = (int)ltop - 1; li >= (int)lm; --li) {
+        // The locality key: the best point found in layer key_layer (0: none).
+        if (key_layer != 0 && (u32)(li + 1) == key_layer && lane == 0)
+            key_out[v] = s.nb > 0 ? s.bi[0] : 0u;
         s.transform(sel + row_off[li + 1]);
         if ((u32)li == lm && !s.best_has(v)) {
             s.see_all(v, lane == 0);
             s.push_batch(lane == 0, 0.0f, v);
         }
         const u32 off = row_off[li];
-        for (u32 pops = 0; pops < max_pops; ++pops) {
-            const u32 a = s.pop(s.best_last() + slack);
-            if (a == INVALID) break;
-            ++n_pops;
-            const u32* row = ids + (u64)(off + a) * k;
-            for (u32 base = 0; base < k; base += 32) {
-                const u32 j = base + lane;
-                const u32 m = fresh_batch(s, j < k ? row[j] : INVALID, a);
-                if (m == 0) continue;
+        for (u32 pops = 0; pops < max_pops;) {
+            // Pop up to nh heads against the bound before any of their rows (warp-uniform).
+            const float crit = s.best_last() + slack;
+            u32 h0 = INVALID, h1 = INVALID;
+            u32 nh = 0;
+            while (nh < heads && pops < max_pops) {
+                const u32 a = s.pop(crit);
+                if (a == INVALID) break;
+                if (nh == 0) h0 = a;
+                else h1 = a;
+                ++nh;
+                ++pops;
+            }
+            if (nh == 0) break;
+            n_pops += nh;
+            // The heads' rows, concatenated: entry j is slot j % k of head j / k's row; the
+            // first PRELOAD chunks of 32 are read before any of them is used.
+            const u32 tot = nh * k;
+            auto entry = [&](u32 j) -> u32 {
+                if (j >= tot) return INVALID;
+                const bool second = j >= k;
+                const u32 c = ids[(u64)(off + (second ? h1 : h0)) * k + (second ? j - k : j)];
+                return (c == h0 || c == h1) ? INVALID : c;
+            };
+            u32 pre[PRELOAD];
+#pragma unroll
+            for (u32 c = 0; c < PRELOAD; ++c) pre[c] = entry(c * 32 + lane);
+            // Fresh candidates collect in s.cid; a full batch is scored and pushed first.
+            u32 m = 0;
+            auto flush = [&]() {
+                if (m == 0) return;
                 n_scored += m;
                 score_batch<T>(s, data, stride, metric, q, glob, off, m, team);
-                const float crit = s.best_last() + slack;
-                bool has = lane < m && s.cd[lane] < crit;
+                const float bound = s.best_last() + slack;
+                bool has = lane < m && s.cd[lane] < bound;
                 const float d = has ? s.cd[lane] : 0.0f;
                 const u32 id = has ? s.cid[lane] : INVALID;
-                if (s.forgot && has) has = !s.lists_have(id);
+                if (s.forgot) {
+                    // An id the seen set could not hold may be in the lists, or twice in this
+                    // batch (the heads' rows can share ids): keep its first copy only.
+                    const u32 same = __match_any_sync(0xffffffffu, id);
+                    if (has) has = !s.lists_have(id) && __ffs(same) - 1 == lane;
+                }
                 __syncwarp();
                 s.push_batch(has, d, id);
-                s.maybe_rebuild();
-            }
+                m = 0;
+            };
+            auto gather = [&](u32 cand) {
+                const bool fresh = s.see_all(cand, cand != INVALID);
+                const u32 fm = __ballot_sync(0xffffffffu, fresh);
+                const u32 cnt = __popc(fm);
+                if (m + cnt > 32) flush();
+                if (fresh) s.cid[m + __popc(fm & ((1u << lane) - 1u))] = cand;
+                __syncwarp();
+                m += cnt;
+            };
+#pragma unroll
+            for (u32 c = 0; c < PRELOAD; ++c)
+                if (c * 32 < tot) gather(pre[c]);
+            for (u32 base = PRELOAD * 32; base < tot; base += 32) gather(entry(base + lane));
+            flush();
+            s.maybe_rebuild();
         }
     }
     if (lane == 0) {
@@ -923,10 +981,12 @@ extern "C" __global__ void ggnn_fill_u32(u32* dst, u64 len, u32 value) {
         const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, const u32* sel, \
         const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm, u32 s0, u32 s0_off, u32 S,       \
         u32 levels, float slack, u32 bcap, u32 qcap, u32 rcap, u32 seen_slots, u32 max_pops,    \
-        u32 team, u32* out_ids, float* nn1, u32 off_lm, unsigned long long* counts) {           \
+        u32 team, u32 heads, const u32* perm, u32 use_perm, u32* key_out, u32 key_layer,       \
+        u32* out_ids, float* nn1, u32 off_lm, unsigned long long* counts) {                      \
         ggnn::merge<T>(data, stride, metric, ids, glob, sel, row_off, k, lm, ltop, n_lm, s0,     \
                        s0_off, S, levels, slack, bcap, qcap, rcap, seen_slots, max_pops, team,  \
-                       out_ids, nn1 + off_lm, counts);                                           \
+                       heads, perm, use_perm, key_out, key_layer, out_ids, nn1 + off_lm,        \
+                       counts);                                                                  \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, 1) ggnn_sym_##NAME(   \
         const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, u32 off, u32 n, \

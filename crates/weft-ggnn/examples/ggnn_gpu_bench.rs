@@ -3,7 +3,7 @@
 //! ```text
 //! ggnn_gpu_bench [--preset sift] [--n 1000000] [--queries 10000] [--k 24] [--runs 2]
 //!                [--taus 0.0,0.2,0.35,0.5,0.65,0.8,1.0] [--check-sample 10000] [--timed 1]
-//!                [--tunings MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS,...]
+//!                [--tunings MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER]],...]
 //! ```
 //!
 //! `--tunings` (default: `GgnnTuning::default()` alone) times the build under each launch
@@ -73,16 +73,22 @@ fn main() -> weft_core::Result<()> {
             .split(',')
             .map(|t| {
                 let f: Vec<u32> = t.split(':').map(|x| x.parse().expect("a number")).collect();
-                assert_eq!(
-                    f.len(),
-                    4,
-                    "a tuning is MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS"
+                assert!(
+                    (4..=6).contains(&f.len()),
+                    "a tuning is MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER]]"
                 );
                 GgnnTuning {
                     merge_seen: f[0],
                     sym_seen: f[1],
                     vecs_per_lane: f[2],
                     max_warps: f[3],
+                    merge_heads: f
+                        .get(4)
+                        .copied()
+                        .unwrap_or(GgnnTuning::default().merge_heads),
+                    locality_order: f
+                        .get(5)
+                        .map_or(GgnnTuning::default().locality_order, |&o| o != 0),
                 }
             })
             .collect(),

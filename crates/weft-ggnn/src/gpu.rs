@@ -5,12 +5,14 @@
 //! queues and the same `hash3` sampling keys. The layer sizes and the sampled points of every
 //! layer equal the CPU reference's for the same seed and parameters (distances are computed on
 //! the GPU, so keys or distances that tie within rounding can order differently). The merge and
-//! symmetric-link searches follow the same rules with three documented differences: a
+//! symmetric-link searches follow the same rules with four documented differences: a
 //! per-search "seen" hash set replaces the CPU's membership test (it covers the best list, the
 //! queue and the visited ring, as the CPU's, plus every id scored since its last rebuild, which
 //! is then not scored again), the candidates of a popped row are scored and inserted as a batch,
-//! and the inverse links are handed out with atomics instead of the CPU's sequential `(z, i)`
-//! order. So
+//! a merge step pops two queue heads against the same bound and expands their rows as one batch
+//! (`weft_gpu::GgnnTuning::merge_heads`; the CPU pops the second after inserting the first's
+//! candidates), and the inverse links are handed out with atomics instead of the CPU's
+//! sequential `(z, i)` order. So
 //! the graph is valid and of the same quality (graph recall within 0.02 of the CPU's, tested),
 //! not bit for bit the CPU's, and may differ between runs where nodes fill up. `docs/ggnn.md`
 //! has the details.

@@ -24,6 +24,13 @@
 //!   the CPU;
 //! - inverse links are handed out with atomics (the CPU hands them out sequentially in `(z, i)`
 //!   order), so which links a full node takes can differ from run to run.
+//! - (not a difference in results) the merges into layer 0 from layer 2 or above process the
+//!   points grouped by the layer-2 point the previous such merge found nearest
+//!   ([`GgnnTuning::locality_order`]), for L2 reuse;
+//! - merge steps expand two queue heads at a time by default ([`GgnnTuning::merge_heads`]):
+//!   the second head is popped against the same bound before the first head's candidates are
+//!   inserted (the CPU pops it after), and both rows' fresh candidates are scored and inserted
+//!   as one batch; each head counts against the pop limit.
 //!
 //! [`GgnnBuild::with_timing`] synchronises the device around every phase and reports their
 //! wall times ([`GgnnOut::phases`]).
@@ -45,6 +52,8 @@ use crate::matrix::DeviceMatrix;
 const WARPS: u32 = 4;
 /// The most warps per block of the merge and sym kernels (the kernels' `ggnn::SEARCH_WARPS`).
 pub const SEARCH_WARPS: u32 = 8;
+/// The most queue heads one merge step expands (the kernels' `ggnn::MAX_HEADS`).
+pub const MAX_HEADS: u32 = 2;
 /// Words of per-warp scratch of a search (the kernels' `ggnn::SCRATCH`).
 const SEARCH_SCRATCH: u32 = 4 * 32;
 /// Dynamic shared memory one block may use without raising the limit.
@@ -182,7 +191,8 @@ fn sorted_size(best: usize) -> usize {
 }
 
 /// Launch settings of the merge and sym searches. They change the speed, not the rules, except
-/// that a smaller seen set forgets more ids (which may then be scored again).
+/// that a smaller seen set forgets more ids (which may then be scored again) and that
+/// `merge_heads` above 1 changes the order in which a merge expands its queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GgnnTuning {
     /// Slots of a merge query's seen set: a power of two in `64..=8192`.
@@ -195,6 +205,17 @@ pub struct GgnnTuning {
     /// Most warps per block of the searches, `1..=SEARCH_WARPS` (fewer when the search state
     /// needs more than 48 KiB per block).
     pub max_warps: u32,
+    /// Queue heads a merge step pops and expands together, `1..=MAX_HEADS`: their rows'
+    /// fresh candidates are scored as one batch (up to 32 at a time) and merged into the
+    /// lists together. Above 1 this changes the search order (a head is popped before the
+    /// previous heads' candidates are in the queue), not the bounds or the pop limit.
+    pub merge_heads: u32,
+    /// Whether the merges into layer 0 from layer 2 or above process the points grouped by the
+    /// layer-2 point their previous such merge found nearest (the first uses the natural
+    /// order), so that the searches running together read nearby rows and share the L2 cache.
+    /// A pass reads the graph as it was before it (Jacobi), so the order does not change its
+    /// result.
+    pub locality_order: bool,
 }
 
 impl Default for GgnnTuning {
@@ -204,6 +225,8 @@ impl Default for GgnnTuning {
             sym_seen: 512,
             vecs_per_lane: 4,
             max_warps: 4,
+            merge_heads: 2,
+            locality_order: true,
         }
     }
 }
@@ -229,6 +252,12 @@ impl GgnnTuning {
             return Err(Error::invalid_param(
                 "max_warps",
                 format!("{} must be in 1..={SEARCH_WARPS}", self.max_warps),
+            ));
+        }
+        if !(1..=MAX_HEADS).contains(&self.merge_heads) {
+            return Err(Error::invalid_param(
+                "merge_heads",
+                format!("{} must be in 1..={MAX_HEADS}", self.merge_heads),
             ));
         }
         Ok(())
@@ -287,6 +316,12 @@ struct State {
     counts: CudaSlice<u64>,
     row_off_dev: CudaSlice<u32>,
     row_off: Vec<usize>,
+    /// Per layer-0 point: the layer-2 point its last merge from layer 2 or above found nearest.
+    key: CudaSlice<u32>,
+    /// The processing order of the next merge into layer 0 (a permutation of layer 0).
+    order: CudaSlice<u32>,
+    /// Whether `order` holds an order from the keys (the natural order otherwise).
+    have_order: bool,
 }
 
 impl<'c> GgnnBuild<'c> {
@@ -323,8 +358,9 @@ impl<'c> GgnnBuild<'c> {
     pub fn bytes_for(shape: &GgnnShape, k: usize) -> u64 {
         let rows = shape.row_offsets()[shape.layers] as u64;
         let (n, k) = (shape.n as u64, k as u64);
-        // ids, glob, sel, nn1 over all rows; scratch n*k; links n*(k/2); counts n; small.
-        rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + n * 4 + 64
+        // ids, glob, sel, nn1 over all rows; scratch n*k; links n*(k/2); counts, key, order n;
+        // small.
+        rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + 3 * n * 4 + 64
     }
 
     fn check(shape: &GgnnShape, k: usize, dim: usize) -> Result<()> {
@@ -401,6 +437,9 @@ impl<'c> GgnnBuild<'c> {
             counts: self.ctx.alloc_zeros::<u64>(2)?,
             row_off_dev: self.ctx.upload(&row_off32)?,
             row_off,
+            key: self.ctx.alloc_zeros::<u32>(shape.n)?,
+            order: self.ctx.alloc_zeros::<u32>(shape.n)?,
+            have_order: false,
         };
         fill_u32(self.ctx, &mut st.ids, 0, n_rows * k, INVALID)?;
         let mut run = Run {
@@ -764,6 +803,11 @@ impl<T: Element> Run<'_, '_, T> {
             z.s as u32,
         );
         let max_pops = MERGE_MAX_POPS;
+        let heads = self.g.tuning.merge_heads;
+        // Locality keys: the best layer-2 point, from merges into layer 0 from layer 2 or above.
+        let keyed = self.g.tuning.locality_order && lm == 0 && ltop >= 2;
+        let key_layer: u32 = if keyed { 2 } else { 0 };
+        let use_order = u32::from(keyed && self.st.have_order);
         let off_lm = self.st.row_off[lm] as u32;
         need(self.st.scratch.len(), (n_lm * k) as u64, "ggnn_merge out")?;
         need(
@@ -796,6 +840,11 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&seen)
             .arg(&max_pops)
             .arg(&team)
+            .arg(&heads)
+            .arg(&self.st.order)
+            .arg(&use_order)
+            .arg(&mut self.st.key)
+            .arg(&key_layer)
             .arg(&mut self.st.scratch)
             .arg(&mut self.st.nn1)
             .arg(&off_lm)
@@ -811,6 +860,33 @@ impl<T: Element> Run<'_, '_, T> {
         if lm == 0 {
             self.update_stats()?;
         }
+        if keyed {
+            self.reorder()?;
+        }
+        Ok(())
+    }
+
+    /// The next merge into layer 0 processes the points grouped by their locality keys (a
+    /// stable counting sort on the host; the keys are layer-2 local ids).
+    fn reorder(&mut self) -> Result<()> {
+        let n = self.shape.n;
+        let buckets = self.shape.layer_len(2);
+        let key = self.ctx().download(&self.st.key, n)?;
+        let mut start = vec![0usize; buckets + 1];
+        for &c in &key {
+            start[(c as usize).min(buckets - 1) + 1] += 1;
+        }
+        for b in 0..buckets {
+            start[b + 1] += start[b];
+        }
+        let mut order = vec![0u32; n];
+        for (v, &c) in key.iter().enumerate() {
+            let b = (c as usize).min(buckets - 1);
+            order[start[b]] = v as u32;
+            start[b] += 1;
+        }
+        self.st.order = self.ctx().upload(&order)?;
+        self.st.have_order = true;
         Ok(())
     }
 

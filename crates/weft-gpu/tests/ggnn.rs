@@ -299,6 +299,7 @@ proptest! {
         metric in prop::sample::select(Metric::ALL.to_vec()),
         refinement in 0usize..3,
         seed in any::<u64>(),
+        merge_heads in 1u32..=2,
     ) {
         let Some(ctx) = gpu_or_skip("ggnn_build_rows_are_valid_sorted_and_near") else {
             return Ok(());
@@ -308,7 +309,13 @@ proptest! {
         let view = DatasetView::new(&data, z.n, dim).unwrap();
         // Inner product's nearest neighbours are hubs that a graph search reaches less well.
         let min_recall = if metric == Metric::InnerProduct { 0.4 } else { 0.7 };
-        check_build(&ctx, view, metric, &z, k, refinement, seed, min_recall, GgnnTuning::default());
+        // Both search orders, with and without the locality order of the merges into layer 0.
+        let tuning = GgnnTuning {
+            merge_heads,
+            locality_order: merge_heads == 2,
+            ..GgnnTuning::default()
+        };
+        check_build(&ctx, view, metric, &z, k, refinement, seed, min_recall, tuning);
     }
 }
 
@@ -347,6 +354,8 @@ fn ggnn_build_with_small_seen_sets_and_one_warp() {
         sym_seen: 64,
         vecs_per_lane: 64,
         max_warps: 1,
+        merge_heads: 2,
+        locality_order: false,
     };
     for (metric, k) in [(Metric::L2Squared, 16), (Metric::Cosine, 40)] {
         let z = shape3(3, 45, 4);
@@ -442,6 +451,14 @@ fn ggnn_build_rejects_bad_shapes() {
         },
         GgnnTuning {
             max_warps: 9,
+            ..GgnnTuning::default()
+        },
+        GgnnTuning {
+            merge_heads: 0,
+            ..GgnnTuning::default()
+        },
+        GgnnTuning {
+            merge_heads: 3,
             ..GgnnTuning::default()
         },
     ];
