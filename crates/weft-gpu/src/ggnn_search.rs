@@ -585,3 +585,127 @@ fn check_entries(entries: &[NodeId], n: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// A resident GGNN search: the context, the data, the base-layer graph and its entry points on
+/// the device, and the work and query buffers, kept across searches (what `weft::Index` holds
+/// between GGNN GPU searches of a hierarchical graph). Only the queries travel per call.
+pub struct GgnnSearchSession<T: Element> {
+    ctx: GpuContext,
+    data: DeviceMatrix<T>,
+    graph: DeviceFixedGraph,
+    entries: Vec<NodeId>,
+    queries: Option<DeviceMatrix<T>>,
+    bufs: GgnnSearchBuffers,
+}
+
+impl<T: Element> std::fmt::Debug for GgnnSearchSession<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgnnSearchSession")
+            .field("data", &self.data)
+            .field("degree", &self.graph.degree())
+            .field("entries", &self.entries.len())
+            .field(
+                "query_capacity",
+                &self.queries.as_ref().map_or(0, |q| q.capacity()),
+            )
+            .field("buffers", &self.bufs)
+            .finish()
+    }
+}
+
+impl<T: Element> GgnnSearchSession<T> {
+    /// Uploads `data` and `graph` (a hierarchy's base layer, say) to `ctx` after checking that
+    /// they fit; `entries` (checked against the rows) start every query.
+    pub fn new(
+        ctx: GpuContext,
+        data: DatasetView<'_, T>,
+        graph: &FixedDegreeGraph,
+        entries: &[NodeId],
+    ) -> Result<Self> {
+        if graph.n() != data.rows() {
+            return Err(Error::dim_mismatch(
+                "graph vertices vs data rows",
+                data.rows(),
+                graph.n(),
+            ));
+        }
+        check_entries(entries, data.rows())?;
+        let upload =
+            DeviceMatrix::<T>::bytes_for(data.rows(), data.dim()) + graph.ids().len() as u64 * 4;
+        ctx.check_fits(upload, None)?;
+        let d = DeviceMatrix::upload(&ctx, data)?;
+        let g = DeviceFixedGraph::upload(&ctx, graph)?;
+        Ok(GgnnSearchSession {
+            ctx,
+            data: d,
+            graph: g,
+            entries: entries.to_vec(),
+            queries: None,
+            bufs: GgnnSearchBuffers::new(),
+        })
+    }
+
+    /// The session's context.
+    pub fn context(&self) -> &GpuContext {
+        &self.ctx
+    }
+
+    /// The work buffers (their size and allocation count).
+    pub fn buffers(&self) -> &GgnnSearchBuffers {
+        &self.bufs
+    }
+
+    /// Searches host queries: they are copied into the session's query buffer (grown when the
+    /// batch is larger than any before), then as [`GgnnSearchDevice::search_device_with`].
+    pub fn search(
+        &mut self,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        k: usize,
+        cfg: &GgnnSearchConfig,
+    ) -> Result<(Neighbors, SearchStats)> {
+        if queries.dim() != self.data.dim() {
+            return Err(Error::dim_mismatch(
+                "base vs query dimension",
+                self.data.dim(),
+                queries.dim(),
+            ));
+        }
+        // Check what needs no device memory before uploading.
+        plan(
+            self.data.rows(),
+            self.data.dim(),
+            std::mem::size_of::<T>(),
+            self.graph.degree(),
+            k,
+            cfg,
+        )?;
+        if queries.rows() == 0 {
+            return Ok((Neighbors::new(0, k), SearchStats::default()));
+        }
+        let q = match self.queries.take() {
+            Some(q) if q.capacity() >= queries.rows() => q,
+            old => {
+                drop(old);
+                self.ctx.check_fits(
+                    DeviceMatrix::<T>::bytes_for(queries.rows(), queries.dim()),
+                    None,
+                )?;
+                self.bufs.allocations += 1;
+                DeviceMatrix::with_capacity(&self.ctx, queries.rows(), queries.dim())?
+            }
+        };
+        let q = self.queries.insert(q);
+        q.upload_rows(&self.ctx, queries)?;
+        GgnnSearchDevice::new(&self.ctx).search_device_with(
+            &mut self.bufs,
+            &self.data,
+            &self.graph,
+            &self.entries,
+            q,
+            metric,
+            k,
+            cfg,
+        )
+    }
+}

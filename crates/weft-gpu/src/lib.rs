@@ -51,7 +51,7 @@ pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_d
 pub use device_graph::DeviceKnnGraph;
 pub use exact::{ExactGpu, ExactPlan};
 pub use ggnn::{GgnnBuild, GgnnConfig, GgnnPhaseTime, GgnnShape, GgnnTuning};
-pub use ggnn_search::{GgnnSearchConfig, GgnnSearchDevice};
+pub use ggnn_search::{GgnnSearchConfig, GgnnSearchDevice, GgnnSearchSession};
 pub use gnnd::{Gnnd, GnndConfig, GnndStats};
 pub use grnnd::{Grnnd, GrnndConfig, GrnndStats, PairOrder};
 pub use loader::{KernelLoadPath, KernelMode};

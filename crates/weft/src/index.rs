@@ -135,7 +135,7 @@ pub struct Index {
 /// The GPU state an [`Index`] keeps between searches: nothing before the first GPU search, then
 /// either the probe's error (no usable GPU; not probed again) or a
 /// `weft_gpu::cagra_search::CagraSearchSession` of the data's element type (for a
-/// hierarchical graph: the `weft_gpu::GpuContext` its GGNN searches run on). Searches through it
+/// hierarchical graph: a `weft_gpu::GgnnSearchSession`). Searches through it
 /// take turns.
 #[cfg(feature = "cuda")]
 #[derive(Default)]
@@ -145,8 +145,8 @@ struct GpuCache(std::sync::Mutex<Option<GpuState>>);
 enum GpuState {
     /// The probe failed with this message.
     Unavailable(String),
-    /// The resident search session (`CagraSearchSession<T>`, boxed), or for a hierarchical
-    /// graph the context (`GpuContext`, boxed).
+    /// The resident search session (`CagraSearchSession<T>`, or for a hierarchical graph
+    /// `GgnnSearchSession<T>`, boxed).
     Ready(Box<dyn std::any::Any + Send>),
 }
 
@@ -516,10 +516,11 @@ impl Index {
     }
 
     /// The GGNN search on the GPU over a hierarchical graph (its layer 0 entered from the
-    /// top-layer points): `weft_search::GgnnSearchGpu` with the beam width as its queue size,
-    /// `params.gpu.tau` as its slack and `params.gpu.max_iterations` (0: 400) as its expansion
-    /// cap. The probed context stays in the index's GPU cache; data and graph are uploaded for
-    /// each call. `None` when no GPU is usable and the backend is automatic.
+    /// top-layer points), the parameters of `weft_search::GgnnSearchGpu`: the beam width as its
+    /// queue size, `params.gpu.tau` as its slack and `params.gpu.max_iterations` (0: 400) as its
+    /// expansion cap. The first search uploads the data and the base layer into a
+    /// `weft_gpu::GgnnSearchSession` kept in the index's GPU cache; later ones upload only their
+    /// queries. `None` when no GPU is usable and the backend is automatic.
     #[cfg(feature = "cuda")]
     fn search_gpu_hier<T: Element>(
         &self,
@@ -552,11 +553,21 @@ impl Index {
         if cache.is_none() {
             *cache = Some(match weft_gpu::probe() {
                 Err(e) => GpuState::Unavailable(e.to_string()),
-                Ok(ctx) => GpuState::Ready(Box::new(ctx)),
+                Ok(ctx) => {
+                    data.check_finite()?;
+                    // Upload errors (e.g. out of device memory) are returned, not cached.
+                    let session = weft_gpu::GgnnSearchSession::new(
+                        ctx,
+                        data,
+                        hier.base(),
+                        hier.entry_points(),
+                    )?;
+                    GpuState::Ready(Box::new(session))
+                }
             });
         }
-        let ctx = match cache.as_ref() {
-            Some(GpuState::Ready(state)) => state.downcast_ref::<weft_gpu::GpuContext>(),
+        let session = match cache.as_mut() {
+            Some(GpuState::Ready(state)) => state.downcast_mut::<weft_gpu::GgnnSearchSession<T>>(),
             Some(GpuState::Unavailable(e)) if required => {
                 return Err(Error::Unsupported(format!(
                     "the GPU search backend needs a usable CUDA GPU: {e}"
@@ -564,19 +575,16 @@ impl Index {
             }
             _ => return Ok(None),
         };
-        let Some(ctx) = ctx else {
-            return Err(Error::InvalidInput(
-                "the index's GPU state is not that of a hierarchical graph".into(),
-            ));
+        let Some(session) = session else {
+            return Err(Error::InvalidInput(format!(
+                "the resident GPU data is not of {} elements",
+                T::DTYPE
+            )));
         };
-        let stats = weft_search::GgnnSearchGpu::new(ctx).search(
-            hier,
-            data,
-            queries,
-            self.metric(),
-            &p,
-            out.as_mut(),
-        )?;
+        let cfg = weft_search::GgnnSearchGpu::new(session.context()).device_config(&p);
+        let (nb, stats) = session.search(queries, self.metric(), out.k(), &cfg)?;
+        out.ids.copy_from_slice(&nb.ids);
+        out.dists.copy_from_slice(&nb.dists);
         Ok(Some(stats))
     }
 

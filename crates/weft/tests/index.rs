@@ -312,6 +312,13 @@ fn hierarchical_index_searches_with_ggnn_on_the_gpu() {
     assert!(recall >= 0.9, "GGNN GPU search recall@10 {recall}");
     let b = index.search(queries.view(), 10, &params).unwrap();
     assert_eq!(a.neighbors, b.neighbors);
+    // The resident session: a smaller batch gives the same rows, a clone starts afresh.
+    let dim = queries.dim();
+    let few = weft::Dataset::from_vec(queries.as_slice()[..30 * dim].to_vec(), 30, dim).unwrap();
+    let c = index.search(few.view(), 10, &params).unwrap();
+    assert_eq!(c.neighbors.ids, a.neighbors.ids[..300]);
+    let d = index.clone().search(queries.view(), 10, &params).unwrap();
+    assert_eq!(a.neighbors, d.neighbors);
     params.gpu.tau = -1.0;
     assert!(matches!(
         index.search(queries.view(), 10, &params),

@@ -197,8 +197,11 @@ pub fn report(old: &[Value], new: &[Value], old_name: &str, new_name: &str) -> S
                 "Machine factor (median over the peers, whose code is pinned): build time x{b:.3}, QPS x{q:.3}. \"norm.\" divides weft's ratios by it.\n"
             );
         }
-        _ => md += "No peer runs in both files: ratios are not normalised.\n\n",
+        _ => {
+            md += "No peer runs in both files: \"norm.\" is the raw ratio (the two runs are compared as they stand, e.g. two runs in one device lease).\n\n"
+        }
     }
+    let (peer_build, peer_qps) = (peer_build.or(Some(1.0)), peer_qps.or(Some(1.0)));
     md += "| dataset | run | build s old -> new | ratio | norm. | graph recall@10 old -> new | unreachable old -> new | sweep points | max abs. change of recall@10 | QPS ratio median (min-max) | norm. |\n";
     md += "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     let mut quality_same = true;
@@ -327,6 +330,15 @@ mod tests {
         let md = report(&old, &new, "old", "new");
         assert!(md.contains("graph quality differs"), "{md}");
         assert!(md.contains("changed by at most 0.1000"), "{md}");
+        assert!(md.contains("1 of 2 normalised"), "{md}");
+    }
+
+    #[test]
+    fn without_peers_the_raw_ratios_are_judged() {
+        let old = vec![rec("weft", 4.0, 100.0, 0.9, Some(0.99))];
+        let new = vec![rec("weft", 6.0, 100.0, 0.9, Some(0.99))];
+        let md = report(&old, &new, "old", "new");
+        assert!(md.contains("is the raw ratio"), "{md}");
         assert!(md.contains("1 of 2 normalised"), "{md}");
     }
 
