@@ -752,20 +752,13 @@ impl<T: Element> CagraSearchSession<T> {
         if queries.rows() == 0 {
             return Ok((Neighbors::new(0, k), SearchStats::default()));
         }
-        let q = match self.queries.take() {
-            Some(q) if q.capacity() >= queries.rows() => q,
-            old => {
-                drop(old);
-                self.ctx.check_fits(
-                    DeviceMatrix::<T>::bytes_for(queries.rows(), queries.dim()),
-                    self.budget,
-                )?;
-                self.bufs.allocations += 1;
-                DeviceMatrix::with_capacity(&self.ctx, queries.rows(), queries.dim())?
-            }
-        };
-        let q = self.queries.insert(q);
-        q.upload_rows(&self.ctx, queries)?;
+        let q = DeviceMatrix::upload_reusing(
+            &mut self.queries,
+            &self.ctx,
+            queries,
+            self.budget,
+            &mut self.bufs.allocations,
+        )?;
         let dev = CagraSearchDevice {
             ctx: &self.ctx,
             budget: self.budget,

@@ -683,20 +683,13 @@ impl<T: Element> GgnnSearchSession<T> {
         if queries.rows() == 0 {
             return Ok((Neighbors::new(0, k), SearchStats::default()));
         }
-        let q = match self.queries.take() {
-            Some(q) if q.capacity() >= queries.rows() => q,
-            old => {
-                drop(old);
-                self.ctx.check_fits(
-                    DeviceMatrix::<T>::bytes_for(queries.rows(), queries.dim()),
-                    None,
-                )?;
-                self.bufs.allocations += 1;
-                DeviceMatrix::with_capacity(&self.ctx, queries.rows(), queries.dim())?
-            }
-        };
-        let q = self.queries.insert(q);
-        q.upload_rows(&self.ctx, queries)?;
+        let q = DeviceMatrix::upload_reusing(
+            &mut self.queries,
+            &self.ctx,
+            queries,
+            None,
+            &mut self.bufs.allocations,
+        )?;
         GgnnSearchDevice::new(&self.ctx).search_device_with(
             &mut self.bufs,
             &self.data,

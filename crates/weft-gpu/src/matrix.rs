@@ -46,6 +46,30 @@ impl<T: Element> DeviceMatrix<T> {
         (rows as u64) * (padded_stride(dim) as u64) * (std::mem::size_of::<T>() as u64)
     }
 
+    /// `data` uploaded into the matrix held in `slot` (a session's reused query
+    /// buffer): kept when its capacity suffices, else replaced by a new one of capacity
+    /// `data.rows()`, checked against `budget` first and counted in `allocations`.
+    pub fn upload_reusing<'s>(
+        slot: &'s mut Option<Self>,
+        ctx: &GpuContext,
+        data: DatasetView<'_, T>,
+        budget: Option<u64>,
+        allocations: &mut u64,
+    ) -> Result<&'s mut Self> {
+        let m = match slot.take() {
+            Some(m) if m.capacity() >= data.rows() => m,
+            old => {
+                drop(old);
+                ctx.check_fits(Self::bytes_for(data.rows(), data.dim()), budget)?;
+                *allocations += 1;
+                Self::with_capacity(ctx, data.rows(), data.dim())?
+            }
+        };
+        let m = slot.insert(m);
+        m.upload_rows(ctx, data)?;
+        Ok(m)
+    }
+
     /// A zeroed matrix with room for `capacity` rows of `dim` elements (and `rows() == 0`).
     pub fn with_capacity(ctx: &GpuContext, capacity: usize, dim: usize) -> Result<Self> {
         if dim == 0 {
