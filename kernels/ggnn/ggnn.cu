@@ -645,7 +645,8 @@ __device__ __forceinline__ u32 fresh_batch(Search& s, u32 cand, u32 self_id) {
 // before the row (the CPU tests each against the bound after the previous ones; the lists end
 // the same, up to equal distances, because a candidate that fails the later bound lands past
 // the best list's end and behind every entry that can still be popped). The row is the best k
-// without the point itself.
+// without the point itself. counts[2 li] and counts[2 li + 1] receive the pops and the scored
+// candidates of the searches in layer li (the S entry points count in layer ltop - 1).
 template <typename T>
 __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                       const u32* sel, const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm,
@@ -664,6 +665,8 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
     Search s;
     s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots), bcap, qcap, rcap,
            seen_slots);
+    // Pops and scored candidates of the current layer's search (the first also counts the S
+    // entry points), added to counts[2 li], counts[2 li + 1] when the layer is done.
     u32 n_pops = 0, n_scored = S;
     heads = heads < 1 ? 1 : heads > MAX_HEADS ? MAX_HEADS : heads;
     const u32 off_lm = row_off[lm];
@@ -755,10 +758,11 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
             flush();
             s.maybe_rebuild();
         }
-    }
-    if (lane == 0) {
-        atomicAdd(counts, (unsigned long long)n_pops);
-        atomicAdd(counts + 1, (unsigned long long)n_scored);
+        if (lane == 0) {
+            atomicAdd(counts + 2 * li, (unsigned long long)n_pops);
+            atomicAdd(counts + 2 * li + 1, (unsigned long long)n_scored);
+        }
+        n_pops = n_scored = 0;
     }
     // The row: the best k without v (the best list is warp-uniform shared memory).
     u32 j = 0;
@@ -780,7 +784,8 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
 // offered to the search's best candidates in order, and the first with a free slot (an atomic
 // counter below kf) takes it. Both distances of a popped row's fresh candidates are computed in
 // parallel; the push tests then run in row order, each against the best distance after the
-// previous pushes, exactly as on the CPU.
+// previous pushes, exactly as on the CPU. counts[0] and counts[1] receive the pops and the
+// scored candidates (the host passes layer l's pair).
 template <typename T>
 __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                     u32 off, u32 n, u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap,

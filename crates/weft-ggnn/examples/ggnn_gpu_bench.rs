@@ -181,7 +181,8 @@ fn main() -> weft_core::Result<()> {
                         p.layer,
                         (p.seconds * 1e4).round() / 1e4,
                         p.pops,
-                        p.scored
+                        p.scored,
+                        p.by_layer
                     ])
                 })
                 .collect();
@@ -191,7 +192,7 @@ fn main() -> weft_core::Result<()> {
                     "tuning": ti,
                     "timed_build_s": total,
                     "by_phase_s": kinds.iter().map(|(k, s)| serde_json::json!([k, (s * 1e4).round() / 1e4])).collect::<Vec<_>>(),
-                    "phases [phase, from, layer, s, pops, scored]": list,
+                    "phases [phase, from, layer, s, pops, scored, [[search layer, pops, scored]]]": list,
                 })
             );
         }

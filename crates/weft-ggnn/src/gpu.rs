@@ -18,6 +18,7 @@
 //! has the details.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use weft_core::{BuildCtx, DatasetView, Element, GraphBuilder, Metric, Result};
 use weft_gpu::ggnn::{GgnnBuild, GgnnConfig, GgnnPhaseTime, GgnnShape, GgnnTuning};
@@ -101,7 +102,8 @@ impl GgnnGpu {
     }
 
     /// Like [`Self::build_device`], also timing every phase (the device is synchronised around
-    /// each): the phases in order with their wall times.
+    /// each): the phases in order with their wall times, between the host's input check
+    /// (`check`) and its assembly of the `HierGraph` (`assemble`).
     pub fn build_device_timed<T: Element>(
         &self,
         data: &DeviceMatrix<T>,
@@ -122,7 +124,9 @@ impl GgnnGpu {
         ctx: &BuildCtx,
         timing: bool,
     ) -> Result<(HierGraph, GgnnStats, Vec<GgnnPhaseTime>)> {
+        let check_start = Instant::now();
         let z = check_inputs(data_host, params, ctx)?;
+        let check_s = check_start.elapsed().as_secs_f64();
         let cfg = GgnnConfig {
             k: params.k_build,
             tau: params.tau_build,
@@ -138,8 +142,24 @@ impl GgnnGpu {
             max_nn1: out.max_nn1,
             dropped_links: out.dropped_links,
         };
+        let mut phases = out.phases;
+        let assemble_start = Instant::now();
         let layers = out.layers.into_iter().map(|l| (l.ids, l.global)).collect();
-        Ok((assemble(z, params.k_build, layers)?, stats, out.phases))
+        let graph = assemble(z, params.k_build, layers)?;
+        if timing {
+            let host = |phase, seconds| GgnnPhaseTime {
+                phase,
+                layer: 0,
+                from: 0,
+                seconds,
+                pops: 0,
+                scored: 0,
+                by_layer: Vec::new(),
+            };
+            phases.insert(0, host("check", check_s));
+            phases.push(host("assemble", assemble_start.elapsed().as_secs_f64()));
+        }
+        Ok((graph, stats, phases))
     }
 
     /// Like [`GraphBuilder::build`], with the 1-NN statistics and the dropped-link count.

@@ -156,7 +156,8 @@ pub struct GgnnLayerOut {
 #[derive(Clone, Debug, PartialEq)]
 pub struct GgnnPhaseTime {
     /// `setup`, `top`, `select`, `merge`, `sym` (the searches), `sym_rebuild` (the rows'
-    /// second halves) or `download`.
+    /// second halves) or `download` (callers add their own host phases, such as `check` and
+    /// `assemble` in `weft_ggnn::GgnnGpu`).
     pub phase: &'static str,
     /// The layer the phase writes.
     pub layer: usize,
@@ -168,6 +169,10 @@ pub struct GgnnPhaseTime {
     pub pops: u64,
     /// Candidates the phase's searches scored (merge and sym; 0 otherwise).
     pub scored: u64,
+    /// `(layer, pops, scored)` of the phase's searches in each layer they ran in, top layer
+    /// first (a merge searches the layers below its top one; a merge's first layer also counts
+    /// the top segment's points it scored).
+    pub by_layer: Vec<(usize, u64, u64)>,
 }
 
 /// The result of a GPU build.
@@ -312,7 +317,8 @@ struct State {
     links: CudaSlice<u32>,
     link_cnt: CudaSlice<u32>,
     dropped: CudaSlice<u64>,
-    /// Pops and scored candidates of the searches so far (cumulative).
+    /// Pops and scored candidates of the searches so far, per layer (`2 l`, `2 l + 1`;
+    /// cumulative).
     counts: CudaSlice<u64>,
     row_off_dev: CudaSlice<u32>,
     row_off: Vec<usize>,
@@ -434,7 +440,7 @@ impl<'c> GgnnBuild<'c> {
             links: self.ctx.alloc_zeros::<u32>(shape.n * (k / 2).max(1))?,
             link_cnt: self.ctx.alloc_zeros::<u32>(shape.n)?,
             dropped: self.ctx.alloc_zeros::<u64>(1)?,
-            counts: self.ctx.alloc_zeros::<u64>(2)?,
+            counts: self.ctx.alloc_zeros::<u64>(2 * shape.layers)?,
             row_off_dev: self.ctx.upload(&row_off32)?,
             row_off,
             key: self.ctx.alloc_zeros::<u32>(shape.n)?,
@@ -452,7 +458,7 @@ impl<'c> GgnnBuild<'c> {
             mean_nn1: 0.0,
             st,
             phases: Vec::new(),
-            counted: (0, 0),
+            counted: vec![0; 2 * shape.layers],
         };
         if self.timing {
             self.ctx.synchronize()?;
@@ -463,6 +469,7 @@ impl<'c> GgnnBuild<'c> {
                 seconds: setup_start.elapsed().as_secs_f64(),
                 pops: 0,
                 scored: 0,
+                by_layer: Vec::new(),
             });
         }
         let layers = shape.layers;
@@ -515,6 +522,7 @@ impl<'c> GgnnBuild<'c> {
                 seconds: download_start.elapsed().as_secs_f64(),
                 pops: 0,
                 scored: 0,
+                by_layer: Vec::new(),
             });
         }
         Ok(out)
@@ -650,8 +658,8 @@ struct Run<'a, 'c, T: Element> {
     mean_nn1: f32,
     st: State,
     phases: Vec<GgnnPhaseTime>,
-    /// The search counters at the end of the last timed phase.
-    counted: (u64, u64),
+    /// The per-layer search counters at the end of the last timed phase.
+    counted: Vec<u64>,
 }
 
 impl<T: Element> Run<'_, '_, T> {
@@ -675,16 +683,24 @@ impl<T: Element> Run<'_, '_, T> {
         f(self)?;
         self.ctx().synchronize()?;
         let seconds = start.elapsed().as_secs_f64();
-        let counts = self.ctx().download(&self.st.counts, 2)?;
-        let (pops, scored) = (counts[0] - self.counted.0, counts[1] - self.counted.1);
-        self.counted = (counts[0], counts[1]);
+        let counts = self.ctx().download(&self.st.counts, self.counted.len())?;
+        let by_layer: Vec<(usize, u64, u64)> = (0..self.shape.layers)
+            .rev()
+            .map(|l| {
+                let pops = counts[2 * l] - self.counted[2 * l];
+                (l, pops, counts[2 * l + 1] - self.counted[2 * l + 1])
+            })
+            .filter(|&(_, pops, scored)| pops + scored > 0)
+            .collect();
+        self.counted = counts;
         self.phases.push(GgnnPhaseTime {
             phase,
             layer,
             from,
             seconds,
-            pops,
-            scored,
+            pops: by_layer.iter().map(|c| c.1).sum(),
+            scored: by_layer.iter().map(|c| c.2).sum(),
+            by_layer,
         });
         Ok(())
     }
@@ -810,6 +826,7 @@ impl<T: Element> Run<'_, '_, T> {
         let use_order = u32::from(keyed && self.st.have_order);
         let off_lm = self.st.row_off[lm] as u32;
         need(self.st.scratch.len(), (n_lm * k) as u64, "ggnn_merge out")?;
+        need(self.st.counts.len(), 2 * ltop as u64, "ggnn_merge counts")?;
         need(
             self.st.ids.len(),
             (self.st.n_rows * k) as u64,
@@ -922,6 +939,8 @@ impl<T: Element> Run<'_, '_, T> {
         let (n32, k32, kl32, kf32) = (u32_of(n, "layer size")?, k as u32, kl as u32, kf as u32);
         let max_pops = SYM_MAX_POPS;
         need(self.st.links.len(), (n * kf) as u64, "ggnn_sym links")?;
+        need(self.st.counts.len(), 2 * l as u64 + 2, "ggnn_sym counts")?;
+        let mut counts = self.st.counts.slice_mut(2 * l..2 * l + 2);
         let name = format!("ggnn_sym_{}", T::DTYPE.name());
         let f = ctx.function("ggnn", &name)?;
         let mut a = ctx.stream().launch_builder(&f);
@@ -945,7 +964,7 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&mut self.st.links)
             .arg(&mut self.st.link_cnt)
             .arg(&mut self.st.dropped)
-            .arg(&mut self.st.counts);
+            .arg(&mut counts);
         launch(
             ctx,
             &name,

@@ -307,8 +307,17 @@ proptest! {
         let z = shape3(g, k.max(20) + extra, s0_off % (g * g));
         let data = clustered_f32(z.n, dim, 12, seed);
         let view = DatasetView::new(&data, z.n, dim).unwrap();
-        // Inner product's nearest neighbours are hubs that a graph search reaches less well.
-        let min_recall = if metric == Metric::InnerProduct { 0.4 } else { 0.7 };
+        // Inner product's nearest neighbours are hubs that a graph search reaches less well. In
+        // 3 dimensions the CPU reference itself (weft_ggnn::GgnnCpu, k 8, no refinement, this
+        // generator) reaches only 0.54-0.75 (cosine) and 0.70-0.75 (L2) over 40 seeds, and the
+        // GPU build 0.61 on one draw, so those cases get a lower floor.
+        let min_recall = if metric == Metric::InnerProduct {
+            0.4
+        } else if dim == 3 {
+            0.45
+        } else {
+            0.7
+        };
         // Both search orders, with and without the locality order of the merges into layer 0.
         let tuning = GgnnTuning {
             merge_heads,
