@@ -38,7 +38,12 @@ namespace ggnn {
 constexpr u32 WARPS = 4;
 // The most warps per block of ggnn_merge_* and ggnn_sym_* (the host's SEARCH_WARPS; a launch
 // may use fewer when the per-warp search state needs more shared memory).
-constexpr u32 SEARCH_WARPS = 8;
+constexpr u32 SEARCH_WARPS = 4;
+// Blocks of SEARCH_WARPS warps per SM the merge and sym kernels are compiled for (register
+// budgets: 9 blocks of 4 warps leave 56 registers a thread, 36 warps an SM, as many as the
+// default search state's shared memory allows; 8 blocks leave 64).
+constexpr u32 MERGE_BLOCKS = 9;
+constexpr u32 SYM_BLOCKS = 8;
 // The constraint ball's centre between z and x_i (weft_ggnn::MIDPOINT).
 constexpr float MIDPOINT = 0.4f;
 // f32::EPSILON as f64.
@@ -167,15 +172,17 @@ constexpr u32 SCRATCH = 4 * 32;
 
 // The per-warp search state of merge and sym, in shared memory: a sorted best list, a sorted
 // bounded queue (each drops its worst entry when full) and a FIFO ring of the last pops, as in
-// the CPU's bounded cache, plus a "seen" hash set that replaces the CPU's membership test. The
-// seen set holds every id scored (or seeded) since it was last rebuilt; a candidate is scored
-// only when it is new to it. When more than half its slots are taken, it is rebuilt from the
-// best list, the queue and the ring: so it always holds every id the CPU would skip (those in
-// the three), and more. An insert probes at most MAX_PROBES slots; an id that finds none is
-// not recorded, and until the next rebuild every candidate that passes the bound is also
-// checked against the two lists, so they never hold an id twice. The candidates of one popped
-// row are handled as a batch: their distances are computed in parallel (teams of lanes), and
-// the ones that pass are merged into both lists at once. Every member function is called by
+// the CPU's bounded cache, plus a "seen" set that replaces the CPU's membership test. The seen
+// set holds every id scored (or seeded) since it was last rebuilt; a candidate is scored only
+// when it is new to it. When more than half its slots are taken, it is rebuilt from the best
+// list, the queue and the ring: so it always holds every id the CPU would skip (those in the
+// three), and more. It is a tag set of weft/hashset.cuh (2^seen_bits 16-bit slots, exact for
+// ids below 2^(seen_bits + TAG_BITS): the host checks the layer sizes) or, when `wide`, a
+// visited table of 2^seen_bits u32 slots probed at most MAX_PROBES times. An id that finds no
+// slot is not recorded, and until the next rebuild every candidate that passes the bound is
+// also checked against the two lists, so they never hold an id twice. The candidates of one
+// popped row are handled as a batch: their distances are computed in parallel (teams of lanes),
+// and the ones that pass are merged into both lists at once. Every member function is called by
 // the whole warp; lengths are warp-uniform registers.
 struct Search {
     float* bd;
@@ -187,28 +194,35 @@ struct Search {
     u32* ring;
     u32 rcap, nr, rh;
     u32* seen;
-    u32 seen_mask;
-    u32 fill;     // ids recorded in the seen set
-    bool forgot;  // an id was not recorded since the last rebuild
-    u32* cid;     // [32] fresh candidate ids of a batch, in row order
-    float* cd;    // [32] their distances
-    float* cm;    // [32] their midpoint distances (sym)
-    float* sd;    // [32] the passing candidates' distances, sorted
+    u32 seen_bits;  // log2 of the seen set's slots
+    bool wide;      // u32 slots (a visited table) instead of 16-bit tags
+    u32 fill;       // ids recorded in the seen set
+    bool forgot;    // an id was not recorded since the last rebuild
+    u32* cid;       // [32] fresh candidate ids of a batch, in row order
+    float* cd;      // [32] their distances
+    float* cm;      // [32] their midpoint distances (sym)
+    float* sd;      // [32] the passing candidates' distances, sorted
+
+    // Words of the seen set of `slots` slots.
+    __host__ __device__ static u32 seen_words(u32 slots, bool wide) {
+        return wide ? slots : slots / 2;
+    }
 
     // Words of shared memory one warp needs.
-    __host__ __device__ static u32 words(u32 best, u32 prioq, u32 ring_len, u32 seen_slots) {
-        return 2 * best + 2 * prioq + ring_len + seen_slots + SCRATCH;
+    __host__ __device__ static u32 words(u32 best, u32 prioq, u32 ring_len, u32 seen_slots,
+                                         bool wide) {
+        return 2 * best + 2 * prioq + ring_len + seen_words(seen_slots, wide) + SCRATCH;
     }
 
     __device__ __forceinline__ void init(u32* smem, u32 best, u32 prioq, u32 ring_len,
-                                         u32 seen_slots) {
+                                         u32 seen_slots, bool wide_slots) {
         bd = reinterpret_cast<float*>(smem);
         bi = smem + best;
         qd = reinterpret_cast<float*>(smem + 2 * best);
         qi = smem + 2 * best + prioq;
         ring = smem + 2 * best + 2 * prioq;
         seen = ring + ring_len;
-        u32* s = seen + seen_slots;
+        u32* s = seen + seen_words(seen_slots, wide_slots);
         cid = s;
         cd = reinterpret_cast<float*>(s + 32);
         cm = reinterpret_cast<float*>(s + 64);
@@ -216,7 +230,8 @@ struct Search {
         bcap = best;
         qcap = prioq;
         rcap = ring_len;
-        seen_mask = seen_slots - 1;
+        seen_bits = __ffs(seen_slots) - 1;
+        wide = wide_slots;
         nb = nq = nr = rh = fill = 0;
         forgot = false;
     }
@@ -224,25 +239,38 @@ struct Search {
     // Empties both lists.
     __device__ __forceinline__ void reset_lists() { nb = nq = 0; }
 
-    // Empties the seen set and the ring.
-    __device__ __forceinline__ void clear_seen() {
+    // Empties the seen set (every word all ones: INVALID slots, or two empty tags).
+    __device__ __forceinline__ void wipe_seen() {
         __syncwarp();
-        for (u32 j = lane_id(); j <= seen_mask; j += 32) seen[j] = INVALID;
-        nr = rh = fill = 0;
+        const u32 n = seen_words(1u << seen_bits, wide);
+        for (u32 j = lane_id(); j < n; j += 32) seen[j] = 0xffffffffu;
+        fill = 0;
         forgot = false;
         __syncwarp();
+    }
+
+    // Empties the seen set and the ring.
+    __device__ __forceinline__ void clear_seen() {
+        wipe_seen();
+        nr = rh = 0;
     }
 
     // Per lane: records `id` (when `active`) in the seen set; true when it was not there (or
     // could not be recorded: `lost`). Several lanes may insert at once.
     __device__ __forceinline__ bool see(u32 id, bool active, bool& lost) {
         if (!active) return false;
-        u32 h = visited_hash(id) & seen_mask;
+        if (!wide) {
+            const u32 r = tagset_insert(seen, seen_bits, id);
+            if (r == TAG_LOST) lost = true;
+            return r != TAG_SEEN;
+        }
+        const u32 mask = (1u << seen_bits) - 1u;
+        u32 h = visited_hash(id) & mask;
         for (u32 p = 0; p < MAX_PROBES; ++p) {
             const u32 prev = atomicCAS(&seen[h], INVALID, id);
             if (prev == INVALID) return true;
             if (prev == id) return false;
-            h = (h + 1) & seen_mask;
+            h = (h + 1) & mask;
         }
         lost = true;
         return true;
@@ -260,12 +288,8 @@ struct Search {
     // Rebuilds the seen set from the lists and the ring when more than half of it is taken or
     // an id was lost (between batches, when the lists are settled).
     __device__ __forceinline__ void maybe_rebuild() {
-        if (!forgot && 2 * fill <= seen_mask + 1) return;
-        __syncwarp();
-        for (u32 j = lane_id(); j <= seen_mask; j += 32) seen[j] = INVALID;
-        fill = 0;
-        forgot = false;
-        __syncwarp();
+        if (!forgot && 2 * fill <= (1u << seen_bits)) return;
+        wipe_seen();
         const u32 total = nb + nq + nr;
         for (u32 base = 0; base < total; base += 32) {
             const u32 j = base + lane_id();
@@ -647,13 +671,17 @@ __device__ __forceinline__ u32 fresh_batch(Search& s, u32 cand, u32 self_id) {
 // the best list's end and behind every entry that can still be popped). The row is the best k
 // without the point itself. counts[2 li] and counts[2 li + 1] receive the pops and the scored
 // candidates of the searches in layer li (the S entry points count in layer ltop - 1).
+// Locality keys, for the host's processing order of later passes (they change no result): with
+// bit 0 of key_mask, key1[v] receives the best layer-1 point of v's search (when it leaves
+// layer 1 for layer 0); with bit 1, key2[v] the best layer-2 point (when it leaves layer 2 for
+// layer 1).
 template <typename T>
 __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                       const u32* sel, const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm,
                       u32 s0, u32 s0_off, u32 S, u32 levels, float slack, u32 bcap, u32 qcap,
-                      u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32 heads,
-                      const u32* perm, u32 use_perm, u32* key_out, u32 key_layer, u32* out_ids,
-                      float* out_nn1, unsigned long long* counts) {
+                      u32 rcap, u32 seen_slots, u32 wide, u32 max_pops, u32 team, u32 heads,
+                      const u32* perm, u32 use_perm, u32* key1, u32* key2, u32 key_mask,
+                      u32* out_ids, float* out_nn1, unsigned long long* counts) {
     extern __shared__ u32 smem[];
     const u32 warp = threadIdx.x >> 5;
     const u32 slot = blockIdx.x * (blockDim.x >> 5) + warp;
@@ -663,8 +691,8 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
     const u32 v = use_perm ? perm[slot] : slot;
     const u32 lane = lane_id();
     Search s;
-    s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots), bcap, qcap, rcap,
-           seen_slots);
+    s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots, wide != 0), bcap, qcap,
+           rcap, seen_slots, wide != 0);
     // Pops and scored candidates of the current layer's search (the first also counts the S
     // entry points), added to counts[2 li], counts[2 li + 1] when the layer is done.
     u32 n_pops = 0, n_scored = S;
@@ -686,9 +714,11 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
         s.push_batch(has, d, id);
     }
     for (int li = (int)ltop - 1; li >= (int)lm; --li) {
-        // The locality key: the best point found in layer key_layer (0: none).
-        if (key_layer != 0 && (u32)(li + 1) == key_layer && lane == 0)
-            key_out[v] = s.nb > 0 ? s.bi[0] : 0u;
+        // The locality keys: the best point found in layer 1 or 2.
+        if (lane == 0 && s.nb > 0) {
+            if (li == 0 && (key_mask & 1u)) key1[v] = s.bi[0];
+            if (li == 1 && (key_mask & 2u)) key2[v] = s.bi[0];
+        }
         s.transform(sel + row_off[li + 1]);
         if ((u32)li == lm && !s.best_has(v)) {
             s.see_all(v, lane == 0);
@@ -785,24 +815,28 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
 // counter below kf) takes it. Both distances of a popped row's fresh candidates are computed in
 // parallel; the push tests then run in row order, each against the best distance after the
 // previous pushes, exactly as on the CPU. counts[0] and counts[1] receive the pops and the
-// scored candidates (the host passes layer l's pair).
+// scored candidates (the host passes layer l's pair). The points are taken in the order perm
+// when use_perm is set (which searches hand out their links first is a race in any order).
 template <typename T>
 __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,
                     u32 off, u32 n, u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap,
-                    u32 rcap, u32 seen_slots, u32 max_pops, u32 team, u32* links,
-                    u32* link_cnt, unsigned long long* dropped, unsigned long long* counts) {
+                    u32 rcap, u32 seen_slots, u32 wide, u32 max_pops, u32 team,
+                    const u32* perm, u32 use_perm, u32* links, u32* link_cnt,
+                    unsigned long long* dropped, unsigned long long* counts) {
     extern __shared__ u32 smem[];
     const u32 warp = threadIdx.x >> 5;
-    const u32 z = blockIdx.x * (blockDim.x >> 5) + warp;
-    if (z >= n) return;
+    const u32 slot = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (slot >= n) return;
+    // The point of this warp: the slot's entry of the processing order when there is one.
+    const u32 z = use_perm ? perm[slot] : slot;
     const u32 lane = lane_id();
     const u32 nvec = stride / Elem<T>::PER_VEC;
     const u32 teams = 32 / team;
     const u32 t = lane / team;
     const u32 tl = lane % team;
     Search s;
-    s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots), bcap, qcap, rcap,
-           seen_slots);
+    s.init(smem + warp * Search::words(bcap, qcap, rcap, seen_slots, wide != 0), bcap, qcap,
+           rcap, seen_slots, wide != 0);
     u32 n_pops = 0, n_scored = 0;
     const T* zq = data + (u64)(off == 0 ? z : glob[off + z]) * stride;
     for (u32 i = 0; i < kl; ++i) {
@@ -982,24 +1016,27 @@ extern "C" __global__ void ggnn_fill_u32(u32* dst, u64 len, u32 value) {
         ggnn::top<T>(data, stride, metric, glob + off, s0, s0_off, k, ids + (u64)off * k,        \
                      nn1 + off);                                                                 \
     }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, 1) ggnn_merge_##NAME( \
-        const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, const u32* sel, \
-        const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm, u32 s0, u32 s0_off, u32 S,       \
-        u32 levels, float slack, u32 bcap, u32 qcap, u32 rcap, u32 seen_slots, u32 max_pops,    \
-        u32 team, u32 heads, const u32* perm, u32 use_perm, u32* key_out, u32 key_layer,       \
-        u32* out_ids, float* nn1, u32 off_lm, unsigned long long* counts) {                      \
+    extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, ggnn::MERGE_BLOCKS)    \
+        ggnn_merge_##NAME(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, \
+                          const u32* sel, const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm,  \
+                          u32 s0, u32 s0_off, u32 S, u32 levels, float slack, u32 bcap, u32 qcap, \
+                          u32 rcap, u32 seen_slots, u32 wide, u32 max_pops, u32 team, u32 heads, \
+                          const u32* perm, u32 use_perm, u32* key1, u32* key2, u32 key_mask,      \
+                          u32* out_ids, float* nn1, u32 off_lm, unsigned long long* counts) {     \
         ggnn::merge<T>(data, stride, metric, ids, glob, sel, row_off, k, lm, ltop, n_lm, s0,     \
-                       s0_off, S, levels, slack, bcap, qcap, rcap, seen_slots, max_pops, team,  \
-                       heads, perm, use_perm, key_out, key_layer, out_ids, nn1 + off_lm,        \
+                       s0_off, S, levels, slack, bcap, qcap, rcap, seen_slots, wide, max_pops,  \
+                       team, heads, perm, use_perm, key1, key2, key_mask, out_ids, nn1 + off_lm, \
                        counts);                                                                  \
     }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, 1) ggnn_sym_##NAME(   \
-        const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, u32 off, u32 n, \
-        u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap, u32 rcap, u32 seen_slots,       \
-        u32 max_pops, u32 team, u32* links, u32* link_cnt, unsigned long long* dropped,         \
-        unsigned long long* counts) {                                                            \
+    extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, ggnn::SYM_BLOCKS)      \
+        ggnn_sym_##NAME(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,  \
+                        u32 off, u32 n, u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap,   \
+                        u32 rcap, u32 seen_slots, u32 wide, u32 max_pops, u32 team,              \
+                        const u32* perm, u32 use_perm, u32* links, u32* link_cnt,                 \
+                        unsigned long long* dropped, unsigned long long* counts) {                \
         ggnn::sym<T>(data, stride, metric, ids, glob, off, n, k, kl, kf, slack, bcap, qcap,      \
-                     rcap, seen_slots, max_pops, team, links, link_cnt, dropped, counts);        \
+                     rcap, seen_slots, wide, max_pops, team, perm, use_perm, links, link_cnt,    \
+                     dropped, counts);                                                           \
     }
 
 WEFT_GGNN_INSTANTIATE(float, f32)

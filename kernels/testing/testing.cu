@@ -69,3 +69,27 @@ extern "C" __global__ void testing_visited_set(const u32* ids, u32 per_block, u3
         contains[base + i] = visited_contains(slots, mask, ids[base + i]) ? 1 : 0;
     for (u32 i = threadIdx.x; i < size; i += blockDim.x) table[(u64)blockIdx.x * size + i] = slots[i];
 }
+
+// Tag sets: one block per run of `per_block` ids (blockDim.x threads), a shared-memory tag set of
+// 2^bits 16-bit slots. mode 0: all threads insert concurrently; mode 1: thread 0 inserts the ids
+// in order. answer[i] = tagset_insert's answer (TAG_SEEN, TAG_NEW or TAG_LOST); contains[i] =
+// tagset_contains after all inserts; table = the final 2^(bits - 1) words of each block.
+extern "C" __global__ void testing_tag_set(const u32* ids, u32 per_block, u32 bits, i32 mode,
+                                           u8* answer, u8* contains, u32* table) {
+    extern __shared__ u32 words[];
+    const u32 size = 1u << (bits - 1);
+    const u64 base = (u64)blockIdx.x * per_block;
+    for (u32 i = threadIdx.x; i < size; i += blockDim.x) words[i] = 0xffffffffu;
+    __syncthreads();
+    if (mode == 0) {
+        for (u32 i = threadIdx.x; i < per_block; i += blockDim.x)
+            answer[base + i] = (u8)tagset_insert(words, bits, ids[base + i]);
+    } else if (threadIdx.x == 0) {
+        for (u32 i = 0; i < per_block; ++i)
+            answer[base + i] = (u8)tagset_insert(words, bits, ids[base + i]);
+    }
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < per_block; i += blockDim.x)
+        contains[base + i] = tagset_contains(words, bits, ids[base + i]) ? 1 : 0;
+    for (u32 i = threadIdx.x; i < size; i += blockDim.x) table[(u64)blockIdx.x * size + i] = words[i];
+}

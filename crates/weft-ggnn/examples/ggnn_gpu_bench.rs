@@ -3,7 +3,7 @@
 //! ```text
 //! ggnn_gpu_bench [--preset sift] [--n 1000000] [--queries 10000] [--k 24] [--runs 2]
 //!                [--taus 0.0,0.2,0.35,0.5,0.65,0.8,1.0] [--check-sample 10000] [--timed 1]
-//!                [--tunings MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER]],...]
+//!                [--tunings MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER[:TAGS]]],...]
 //! ```
 //!
 //! `--tunings` (default: `GgnnTuning::default()` alone) times the build under each launch
@@ -74,8 +74,8 @@ fn main() -> weft_core::Result<()> {
             .map(|t| {
                 let f: Vec<u32> = t.split(':').map(|x| x.parse().expect("a number")).collect();
                 assert!(
-                    (4..=6).contains(&f.len()),
-                    "a tuning is MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER]]"
+                    (4..=7).contains(&f.len()),
+                    "a tuning is MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER[:TAGS]]]"
                 );
                 GgnnTuning {
                     merge_seen: f[0],
@@ -89,6 +89,9 @@ fn main() -> weft_core::Result<()> {
                     locality_order: f
                         .get(5)
                         .map_or(GgnnTuning::default().locality_order, |&o| o != 0),
+                    seen_tags: f
+                        .get(6)
+                        .map_or(GgnnTuning::default().seen_tags, |&o| o != 0),
                 }
             })
             .collect(),

@@ -24,8 +24,9 @@
 //!   the CPU;
 //! - inverse links are handed out with atomics (the CPU hands them out sequentially in `(z, i)`
 //!   order), so which links a full node takes can differ from run to run.
-//! - (not a difference in results) the merges into layer 0 from layer 2 or above process the
-//!   points grouped by the layer-2 point the previous such merge found nearest
+//! - (not a difference in results) the merges into layer 0 and the symmetric linking of layer 0
+//!   process the points grouped by the layer-1 point their previous merge found nearest, the
+//!   groups ordered by the layer-2 point nearest to that layer-1 point
 //!   ([`GgnnTuning::locality_order`]), for L2 reuse;
 //! - merge steps expand two queue heads at a time by default ([`GgnnTuning::merge_heads`]):
 //!   the second head is popped against the same bound before the first head's candidates are
@@ -50,8 +51,12 @@ use crate::matrix::DeviceMatrix;
 
 /// Warps per block of the top kernel (the kernels' `ggnn::WARPS`).
 const WARPS: u32 = 4;
-/// The most warps per block of the merge and sym kernels (the kernels' `ggnn::SEARCH_WARPS`).
-pub const SEARCH_WARPS: u32 = 8;
+/// The most warps per block of the merge and sym kernels (the kernels' `ggnn::SEARCH_WARPS`;
+/// their register budgets assume blocks of at most this many warps).
+pub const SEARCH_WARPS: u32 = 4;
+/// Tag bits of a seen set's 16-bit slots (the kernels' `TAG_BITS`): a tag set of `2^b` slots is
+/// exact for layers of at most `2^(b + TAG_BITS)` points.
+const TAG_BITS: u32 = 12;
 /// The most queue heads one merge step expands (the kernels' `ggnn::MAX_HEADS`).
 pub const MAX_HEADS: u32 = 2;
 /// Words of per-warp scratch of a search (the kernels' `ggnn::SCRATCH`).
@@ -155,8 +160,9 @@ pub struct GgnnLayerOut {
 /// The wall time of one phase of a build (only with [`GgnnBuild::with_timing`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GgnnPhaseTime {
-    /// `setup`, `top`, `select`, `merge`, `sym` (the searches), `sym_rebuild` (the rows'
-    /// second halves) or `download` (callers add their own host phases, such as `check` and
+    /// `setup`, `top`, `select`, `merge`, `order` (layer 0's processing order from the
+    /// locality keys), `sym` (the searches), `sym_rebuild` (the rows' second halves) or
+    /// `download` (callers add their own host phases, such as `check` and
     /// `assemble` in `weft_ggnn::GgnnGpu`).
     pub phase: &'static str,
     /// The layer the phase writes.
@@ -204,6 +210,10 @@ pub struct GgnnTuning {
     pub merge_seen: u32,
     /// Slots of a symmetric-link search's seen set: a power of two in `64..=8192`.
     pub sym_seen: u32,
+    /// Whether the seen sets hold 16-bit tags (`weft/hashset.cuh` tag sets: exact, half the
+    /// shared memory of u32 slots) where the layer is small enough (at most
+    /// `2^(log2(slots) + 12)` points; larger layers get u32 slots).
+    pub seen_tags: bool,
     /// 16-byte vectors each lane of a distance team reads, `1..=64` (the team size, a power of
     /// two up to 32 lanes, follows from it and the row length).
     pub vecs_per_lane: u32,
@@ -215,19 +225,22 @@ pub struct GgnnTuning {
     /// lists together. Above 1 this changes the search order (a head is popped before the
     /// previous heads' candidates are in the queue), not the bounds or the pop limit.
     pub merge_heads: u32,
-    /// Whether the merges into layer 0 from layer 2 or above process the points grouped by the
-    /// layer-2 point their previous such merge found nearest (the first uses the natural
-    /// order), so that the searches running together read nearby rows and share the L2 cache.
-    /// A pass reads the graph as it was before it (Jacobi), so the order does not change its
-    /// result.
+    /// Whether the merges into layer 0 (after the first) and the symmetric linking of layer 0
+    /// process the points grouped by the layer-1 point their last merge found nearest, the
+    /// groups ordered by the layer-2 point the last merge into layer 1 found nearest to that
+    /// layer-1 point, so that the searches running together read nearby rows and share the L2
+    /// cache. A merge reads the graph as it was before it (Jacobi), so the order does not
+    /// change its result; in the symmetric linking it changes only which searches hand out
+    /// their links first, a race in any order.
     pub locality_order: bool,
 }
 
 impl Default for GgnnTuning {
     fn default() -> Self {
         GgnnTuning {
-            merge_seen: 1024,
+            merge_seen: 2048,
             sym_seen: 512,
+            seen_tags: true,
             vecs_per_lane: 4,
             max_warps: 4,
             merge_heads: 2,
@@ -277,9 +290,17 @@ fn caps(best: usize, total: usize) -> (u32, u32, u32) {
     (best as u32, (sorted - best) as u32, ring as u32)
 }
 
-/// Words of shared memory of one warp's search state (the kernels' `Search::words`).
-fn search_words((best, prioq, ring): (u32, u32, u32), seen: u32) -> u32 {
-    2 * best + 2 * prioq + ring + seen + SEARCH_SCRATCH
+/// Words of shared memory of one warp's search state (the kernels' `Search::words`): the seen
+/// set's `seen` slots take a word each when `wide`, half a word otherwise.
+fn search_words((best, prioq, ring): (u32, u32, u32), seen: u32, wide: bool) -> u32 {
+    let seen_words = if wide { seen } else { seen / 2 };
+    2 * best + 2 * prioq + ring + seen_words + SEARCH_SCRATCH
+}
+
+/// Whether a seen set of `slots` slots searching a layer of `len` points needs u32 slots: tags
+/// are off, or the layer exceeds what `slots` tag slots name exactly.
+fn wide_seen(tags: bool, slots: u32, len: usize) -> bool {
+    !tags || len as u64 > 1u64 << (slots.trailing_zeros() + TAG_BITS)
 }
 
 /// Warps per block (at most `max_warps`) and dynamic shared-memory bytes of a merge or sym
@@ -322,9 +343,13 @@ struct State {
     counts: CudaSlice<u64>,
     row_off_dev: CudaSlice<u32>,
     row_off: Vec<usize>,
-    /// Per layer-0 point: the layer-2 point its last merge from layer 2 or above found nearest.
-    key: CudaSlice<u32>,
-    /// The processing order of the next merge into layer 0 (a permutation of layer 0).
+    /// Per layer-0 point: the layer-1 point its last merge found nearest.
+    key1: CudaSlice<u32>,
+    /// Per layer-1 point: the layer-2 point its last merge from layer 2 or above found nearest.
+    key2: CudaSlice<u32>,
+    /// Whether `key2` is filled.
+    have_key2: bool,
+    /// The processing order of layer 0's next merge and symmetric linking (a permutation).
     order: CudaSlice<u32>,
     /// Whether `order` holds an order from the keys (the natural order otherwise).
     have_order: bool,
@@ -364,9 +389,9 @@ impl<'c> GgnnBuild<'c> {
     pub fn bytes_for(shape: &GgnnShape, k: usize) -> u64 {
         let rows = shape.row_offsets()[shape.layers] as u64;
         let (n, k) = (shape.n as u64, k as u64);
-        // ids, glob, sel, nn1 over all rows; scratch n*k; links n*(k/2); counts, key, order n;
-        // small.
-        rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + 3 * n * 4 + 64
+        // ids, glob, sel, nn1 over all rows; scratch n*k; links n*(k/2); link counts, key1,
+        // order n; key2 at most n; small.
+        rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + 4 * n * 4 + 64
     }
 
     fn check(shape: &GgnnShape, k: usize, dim: usize) -> Result<()> {
@@ -443,7 +468,13 @@ impl<'c> GgnnBuild<'c> {
             counts: self.ctx.alloc_zeros::<u64>(2 * shape.layers)?,
             row_off_dev: self.ctx.upload(&row_off32)?,
             row_off,
-            key: self.ctx.alloc_zeros::<u32>(shape.n)?,
+            key1: self.ctx.alloc_zeros::<u32>(shape.n)?,
+            key2: self.ctx.alloc_zeros::<u32>(if shape.layers > 1 {
+                shape.layer_len(1)
+            } else {
+                1
+            })?,
+            have_key2: false,
             order: self.ctx.alloc_zeros::<u32>(shape.n)?,
             have_order: false,
         };
@@ -493,7 +524,7 @@ impl<'c> GgnnBuild<'c> {
             progress.advance(1);
             for lm in (0..t).rev() {
                 ctx.check_cancelled()?;
-                run.timed("merge", lm, t, |r| r.merge(t, lm))?;
+                run.merge_and_order(t, lm)?;
                 progress.advance(1);
                 ctx.check_cancelled()?;
                 run.sym(lm)?;
@@ -503,7 +534,7 @@ impl<'c> GgnnBuild<'c> {
         for _ in 0..cfg.refinement {
             for lm in (0..layers - 1).rev() {
                 ctx.check_cancelled()?;
-                run.timed("merge", lm, layers - 1, |r| r.merge(layers - 1, lm))?;
+                run.merge_and_order(layers - 1, lm)?;
                 progress.advance(1);
                 ctx.check_cancelled()?;
                 run.sym(lm)?;
@@ -645,6 +676,26 @@ fn top_kernel<T: Element>(
         a,
         cfg((segments, 1, 1), WARPS * 32, WARPS * 2 * k32 * 4),
     )
+}
+
+/// The indices `0..keys.len()` sorted stably by their key (keys above `buckets - 1` count as
+/// `buckets - 1`): a counting sort.
+fn counting_order(keys: &[u32], buckets: usize) -> Vec<u32> {
+    let buckets = buckets.max(1);
+    let mut start = vec![0usize; buckets + 1];
+    for &c in keys {
+        start[(c as usize).min(buckets - 1) + 1] += 1;
+    }
+    for b in 0..buckets {
+        start[b + 1] += start[b];
+    }
+    let mut order = vec![0u32; keys.len()];
+    for (v, &c) in keys.iter().enumerate() {
+        let b = (c as usize).min(buckets - 1);
+        order[start[b]] = v as u32;
+        start[b] += 1;
+    }
+    order
 }
 
 /// One build in progress.
@@ -799,10 +850,12 @@ impl<T: Element> Run<'_, '_, T> {
         let n_lm = z.layer_len(lm);
         let (bcap, qcap, rcap) = caps(k + 1, MERGE_CACHE);
         let seen = self.g.tuning.merge_seen;
+        let wide = wide_seen(self.g.tuning.seen_tags, seen, n_lm);
         let (warps, smem) = search_launch(
-            search_words((bcap, qcap, rcap), seen),
+            search_words((bcap, qcap, rcap), seen, wide),
             self.g.tuning.max_warps,
         );
+        let wide32 = u32::from(wide);
         let team = self.team();
         let levels = u32_of(z.g.pow((ltop - lm) as u32), "levels")?;
         let (s0, s0_off) = z.seg(lm);
@@ -820,10 +873,12 @@ impl<T: Element> Run<'_, '_, T> {
         );
         let max_pops = MERGE_MAX_POPS;
         let heads = self.g.tuning.merge_heads;
-        // Locality keys: the best layer-2 point, from merges into layer 0 from layer 2 or above.
-        let keyed = self.g.tuning.locality_order && lm == 0 && ltop >= 2;
-        let key_layer: u32 = if keyed { 2 } else { 0 };
-        let use_order = u32::from(keyed && self.st.have_order);
+        // Locality keys (when the order is on): a merge into layer 0 records each point's best
+        // layer-1 point, a merge into layer 1 from layer 2 or above its best layer-2 point.
+        let ordered = self.g.tuning.locality_order;
+        let key_mask =
+            u32::from(ordered && lm == 0) | (u32::from(ordered && lm == 1 && ltop >= 2) << 1);
+        let use_order = u32::from(ordered && lm == 0 && self.st.have_order);
         let off_lm = self.st.row_off[lm] as u32;
         need(self.st.scratch.len(), (n_lm * k) as u64, "ggnn_merge out")?;
         need(self.st.counts.len(), 2 * ltop as u64, "ggnn_merge counts")?;
@@ -855,13 +910,15 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&qcap)
             .arg(&rcap)
             .arg(&seen)
+            .arg(&wide32)
             .arg(&max_pops)
             .arg(&team)
             .arg(&heads)
             .arg(&self.st.order)
             .arg(&use_order)
-            .arg(&mut self.st.key)
-            .arg(&key_layer)
+            .arg(&mut self.st.key1)
+            .arg(&mut self.st.key2)
+            .arg(&key_mask)
             .arg(&mut self.st.scratch)
             .arg(&mut self.st.nn1)
             .arg(&off_lm)
@@ -877,31 +934,47 @@ impl<T: Element> Run<'_, '_, T> {
         if lm == 0 {
             self.update_stats()?;
         }
-        if keyed {
-            self.reorder()?;
+        if key_mask & 2 != 0 {
+            self.st.have_key2 = true;
         }
         Ok(())
     }
 
-    /// The next merge into layer 0 processes the points grouped by their locality keys (a
-    /// stable counting sort on the host; the keys are layer-2 local ids).
+    /// A merge into layer `lm` followed, after a merge into layer 0 with the locality order on,
+    /// by the new processing order of layer 0 (phase `order`).
+    fn merge_and_order(&mut self, ltop: usize, lm: usize) -> Result<()> {
+        self.timed("merge", lm, ltop, |r| r.merge(ltop, lm))?;
+        if lm == 0 && self.g.tuning.locality_order {
+            self.timed("order", 0, 0, |r| r.reorder())?;
+        }
+        Ok(())
+    }
+
+    /// Layer 0's next merge and symmetric linking process the points grouped by the layer-1
+    /// point their last merge found nearest (`key1`), the groups ordered by the layer-2 point
+    /// nearest to that layer-1 point (`key2`, once a merge into layer 1 from layer 2 or above
+    /// has recorded it; by layer-1 id before). Stable counting sorts on the host.
     fn reorder(&mut self) -> Result<()> {
         let n = self.shape.n;
-        let buckets = self.shape.layer_len(2);
-        let key = self.ctx().download(&self.st.key, n)?;
-        let mut start = vec![0usize; buckets + 1];
-        for &c in &key {
-            start[(c as usize).min(buckets - 1) + 1] += 1;
-        }
-        for b in 0..buckets {
-            start[b + 1] += start[b];
-        }
-        let mut order = vec![0u32; n];
-        for (v, &c) in key.iter().enumerate() {
-            let b = (c as usize).min(buckets - 1);
-            order[start[b]] = v as u32;
-            start[b] += 1;
-        }
+        let l1 = self.shape.layer_len(1);
+        let key1 = self.ctx().download(&self.st.key1, n)?;
+        // The rank of each layer-1 point: its position in the order by (key2, id).
+        let rank: Vec<u32> = if self.st.have_key2 && self.shape.layers > 2 {
+            let key2 = self.ctx().download(&self.st.key2, l1)?;
+            let by_key2 = counting_order(&key2, self.shape.layer_len(2));
+            let mut rank = vec![0u32; l1];
+            for (r, &p) in by_key2.iter().enumerate() {
+                rank[p as usize] = r as u32;
+            }
+            rank
+        } else {
+            (0..l1 as u32).collect()
+        };
+        let keys: Vec<u32> = key1
+            .iter()
+            .map(|&p| rank[(p as usize).min(l1 - 1)])
+            .collect();
+        let order = counting_order(&keys, l1);
         self.st.order = self.ctx().upload(&order)?;
         self.st.have_order = true;
         Ok(())
@@ -924,10 +997,13 @@ impl<T: Element> Run<'_, '_, T> {
         let n = self.shape.layer_len(l);
         let (bcap, qcap, rcap) = caps(kf, SYM_CACHE);
         let seen = self.g.tuning.sym_seen;
+        let wide = wide_seen(self.g.tuning.seen_tags, seen, n);
         let (warps, smem) = search_launch(
-            search_words((bcap, qcap, rcap), seen),
+            search_words((bcap, qcap, rcap), seen, wide),
             self.g.tuning.max_warps,
         );
+        let wide32 = u32::from(wide);
+        let use_order = u32::from(l == 0 && self.st.have_order);
         let team = self.team();
         let slack = self.slack();
         let ctx = self.g.ctx;
@@ -959,8 +1035,11 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&qcap)
             .arg(&rcap)
             .arg(&seen)
+            .arg(&wide32)
             .arg(&max_pops)
             .arg(&team)
+            .arg(&self.st.order)
+            .arg(&use_order)
             .arg(&mut self.st.links)
             .arg(&mut self.st.link_cnt)
             .arg(&mut self.st.dropped)
@@ -1029,5 +1108,35 @@ impl<T: Element> Run<'_, '_, T> {
             dropped_links: dropped,
             phases: self.phases,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counting_order_is_a_stable_sort_by_key() {
+        let keys = [3u32, 1, 3, 0, 1, 9, 2];
+        // Keys past the last bucket count as the last bucket (3 here).
+        assert_eq!(counting_order(&keys, 4), vec![3, 1, 4, 6, 0, 2, 5]);
+        assert_eq!(counting_order(&[], 4), Vec::<u32>::new());
+        assert_eq!(counting_order(&[5, 5, 5], 1), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn seen_sets_are_wide_only_when_tags_cannot_name_the_layer() {
+        // 2048 tag slots name 2^23 ids exactly.
+        assert!(!wide_seen(true, 2048, 1 << 23));
+        assert!(wide_seen(true, 2048, (1 << 23) + 1));
+        assert!(!wide_seen(true, 64, 1 << 18));
+        assert!(wide_seen(true, 64, (1 << 18) + 1));
+        assert!(wide_seen(false, 2048, 10));
+        // Tags take half the words of u32 slots.
+        let caps = (25, 39, 192);
+        assert_eq!(
+            search_words(caps, 2048, false) + 1024,
+            search_words(caps, 2048, true)
+        );
     }
 }

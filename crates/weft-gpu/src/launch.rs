@@ -351,6 +351,51 @@ pub(crate) struct VisitedSetRun {
     pub mode: i32,
 }
 
+/// `testing_tag_set`: inserts runs of ids into shared-memory tag sets of `2^bits` 16-bit slots
+/// (`run.bits` in 1..=14; the ids must be below `2^(bits + 12)`).
+pub(crate) fn testing_tag_set(
+    ctx: &GpuContext,
+    run: &VisitedSetRun,
+    ids: &CudaView<'_, u32>,
+    answer: &mut CudaViewMut<'_, u8>,
+    contains: &mut CudaViewMut<'_, u8>,
+    table: &mut CudaViewMut<'_, u32>,
+) -> Result<()> {
+    if run.bits == 0 || run.bits > 14 {
+        return Err(Error::InvalidInput(format!(
+            "tag set of 2^{} slots: bits must be in 1..=14 (32 KiB of shared memory)",
+            run.bits
+        )));
+    }
+    let n = run.per_block as u64 * run.blocks as u64;
+    need(ids.len(), n, "tag set ids")?;
+    need(answer.len(), n, "tag set answers")?;
+    need(contains.len(), n, "tag set membership")?;
+    need(
+        table.len(),
+        (run.blocks as u64) << (run.bits - 1),
+        "tag set tables",
+    )?;
+    if n == 0 {
+        return Ok(());
+    }
+    let f = ctx.function("testing", "testing_tag_set")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(ids)
+        .arg(&run.per_block)
+        .arg(&run.bits)
+        .arg(&run.mode)
+        .arg(answer)
+        .arg(contains)
+        .arg(table);
+    launch(
+        ctx,
+        "testing_tag_set",
+        a,
+        cfg((run.blocks, 1, 1), 256, 2 << run.bits),
+    )
+}
+
 /// `testing_visited_set`: inserts runs of ids into shared-memory visited sets.
 pub(crate) fn testing_visited_set(
     ctx: &GpuContext,

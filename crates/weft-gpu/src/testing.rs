@@ -162,3 +162,64 @@ pub fn visited_set_on_device(
         tables: ctx.download(&table, slots)?,
     })
 }
+
+/// What [`tag_set_on_device`] returns: per id, the insert's answer and whether the set holds it
+/// afterwards; per run, the final words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TagSetResult {
+    /// The answer of each id's insert: 0 already there, 1 new, 2 lost (not recorded).
+    pub answers: Vec<u8>,
+    /// `tagset_contains` of each id after all inserts.
+    pub contains: Vec<bool>,
+    /// The `2^(bits - 1)` words of each run, run after run (two 16-bit slots a word, the
+    /// lower slot in the low half; `0xFFFF` = empty).
+    pub tables: Vec<u32>,
+}
+
+/// Runs kernel `testing_tag_set` (the tag sets of `weft/hashset.cuh`): `ids` (each below
+/// `2^(bits + 12)`) split into runs of `per_block`, each inserted into its own shared-memory tag
+/// set of `2^bits` slots, concurrently by 256 threads (`exclusive == false`) or in order by one
+/// thread.
+pub fn tag_set_on_device(
+    ctx: &GpuContext,
+    ids: &[NodeId],
+    per_block: usize,
+    bits: u32,
+    exclusive: bool,
+) -> Result<TagSetResult> {
+    if per_block == 0 || !ids.len().is_multiple_of(per_block) {
+        return Err(weft_core::Error::InvalidInput(
+            "tag set ids must be whole runs of per_block > 0".into(),
+        ));
+    }
+    let blocks = ids.len() / per_block;
+    let run = launch::VisitedSetRun {
+        per_block: per_block as u32,
+        bits,
+        blocks: blocks as u32,
+        mode: i32::from(exclusive),
+    };
+    let n = ids.len();
+    let words = blocks << bits.clamp(1, 14).saturating_sub(1);
+    let d_ids = ctx.upload(ids)?;
+    let mut answers = ctx.alloc_zeros::<u8>(n)?;
+    let mut contains = ctx.alloc_zeros::<u8>(n)?;
+    let mut table = ctx.alloc_zeros::<u32>(words.max(1))?;
+    launch::testing_tag_set(
+        ctx,
+        &run,
+        &d_ids.slice(0..n.max(1)),
+        &mut answers.slice_mut(0..n.max(1)),
+        &mut contains.slice_mut(0..n.max(1)),
+        &mut table.slice_mut(0..words.max(1)),
+    )?;
+    Ok(TagSetResult {
+        answers: ctx.download(&answers, n)?,
+        contains: ctx
+            .download(&contains, n)?
+            .into_iter()
+            .map(|b| b != 0)
+            .collect(),
+        tables: ctx.download(&table, words)?,
+    })
+}

@@ -318,10 +318,12 @@ proptest! {
         } else {
             0.7
         };
-        // Both search orders, with and without the locality order of the merges into layer 0.
+        // Both search orders, with and without the locality order of layer 0, and both kinds
+        // of seen sets (16-bit tags, u32 ids).
         let tuning = GgnnTuning {
             merge_heads,
             locality_order: merge_heads == 2,
+            seen_tags: seed % 3 != 0,
             ..GgnnTuning::default()
         };
         check_build(&ctx, view, metric, &z, k, refinement, seed, min_recall, tuning);
@@ -357,20 +359,23 @@ fn ggnn_build_with_small_seen_sets_and_one_warp() {
         return;
     };
     // 64-slot seen sets forget often (candidates scored again, the lists checked directly),
-    // one lane per candidate, one warp per block: the same invariants.
-    let tuning = GgnnTuning {
-        merge_seen: 64,
-        sym_seen: 64,
-        vecs_per_lane: 64,
-        max_warps: 1,
-        merge_heads: 2,
-        locality_order: false,
-    };
-    for (metric, k) in [(Metric::L2Squared, 16), (Metric::Cosine, 40)] {
-        let z = shape3(3, 45, 4);
-        let data = clustered_f32(z.n, 20, 6, 5);
-        let view = DatasetView::new(&data, z.n, 20).unwrap();
-        check_build(&ctx, view, metric, &z, k, 1, 3, 0.6, tuning);
+    // one lane per candidate, one warp per block: the same invariants, with tags and u32 slots.
+    for seen_tags in [true, false] {
+        let tuning = GgnnTuning {
+            merge_seen: 64,
+            sym_seen: 64,
+            seen_tags,
+            vecs_per_lane: 64,
+            max_warps: 1,
+            merge_heads: 2,
+            locality_order: seen_tags,
+        };
+        for (metric, k) in [(Metric::L2Squared, 16), (Metric::Cosine, 40)] {
+            let z = shape3(3, 45, 4);
+            let data = clustered_f32(z.n, 20, 6, 5);
+            let view = DatasetView::new(&data, z.n, 20).unwrap();
+            check_build(&ctx, view, metric, &z, k, 1, 3, 0.6, tuning);
+        }
     }
 }
 
@@ -459,7 +464,7 @@ fn ggnn_build_rejects_bad_shapes() {
             ..GgnnTuning::default()
         },
         GgnnTuning {
-            max_warps: 9,
+            max_warps: 5,
             ..GgnnTuning::default()
         },
         GgnnTuning {

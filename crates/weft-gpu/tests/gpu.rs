@@ -8,8 +8,8 @@ use weft_core::distance::reference_distance;
 use weft_core::rng::{SplitMix64, below, hash3, mix64};
 use weft_core::{BuildCtx, Dataset, Element, Error, INVALID, KnnGraphBuilder, Metric, NoParams};
 use weft_gpu::testing::{
-    gpu_or_skip, gpu_required, pair_distances_on_device, rng_on_device, visited_set_on_device,
-    warp_sort_on_device,
+    gpu_or_skip, gpu_required, pair_distances_on_device, rng_on_device, tag_set_on_device,
+    visited_set_on_device, warp_sort_on_device,
 };
 use weft_gpu::{DeviceMatrix, ExactGpu, GpuContext, KernelLoadPath, KernelMode, probe};
 use weft_graph::exact::{exact_knn_graph, exact_search};
@@ -227,6 +227,154 @@ fn visited_set_matches_model() {
                     .collect();
                 new_ids.sort_unstable();
                 prop_assert_eq!(&new_ids, &distinct, "one 'new' per distinct id");
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// `tag_hash` of weft/hashset.cuh: a bijection of `[0, 2^key_bits)`.
+fn tag_hash(id: u32, key_bits: u32) -> u32 {
+    let mask = if key_bits >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << key_bits) - 1
+    };
+    let s = key_bits / 2;
+    let mut x = id & mask;
+    x ^= x >> s;
+    x = x.wrapping_mul(0x9e37_79b1) & mask;
+    x ^= x >> s;
+    x = x.wrapping_mul(0x85eb_ca6b) & mask;
+    x ^= x >> s;
+    x
+}
+
+/// Tag bits, probe limit and empty slot of a tag set (weft/hashset.cuh).
+const TAG_BITS: u32 = 12;
+const TAG_PROBES: u32 = 15;
+const TAG_EMPTY: u32 = 0xffff;
+
+/// The slot of a tag set's words.
+fn tag_slot(words: &[u32], pos: u32) -> u32 {
+    (words[(pos >> 1) as usize] >> ((pos & 1) * 16)) & 0xffff
+}
+
+/// CPU model of in-order inserts into a tag set of `2^bits` slots: each insert's answer (0 seen,
+/// 1 new, 2 lost) and the final words.
+fn tag_set_model(ids: &[u32], bits: u32) -> (Vec<u8>, Vec<u32>) {
+    let mask = (1u32 << bits) - 1;
+    let mut words = vec![u32::MAX; 1 << (bits - 1)];
+    let answers = ids
+        .iter()
+        .map(|&id| {
+            let h = tag_hash(id, bits + TAG_BITS);
+            let mut pos = h & mask;
+            for probe in 0..TAG_PROBES {
+                let entry = (probe << TAG_BITS) | (h >> bits);
+                let slot = tag_slot(&words, pos);
+                if slot == entry {
+                    return 0;
+                }
+                if slot == TAG_EMPTY {
+                    let shift = (pos & 1) * 16;
+                    let w = &mut words[(pos >> 1) as usize];
+                    *w = (*w & !(0xffff << shift)) | (entry << shift);
+                    return 1;
+                }
+                pos = (pos + 1) & mask;
+            }
+            2
+        })
+        .collect();
+    (answers, words)
+}
+
+/// The ids a tag set's words hold, each named through `by_hash` (hash -> id of the inserted
+/// ids); `None` if a slot holds an entry that names no inserted id.
+fn tag_set_held(
+    words: &[u32],
+    bits: u32,
+    by_hash: &std::collections::HashMap<u32, u32>,
+) -> Option<Vec<u32>> {
+    let mask = (1u32 << bits) - 1;
+    let mut held = Vec::new();
+    for pos in 0..=mask {
+        let e = tag_slot(words, pos);
+        if e == TAG_EMPTY {
+            continue;
+        }
+        let home = pos.wrapping_sub(e >> TAG_BITS) & mask;
+        let h = ((e & ((1 << TAG_BITS) - 1)) << bits) | home;
+        held.push(*by_hash.get(&h)?);
+    }
+    held.sort_unstable();
+    Some(held)
+}
+
+#[test]
+fn tag_hash_is_a_bijection() {
+    for key_bits in [13u32, 14, 17, 20] {
+        let mut seen = vec![false; 1 << key_bits];
+        for id in 0..1u32 << key_bits {
+            let h = tag_hash(id, key_bits);
+            assert!(
+                h < 1 << key_bits && !seen[h as usize],
+                "key_bits {key_bits} id {id}"
+            );
+            seen[h as usize] = true;
+        }
+    }
+}
+
+/// Tag sets (weft/hashset.cuh): in-order inserts match the CPU model slot for slot (full sets
+/// and lost ids included); concurrent inserts say "new" exactly once per id they hold, hold only
+/// inserted ids, each once, and membership agrees with what they hold.
+#[test]
+fn tag_set_matches_model() {
+    let Some(ctx) = gpu_or_skip("tag_set_matches_model") else {
+        return;
+    };
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        ..Config::default()
+    });
+    let strategy = (1usize..900, 1u32..12, 1u32..24, 1usize..4, any::<u64>());
+    runner
+        .run(&strategy, |(per_block, bits, range_bits, blocks, seed)| {
+            let mut r = SplitMix64::new(seed);
+            let range = 1u64 << range_bits.min(bits + TAG_BITS);
+            let ids: Vec<u32> = (0..per_block * blocks)
+                .map(|_| below(r.next_u64(), range) as u32)
+                .collect();
+            let ordered = tag_set_on_device(&ctx, &ids, per_block, bits, true).unwrap();
+            let shared = tag_set_on_device(&ctx, &ids, per_block, bits, false).unwrap();
+            let words = 1usize << (bits - 1);
+            for (b, run) in ids.chunks(per_block).enumerate() {
+                let (answers, table) = tag_set_model(run, bits);
+                let at = b * per_block..(b + 1) * per_block;
+                prop_assert_eq!(&ordered.answers[at.clone()], &answers[..]);
+                prop_assert_eq!(&ordered.tables[b * words..(b + 1) * words], &table[..]);
+                let by_hash: std::collections::HashMap<u32, u32> = run
+                    .iter()
+                    .map(|&id| (tag_hash(id, bits + TAG_BITS), id))
+                    .collect();
+                for (tables, res) in [(&ordered.tables, &ordered), (&shared.tables, &shared)] {
+                    let held = tag_set_held(&tables[b * words..(b + 1) * words], bits, &by_hash);
+                    prop_assert!(held.is_some(), "a slot names an id never inserted");
+                    let held = held.unwrap();
+                    prop_assert!(held.windows(2).all(|w| w[0] < w[1]), "an id held twice");
+                    for (i, &id) in run.iter().enumerate() {
+                        let is_held = held.binary_search(&id).is_ok();
+                        prop_assert_eq!(res.contains[b * per_block + i], is_held);
+                        let news = run
+                            .iter()
+                            .zip(&res.answers[at.clone()])
+                            .filter(|&(&x, &a)| x == id && a == 1)
+                            .count();
+                        prop_assert_eq!(news, usize::from(is_held), "id {}", id);
+                    }
+                }
             }
             Ok(())
         })

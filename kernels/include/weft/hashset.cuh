@@ -73,4 +73,85 @@ __device__ __forceinline__ bool visited_contains(const NodeId* slots, u32 mask, 
     return false;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Tag sets: exact sets of ids in half the space of a visited table.
+//
+// A tag set of 2^bits slots of 16 bits (2^(bits - 1) words of u32; bits >= 1) holds ids below
+// 2^(bits + TAG_BITS). Each id is mapped by tag_hash, a bijection of [0, 2^(bits + TAG_BITS)),
+// to a home slot (the low `bits` bits) and a tag (the high TAG_BITS bits). An id stored
+// `probe` slots after its home (linear probing, at most TAG_PROBES slots) is the 16-bit entry
+// (probe << TAG_BITS) | tag, so the entry and its slot name the id exactly: no two ids share an
+// entry in the same slot, and membership is exact (no false positives, unlike a filter). Empty
+// slots hold TAG_EMPTY (probe 15 never occurs). An id whose TAG_PROBES slots are all taken by
+// others is not recorded ("lost"), as in a full visited table.
+//
+// The Rust oracle test (crates/weft-gpu/tests/gpu.rs, tag_set_*) models it bit for bit.
+
+// Tag bits of an entry.
+constexpr u32 TAG_BITS = 12;
+// The most slots an insert or lookup probes.
+constexpr u32 TAG_PROBES = 15;
+// An empty slot.
+constexpr u32 TAG_EMPTY = 0xFFFFu;
+// What tagset_insert reports.
+constexpr u32 TAG_SEEN = 0, TAG_NEW = 1, TAG_LOST = 2;
+
+// A bijection of [0, 2^key_bits) (key_bits in 13..=32): xor-shifts and odd multiplications
+// modulo 2^key_bits, so consecutive ids spread over the home slots.
+__device__ __forceinline__ u32 tag_hash(u32 id, u32 key_bits) {
+    const u32 mask = key_bits >= 32 ? 0xffffffffu : (1u << key_bits) - 1u;
+    const u32 s = key_bits / 2;
+    u32 x = id & mask;
+    x ^= x >> s;
+    x = (x * 0x9e3779b1u) & mask;
+    x ^= x >> s;
+    x = (x * 0x85ebca6bu) & mask;
+    x ^= x >> s;
+    return x;
+}
+
+// Inserts `id` (below 2^(bits + TAG_BITS)) into a tag set of 2^bits slots that several threads
+// may update at once (every write is an atomicCAS on the word holding the slot). Returns TAG_NEW
+// if it was not there (exactly one of several concurrent inserts of the same id), TAG_SEEN if it
+// was, TAG_LOST if it could not be recorded.
+__device__ __forceinline__ u32 tagset_insert(u32* words, u32 bits, u32 id) {
+    const u32 h = tag_hash(id, bits + TAG_BITS);
+    const u32 mask = (1u << bits) - 1u;
+    const u32 tag = h >> bits;
+    u32 pos = h & mask;
+    for (u32 probe = 0; probe < TAG_PROBES; ++probe) {
+        const u32 entry = (probe << TAG_BITS) | tag;
+        u32* w = &words[pos >> 1];
+        const u32 shift = (pos & 1u) * 16u;
+        // Guess that the whole word is empty; a failed CAS returns the word as it is.
+        u32 cur = 0xffffffffu;
+        for (;;) {
+            const u32 slot = (cur >> shift) & 0xffffu;
+            if (slot == entry) return TAG_SEEN;
+            if (slot != TAG_EMPTY) break;
+            const u32 want = (cur & ~(0xffffu << shift)) | (entry << shift);
+            const u32 prev = atomicCAS(w, cur, want);
+            if (prev == cur) return TAG_NEW;
+            cur = prev;
+        }
+        pos = (pos + 1u) & mask;
+    }
+    return TAG_LOST;
+}
+
+// Whether `id` is in the tag set (no concurrent insert of `id` assumed).
+__device__ __forceinline__ bool tagset_contains(const u32* words, u32 bits, u32 id) {
+    const u32 h = tag_hash(id, bits + TAG_BITS);
+    const u32 mask = (1u << bits) - 1u;
+    const u32 tag = h >> bits;
+    u32 pos = h & mask;
+    for (u32 probe = 0; probe < TAG_PROBES; ++probe) {
+        const u32 slot = (words[pos >> 1] >> ((pos & 1u) * 16u)) & 0xffffu;
+        if (slot == ((probe << TAG_BITS) | tag)) return true;
+        if (slot == TAG_EMPTY) return false;
+        pos = (pos + 1u) & mask;
+    }
+    return false;
+}
+
 }  // namespace weft
