@@ -3,9 +3,14 @@
 use std::ops::Range;
 
 use ndarray::{ArrayView2, ShapeBuilder};
+use rayon::prelude::*;
 
 use crate::buffer::SharedSlice;
-use crate::{Element, Error, Result};
+use crate::{DType, Element, Error, Result};
+
+/// Bytes of data that [`DatasetView::check_finite`] tests as one parallel task (whole rows; at
+/// least one row).
+const FINITE_BLOCK_BYTES: usize = 64 << 10;
 
 /// A borrowed, row-major set of `rows` vectors of dimension `dim`; row `i` starts at element
 /// `i * stride` (`stride >= dim`).
@@ -146,18 +151,54 @@ impl<'a, T: Element> DatasetView<'a, T> {
         (self.stride == self.dim).then(|| &self.data[..self.rows * self.dim])
     }
 
-    /// Fails with [`Error::NonFinite`] naming the first NaN or infinite value.
+    /// Fails with [`Error::NonFinite`] naming the first NaN or infinite value (the lowest row,
+    /// then the lowest column). Integer views pass without a scan; float views are tested in
+    /// blocks of whole rows of about 64 KiB on rayon's pool (or the installed one), and only
+    /// the lowest failing block is searched for the exact position.
     pub fn check_finite(&self) -> Result<()> {
-        for (r, row) in self.iter().enumerate() {
-            if let Some(c) = row.iter().position(|v| !v.is_finite()) {
-                return Err(Error::NonFinite {
-                    row: r,
-                    col: c,
-                    value: row[c].to_f32(),
-                });
-            }
+        if matches!(T::DTYPE, DType::U8 | DType::I8) || self.rows == 0 {
+            return Ok(());
         }
-        Ok(())
+        let row_bytes = self.dim * std::mem::size_of::<T>();
+        // Views have dim >= 1; `max(1)` keeps the division defined regardless.
+        let block_rows = (FINITE_BLOCK_BYTES / row_bytes.max(1)).max(1);
+        let blocks = self.rows.div_ceil(block_rows);
+        let first_bad = |b: usize| {
+            let rows = b * block_rows..((b + 1) * block_rows).min(self.rows);
+            self.first_non_finite(rows)
+        };
+        let bad = if blocks == 1 {
+            first_bad(0)
+        } else {
+            (0..blocks).into_par_iter().find_map_first(first_bad)
+        };
+        match bad {
+            None => Ok(()),
+            Some((row, col)) => Err(Error::NonFinite {
+                row,
+                col,
+                value: self.row(row)[col].to_f32(),
+            }),
+        }
+    }
+
+    /// The first non-finite value among `rows` as (row, column): a branch-free test of the
+    /// whole range first, the exact position only when it fails.
+    fn first_non_finite(&self, rows: Range<usize>) -> Option<(usize, usize)> {
+        let any_bad = |s: &[T]| s.iter().fold(false, |bad, v| bad | !v.is_finite());
+        let failed = match self.as_contiguous() {
+            Some(all) => any_bad(&all[rows.start * self.dim..rows.end * self.dim]),
+            None => rows
+                .clone()
+                .fold(false, |bad, r| bad | any_bad(self.row(r))),
+        };
+        if !failed {
+            return None;
+        }
+        rows.into_iter().find_map(|r| {
+            let c = self.row(r).iter().position(|v| !v.is_finite())?;
+            Some((r, c))
+        })
     }
 
     /// Fails unless `other` has the same dimension (`what` names the pair in the error).
@@ -357,6 +398,7 @@ impl<'a, T: Element> From<&'a Dataset<T>> for DatasetView<'a, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
     use ndarray::Array2;
 
     #[test]
@@ -384,6 +426,148 @@ mod tests {
             Err(Error::NonFinite { row: 1, col: 1, .. }) => {}
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    /// The (row, column, value) `check_finite` reports, or `None` when it passes.
+    fn reported<T: Element>(v: &DatasetView<'_, T>) -> Option<(usize, usize, f32)> {
+        match v.check_finite() {
+            Ok(()) => None,
+            Err(Error::NonFinite { row, col, value }) => Some((row, col, value)),
+            Err(e) => panic!("unexpected error {e:?}"),
+        }
+    }
+
+    /// The first non-finite position by a plain sequential scan: the reference.
+    fn first_bad_reference<T: Element>(v: &DatasetView<'_, T>) -> Option<(usize, usize)> {
+        v.iter().enumerate().find_map(|(r, row)| {
+            let c = row.iter().position(|x| !x.is_finite())?;
+            Some((r, c))
+        })
+    }
+
+    #[test]
+    fn non_finite_first_last_middle() {
+        let (rows, dim) = (7, 5);
+        let n = rows * dim;
+        for (at, bad) in [
+            (0, f32::NAN),
+            (n - 1, f32::INFINITY),
+            (17, f32::NEG_INFINITY),
+        ] {
+            let mut d: Vec<f32> = (0..n).map(|i| i as f32 - 3.5).collect();
+            d[at] = bad;
+            let v = DatasetView::new(&d, rows, dim).unwrap();
+            let (r, c, value) = reported(&v).expect("non-finite value missed");
+            assert_eq!((r, c), (at / dim, at % dim));
+            assert!(value.is_nan() && bad.is_nan() || value == bad);
+        }
+    }
+
+    #[test]
+    fn several_non_finite_values_report_the_lowest() {
+        let (rows, dim) = (50, 9);
+        let mut d = vec![1.5f32; rows * dim];
+        // Same row: the lower column wins; an earlier row wins over a lower column.
+        d[30 * dim + 8] = f32::NAN;
+        d[30 * dim + 2] = f32::INFINITY;
+        d[31 * dim] = f32::NAN;
+        d[12 * dim + 7] = f32::NEG_INFINITY;
+        d[45 * dim + 1] = f32::NAN;
+        let v = DatasetView::new(&d, rows, dim).unwrap();
+        assert_eq!(reported(&v), Some((12, 7, f32::NEG_INFINITY)));
+    }
+
+    #[test]
+    fn finite_views_pass_including_empty_and_strided() {
+        let d = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(reported(&DatasetView::new(&d, 3, 2).unwrap()), None);
+        assert_eq!(reported(&DatasetView::new(&d, 0, 2).unwrap()), None);
+        assert_eq!(reported(&DatasetView::new(&d[..0], 0, 4).unwrap()), None);
+        // Gaps between strided rows are not part of the view, even when non-finite.
+        let s = [0.0f32, 1.0, f32::NAN, 3.0, 4.0, f32::INFINITY, 6.0, 7.0];
+        let v = DatasetView::with_stride(&s, 3, 2, 3).unwrap();
+        assert_eq!(reported(&v), None);
+        let v = DatasetView::with_stride(&s, 2, 3, 3).unwrap();
+        let (r, c, value) = reported(&v).unwrap();
+        assert_eq!((r, c), (0, 2));
+        assert!(value.is_nan());
+        // A sliced view numbers rows from its own start.
+        let t = [1.0f32, 2.0, 3.0, f32::INFINITY, 5.0, 6.0];
+        let v = DatasetView::new(&t, 3, 2)
+            .unwrap()
+            .slice_rows(1..3)
+            .unwrap();
+        assert_eq!(reported(&v), Some((0, 1, f32::INFINITY)));
+    }
+
+    #[test]
+    fn f16_infinity_and_integer_views() {
+        let mut d = vec![f16::from_f32(0.25); 40];
+        d[23] = f16::INFINITY;
+        let v = DatasetView::new(&d, 8, 5).unwrap();
+        assert_eq!(reported(&v), Some((4, 3, f32::INFINITY)));
+        d[23] = f16::NAN;
+        d[38] = f16::NEG_INFINITY;
+        let v = DatasetView::new(&d, 8, 5).unwrap();
+        let (r, c, value) = reported(&v).unwrap();
+        assert_eq!((r, c), (4, 3));
+        assert!(value.is_nan());
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(reported(&DatasetView::new(&bytes, 16, 16).unwrap()), None);
+        let signed: Vec<i8> = (-128..=127).collect();
+        assert_eq!(reported(&DatasetView::new(&signed, 32, 8).unwrap()), None);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(64))]
+        /// Random shapes (one block to dozens), strides and bad positions: the block-parallel
+        /// scan reports what a sequential scan finds first.
+        #[test]
+        fn check_finite_matches_a_sequential_scan(
+            rows in 0usize..3000,
+            dim in 1usize..40,
+            pad in 0usize..5,
+            bad in proptest::collection::vec((0.0f64..1.0, 0u8..3), 0..4),
+        ) {
+            let stride = dim + pad;
+            let mut d: Vec<f32> = (0..rows * stride).map(|i| (i % 101) as f32 - 50.0).collect();
+            for &(at, kind) in &bad {
+                if !d.is_empty() {
+                    let i = ((at * d.len() as f64) as usize).min(d.len() - 1);
+                    d[i] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][kind as usize];
+                }
+            }
+            let v = DatasetView::with_stride(&d, rows, dim, stride).unwrap();
+            let got = reported(&v).map(|(r, c, _)| (r, c));
+            proptest::prop_assert_eq!(got, first_bad_reference(&v));
+        }
+    }
+
+    #[test]
+    fn large_views_report_the_lowest_failing_block() {
+        // 4 MiB of f32 in rows of 100 (about 64 blocks): bad values in late blocks only.
+        let (rows, dim) = (10_486, 100);
+        let mut d: Vec<f32> = (0..rows * dim).map(|i| (i % 1000) as f32).collect();
+        let v = DatasetView::new(&d, rows, dim).unwrap();
+        assert_eq!(reported(&v), None);
+        d[(rows - 1) * dim + dim - 1] = f32::NAN;
+        d[9_000 * dim + 55] = f32::INFINITY;
+        d[9_000 * dim + 56] = f32::NAN;
+        d[9_500 * dim] = f32::NAN;
+        let v = DatasetView::new(&d, rows, dim).unwrap();
+        assert_eq!(reported(&v), Some((9_000, 55, f32::INFINITY)));
+        assert_eq!(first_bad_reference(&v), Some((9_000, 55)));
+        // Through a strided view (every other row of the data, 50 wide) only the NaN at row
+        // 9500, column 0 of the data is visible.
+        let s = DatasetView::with_stride(&d, rows / 2, 50, 2 * dim).unwrap();
+        let (r, c, value) = reported(&s).unwrap();
+        assert_eq!((r, c), (4_750, 0));
+        assert!(value.is_nan());
+        assert_eq!(first_bad_reference(&s), Some((r, c)));
+        // Rows larger than a block: one row per block.
+        let wide = DatasetView::new(&d, rows * dim / 20_000, 20_000).unwrap();
+        let (r, c, _) = reported(&wide).unwrap();
+        assert_eq!(Some((r, c)), first_bad_reference(&wide));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Finding a GPU: [`probe`], and the [`GpuContext`] every GPU operation takes.
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, PinnedHostSlice,
-    ValidAsZeroBits, sys,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr,
+    PinnedHostSlice, ValidAsZeroBits, sys,
 };
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Result};
 
@@ -18,6 +20,37 @@ use crate::nvrtc::Nvrtc;
 pub const PINNED_TRANSFER_THRESHOLD: usize = 8 << 20;
 /// Bytes in each of the two pinned staging buffers of a large transfer.
 const STAGING_CHUNK: usize = 8 << 20;
+/// Bytes one rayon task moves between a staging chunk and pageable host memory: 16 pieces
+/// per chunk, so that the copy (and the first touch of fresh destination pages) uses many
+/// cores while the copy engine moves the next chunk.
+pub(crate) const HOST_COPY_PIECE: usize = 512 << 10;
+
+/// Copies `src` into `dst` (equal lengths), in pieces of [`HOST_COPY_PIECE`] on rayon's pool
+/// when it is larger than one piece.
+fn par_copy_into(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    if src.len() <= HOST_COPY_PIECE {
+        dst.write_copy_of_slice(src);
+        return;
+    }
+    dst.par_chunks_mut(HOST_COPY_PIECE)
+        .zip(src.par_chunks(HOST_COPY_PIECE))
+        .for_each(|(d, s)| {
+            d.write_copy_of_slice(s);
+        });
+}
+
+/// Calls `fill(offset + at, piece)` for the pieces of [`HOST_COPY_PIECE`] bytes of `chunk`
+/// (`at` the piece's start within `chunk`), on rayon's pool when there is more than one.
+fn par_fill(chunk: &mut [u8], offset: usize, fill: &(impl Fn(usize, &mut [u8]) + Sync)) {
+    if chunk.len() <= HOST_COPY_PIECE {
+        fill(offset, chunk);
+        return;
+    }
+    chunk
+        .par_chunks_mut(HOST_COPY_PIECE)
+        .enumerate()
+        .for_each(|(i, piece)| fill(offset + i * HOST_COPY_PIECE, piece));
+}
 
 /// Maps a CUDA driver error to [`Error::Gpu`], naming what was being done.
 pub(crate) fn gpu_err(
@@ -113,6 +146,36 @@ pub struct GpuContext {
     functions: Mutex<HashMap<String, CudaFunction>>,
     nvrtc: Mutex<Option<Arc<Nvrtc>>>,
     staging: Mutex<Vec<PinnedHostSlice<u8>>>,
+}
+
+/// A context's pinned staging buffers, out of it for one transfer (see `GpuContext::staging`);
+/// dropping the guard puts them back, or frees them when the context has a pair again. Copies
+/// still queued on them are awaited through their events before they serve again or are freed.
+struct Staging<'a> {
+    ctx: &'a GpuContext,
+    bufs: Vec<PinnedHostSlice<u8>>,
+}
+
+impl std::ops::Deref for Staging<'_> {
+    type Target = [PinnedHostSlice<u8>];
+    fn deref(&self) -> &Self::Target {
+        &self.bufs
+    }
+}
+
+impl std::ops::DerefMut for Staging<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.bufs
+    }
+}
+
+impl Drop for Staging<'_> {
+    fn drop(&mut self) {
+        let mut slot = self.ctx.staging.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_empty() {
+            *slot = std::mem::take(&mut self.bufs);
+        }
+    }
 }
 
 impl std::fmt::Debug for GpuContext {
@@ -273,15 +336,15 @@ impl GpuContext {
             // padding), i.e. exactly `bytes.len()` bytes.
             let mut dst = unsafe { buf.transmute_mut::<u8>(bytes.len()) }
                 .ok_or_else(|| Error::Gpu("reinterpret a device buffer as bytes".into()))?;
-            self.upload_staged(&mut dst, bytes.len(), |offset, chunk| {
-                chunk.copy_from_slice(&bytes[offset..offset + chunk.len()])
+            self.upload_staged(&mut dst, bytes.len(), |offset, piece| {
+                piece.copy_from_slice(&bytes[offset..offset + piece.len()])
             })?;
         }
         Ok(buf)
     }
 
     /// Copies the first `len` elements of a device buffer to the host (through pinned staging
-    /// when the transfer is large).
+    /// when the transfer is large); see [`GpuContext::download_view`].
     pub fn download<T: DeviceRepr + Default + Clone + bytemuck::Pod>(
         &self,
         buf: &CudaSlice<T>,
@@ -293,18 +356,54 @@ impl GpuContext {
                 buf.len()
             )));
         }
-        let mut out = vec![T::default(); len];
-        if len > 0 {
-            let size = std::mem::size_of::<T>();
-            // SAFETY: reinterpreting a slice of `T` (Pod: any bytes are a valid `T`, no padding)
-            // as bytes of the same length; the device buffer holds at least `len` elements.
-            let src = unsafe { buf.slice(0..len).transmute::<u8>(len * size) }
-                .ok_or_else(|| Error::Gpu("reinterpret a device buffer as bytes".into()))?;
-            let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out[..]);
-            self.download_staged(&src, dst.len(), |offset, chunk| {
-                dst[offset..offset + chunk.len()].copy_from_slice(chunk)
-            })?;
+        self.download_view(&buf.slice(0..len))
+    }
+
+    /// Copies a view of a device buffer (e.g. `buf.slice(lo..hi)`) into a new vector. Large
+    /// transfers go through pinned staging; each staged chunk is copied into the vector by
+    /// several threads (rayon's pool, or the installed one), and the vector is written once,
+    /// without zero-filling it first. Synchronises before returning.
+    pub fn download_view<T: DeviceRepr + Default + Clone + bytemuck::Pod>(
+        &self,
+        src: &CudaView<'_, T>,
+    ) -> Result<Vec<T>> {
+        let len = src.len();
+        let size = std::mem::size_of::<T>();
+        if len == 0 || size == 0 {
+            return Ok(vec![T::default(); len]);
         }
+        let total = len
+            .checked_mul(size)
+            .ok_or_else(|| Error::InvalidInput(format!("{len} elements overflow a download")))?;
+        // SAFETY: reinterpreting a view of `T` (Pod: any bytes are a valid `T`, no padding) as
+        // its `len * size` bytes, which the view holds.
+        let bytes = unsafe { src.transmute::<u8>(total) }
+            .ok_or_else(|| Error::Gpu("reinterpret a device buffer as bytes".into()))?;
+        let mut out = Vec::<T>::with_capacity(len);
+        let spare = out.spare_capacity_mut();
+        debug_assert!(spare.len() >= len);
+        // SAFETY: the spare capacity holds at least `len` elements of `T`, i.e. `total` bytes,
+        // exclusively borrowed from `out` until the download below returns; `MaybeUninit<u8>`
+        // has size and alignment 1 and may hold any byte or none, so the same memory as
+        // `total` of them is a valid, properly aligned slice.
+        let dst: &mut [MaybeUninit<u8>] =
+            unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast(), total) };
+        let mut written = 0usize;
+        self.download_staged(&bytes, total, |offset, chunk| {
+            // `written` counts a prefix: the chunks must arrive in order, without gaps.
+            assert_eq!(offset, written, "staged download chunks out of order");
+            par_copy_into(&mut dst[offset..offset + chunk.len()], chunk);
+            written += chunk.len();
+        })?;
+        if written != total {
+            return Err(Error::Gpu(format!(
+                "a download delivered {written} of {total} bytes"
+            )));
+        }
+        // SAFETY: the bytes `0..total` of the spare capacity, i.e. the first `len` elements,
+        // were all written above (a gapless prefix of `total` bytes: checked per chunk and in
+        // sum), and any bytes are a valid `T` (Pod).
+        unsafe { out.set_len(len) };
         Ok(out)
     }
 
@@ -373,14 +472,16 @@ impl GpuContext {
 
     /// Copies `total` bytes into the device buffer `dst` (from its start), through the
     /// context's two pinned staging buffers when `total` is at least
-    /// [`PINNED_TRANSFER_THRESHOLD`]: `fill(offset, chunk)` writes the bytes `offset..offset +
-    /// chunk.len()`, so the host packs one chunk while the copy engine moves the other. Returns
-    /// when the host buffers are no longer read.
+    /// [`PINNED_TRANSFER_THRESHOLD`]: `fill(offset, piece)` writes the bytes `offset..offset +
+    /// piece.len()`, so the host packs one chunk while the copy engine moves the other. Each
+    /// chunk is packed in pieces of [`HOST_COPY_PIECE`] bytes on rayon's pool (in any order,
+    /// concurrently), so `fill` must pack any sub-range on its own. Returns when the host
+    /// buffers are no longer read.
     pub(crate) fn upload_staged(
         &self,
         dst: &mut cudarc::driver::CudaViewMut<'_, u8>,
         total: usize,
-        mut fill: impl FnMut(usize, &mut [u8]),
+        fill: impl Fn(usize, &mut [u8]) + Sync,
     ) -> Result<()> {
         if total > dst.len() {
             return Err(Error::InvalidInput(format!(
@@ -393,7 +494,7 @@ impl GpuContext {
         }
         if total < PINNED_TRANSFER_THRESHOLD {
             let mut host = vec![0u8; total];
-            fill(0, &mut host);
+            par_fill(&mut host, 0, &fill);
             self.stream
                 .memcpy_htod(&host[..], &mut dst.slice_mut(0..total))
                 .map_err(gpu_err("copy to the device"))?;
@@ -407,7 +508,7 @@ impl GpuContext {
             let host = buf
                 .as_mut_slice()
                 .map_err(gpu_err("wait for a staged copy"))?;
-            fill(lo, &mut host[..hi - lo]);
+            par_fill(&mut host[..hi - lo], lo, &fill);
             let mut to = dst.slice_mut(lo..hi);
             if hi - lo == STAGING_CHUNK {
                 // The whole pinned buffer: an asynchronous copy, awaited through its event.
@@ -428,13 +529,19 @@ impl GpuContext {
     }
 
     /// The two pinned staging buffers, allocated on first use and kept for the context's life
-    /// (allocating page-locked memory costs milliseconds); held locked for one transfer.
-    fn staging(&self) -> Result<std::sync::MutexGuard<'_, Vec<PinnedHostSlice<u8>>>> {
-        let mut slot = self.staging.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_empty() {
-            *slot = vec![self.pinned(STAGING_CHUNK)?, self.pinned(STAGING_CHUNK)?];
-        }
-        Ok(slot)
+    /// (allocating page-locked memory costs milliseconds), taken out of the context for one
+    /// transfer and put back when the returned guard drops. The lock is never held during a
+    /// transfer: its host copies run on rayon, and a worker waiting for its pieces may pick up
+    /// another task that makes a transfer on this context (it would wait for itself). A
+    /// transfer that finds the buffers out (a concurrent one) allocates a pair of its own.
+    fn staging(&self) -> Result<Staging<'_>> {
+        let taken = std::mem::take(&mut *self.staging.lock().unwrap_or_else(|p| p.into_inner()));
+        let bufs = if taken.is_empty() {
+            vec![self.pinned(STAGING_CHUNK)?, self.pinned(STAGING_CHUNK)?]
+        } else {
+            taken
+        };
+        Ok(Staging { ctx: self, bufs })
     }
 
     /// A zero-filled page-locked host buffer of `len` bytes.
@@ -529,5 +636,48 @@ impl GpuContext {
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, f.clone());
         Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_host_copies_cover_every_byte_once() {
+        for len in [
+            0,
+            1,
+            HOST_COPY_PIECE - 1,
+            HOST_COPY_PIECE,
+            HOST_COPY_PIECE + 1,
+            STAGING_CHUNK,
+            3 * HOST_COPY_PIECE + 12_345,
+        ] {
+            let src: Vec<u8> = (0..len).map(|i| (i ^ (i >> 9)) as u8).collect();
+            let mut dst = vec![MaybeUninit::new(0u8); len];
+            par_copy_into(&mut dst, &src);
+            assert!(dst.iter().zip(&src).all(|(d, s)| {
+                // SAFETY: every element was initialised by `vec!` above.
+                let v = unsafe { d.assume_init() };
+                v == *s
+            }));
+            // Pieces see their absolute offsets: each byte is written from its own position
+            // (and a second write would be caught by the XOR).
+            let offset = 1_000_003;
+            let mut chunk = vec![0u8; len];
+            par_fill(&mut chunk, offset, &|at, piece: &mut [u8]| {
+                for (i, b) in piece.iter_mut().enumerate() {
+                    *b ^= ((at + i) % 251) as u8;
+                }
+            });
+            assert!(
+                chunk
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &b)| b == ((offset + i) % 251) as u8),
+                "fill of {len} bytes"
+            );
+        }
     }
 }

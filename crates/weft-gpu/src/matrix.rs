@@ -9,13 +9,60 @@
 use std::marker::PhantomData;
 
 use cudarc::driver::{CudaSlice, CudaView};
+use rayon::prelude::*;
 use weft_core::{Dataset, DatasetView, Element, Error, Result};
 
-use crate::context::GpuContext;
+use crate::context::{GpuContext, HOST_COPY_PIECE};
 
 /// Elements per padded row for vectors of `dim` elements.
 pub fn padded_stride(dim: usize) -> usize {
     dim.div_ceil(16) * 16
+}
+
+/// Writes the bytes `offset..offset + out.len()` of `data`'s rows laid out `row_bytes` apart,
+/// each row's bytes followed by zeros up to `row_bytes` (any sub-range packs on its own).
+fn pack_padded<T: Element>(
+    data: DatasetView<'_, T>,
+    row_bytes: usize,
+    offset: usize,
+    out: &mut [u8],
+) {
+    let data_bytes = data.dim() * std::mem::size_of::<T>();
+    let mut pos = offset;
+    let end = offset + out.len();
+    while pos < end {
+        let (r, within) = (pos / row_bytes, pos % row_bytes);
+        let take = (row_bytes - within).min(end - pos);
+        let part = &mut out[pos - offset..pos - offset + take];
+        let row: &[u8] = bytemuck::cast_slice(data.row(r));
+        let from_row = data_bytes.saturating_sub(within).min(take);
+        if from_row > 0 {
+            part[..from_row].copy_from_slice(&row[within..within + from_row]);
+        }
+        part[from_row..].fill(0);
+        pos += take;
+    }
+}
+
+/// Copies the row data among the padded-layout bytes `offset..offset + chunk.len()` (rows
+/// `row_bytes` apart, `data_bytes` of data each) into `dst`, where rows are `data_bytes` apart.
+/// The rows that meet the range are shared among rayon tasks of about
+/// [`HOST_COPY_PIECE`] bytes each.
+fn unpack_padded(dst: &mut [u8], data_bytes: usize, row_bytes: usize, offset: usize, chunk: &[u8]) {
+    let end = offset + chunk.len();
+    let (first, last) = (offset / row_bytes, end.div_ceil(row_bytes));
+    dst[first * data_bytes..last * data_bytes]
+        .par_chunks_mut(data_bytes)
+        .with_min_len((HOST_COPY_PIECE / data_bytes).max(1))
+        .enumerate()
+        .for_each(|(i, out_row)| {
+            let start = (first + i) * row_bytes;
+            let lo = start.max(offset);
+            let hi = (start + data_bytes).min(end);
+            if lo < hi {
+                out_row[lo - start..hi - start].copy_from_slice(&chunk[lo - offset..hi - offset]);
+            }
+        });
 }
 
 /// A row-major set of vectors on the device (see the module documentation for the layout).
@@ -117,30 +164,16 @@ impl<T: Element> DeviceMatrix<T> {
         }
         let elem = std::mem::size_of::<T>();
         let row_bytes = self.stride * elem;
-        let data_bytes = self.dim * elem;
         let total = data.rows() * row_bytes;
-        ctx.upload_staged(&mut self.buf.slice_mut(0..total), total, |offset, chunk| {
-            // Write the padded rows' bytes `offset..offset + chunk.len()`.
-            let mut pos = offset;
-            let end = offset + chunk.len();
-            while pos < end {
-                let (r, within) = (pos / row_bytes, pos % row_bytes);
-                let take = (row_bytes - within).min(end - pos);
-                let out = &mut chunk[pos - offset..pos - offset + take];
-                let row: &[u8] = bytemuck::cast_slice(data.row(r));
-                let from_row = data_bytes.saturating_sub(within).min(take);
-                if from_row > 0 {
-                    out[..from_row].copy_from_slice(&row[within..within + from_row]);
-                }
-                out[from_row..].fill(0);
-                pos += take;
-            }
+        ctx.upload_staged(&mut self.buf.slice_mut(0..total), total, |offset, piece| {
+            pack_padded(data, row_bytes, offset, piece)
         })?;
         self.rows = data.rows();
         Ok(())
     }
 
-    /// Copies the matrix back (without padding; through pinned staging when it is large).
+    /// Copies the matrix back (without padding; through pinned staging when it is large, each
+    /// staged chunk unpacked by several threads, a share of whole rows each).
     pub fn download(&self, ctx: &GpuContext) -> Result<Dataset<T>> {
         let elem = std::mem::size_of::<T>();
         let row_bytes = self.stride * elem;
@@ -150,20 +183,7 @@ impl<T: Element> DeviceMatrix<T> {
             let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out[..]);
             let total = self.rows * row_bytes;
             ctx.download_staged(&self.buf.slice(0..total), total, |offset, chunk| {
-                // Keep the data part of the padded rows' bytes `offset..offset + chunk.len()`.
-                let mut pos = offset;
-                let end = offset + chunk.len();
-                while pos < end {
-                    let (r, within) = (pos / row_bytes, pos % row_bytes);
-                    let take = (row_bytes - within).min(end - pos);
-                    let keep = data_bytes.saturating_sub(within).min(take);
-                    if keep > 0 {
-                        let at = r * data_bytes + within;
-                        dst[at..at + keep]
-                            .copy_from_slice(&chunk[pos - offset..pos - offset + keep]);
-                    }
-                    pos += take;
-                }
+                unpack_padded(dst, data_bytes, row_bytes, offset, chunk)
             })?;
         }
         Dataset::from_vec(out, self.rows, self.dim)
@@ -203,5 +223,61 @@ impl<T: Element> DeviceMatrix<T> {
             .max(start * row_bytes + 1)
             .min(self.buf.len());
         Ok(self.buf.slice(start * row_bytes..hi))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows of `dim` bytes, `stride` apart when padded; `rows` of them.
+    fn sample(rows: usize, dim: usize) -> Vec<u8> {
+        (0..rows * dim)
+            .map(|i| (i * 7 + i / 13) as u8 | 1)
+            .collect()
+    }
+
+    /// The padded layout, built one row at a time.
+    fn padded(data: &[u8], dim: usize, stride: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for row in data.chunks(dim) {
+            out.extend_from_slice(row);
+            out.resize(out.len() + stride - dim, 0);
+        }
+        out
+    }
+
+    /// Cut points of `0..total`: chunk-sized steps, then also odd ones.
+    fn cuts(total: usize, step: usize) -> Vec<usize> {
+        (0..total).step_by(step.max(1)).chain([total]).collect()
+    }
+
+    #[test]
+    fn packing_and_unpacking_any_split_match_the_row_layout() {
+        // Several pieces of parallel work (rows of 37 bytes padded to 48, ~3 MiB), and a small
+        // case, split at staging-chunk-like and odd boundaries (rows straddle them).
+        for (rows, dim, stride) in [(66_000usize, 37usize, 48usize), (50, 5, 16), (1, 16, 16)] {
+            let data = sample(rows, dim);
+            let view = DatasetView::new(&data, rows, dim).unwrap();
+            let want = padded(&data, dim, stride);
+            let total = want.len();
+            for step in [total, 1 << 20, 999_983, 4_099, 48, 7] {
+                let cut = cuts(total, step);
+                let mut packed = vec![0xAAu8; total];
+                let mut unpacked = vec![0u8; rows * dim];
+                for w in cut.windows(2) {
+                    pack_padded(view, stride, w[0], &mut packed[w[0]..w[1]]);
+                    unpack_padded(&mut unpacked, dim, stride, w[0], &want[w[0]..w[1]]);
+                }
+                assert!(
+                    packed == want,
+                    "pack {rows}x{dim}/{stride} in steps of {step}"
+                );
+                assert!(
+                    unpacked == data,
+                    "unpack {rows}x{dim}/{stride} in steps of {step}"
+                );
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@ use proptest::test_runner::{Config, TestRunner};
 use weft_core::distance::reference_distance;
 use weft_core::rng::{SplitMix64, below, hash3, mix64};
 use weft_core::{BuildCtx, Dataset, Element, Error, INVALID, KnnGraphBuilder, Metric, NoParams};
+use weft_gpu::context::PINNED_TRANSFER_THRESHOLD;
 use weft_gpu::testing::{
     gpu_or_skip, gpu_required, pair_distances_on_device, rng_on_device, tag_set_on_device,
     visited_set_on_device, warp_sort_on_device,
@@ -420,6 +421,62 @@ fn device_matrix_round_trip_through_pinned_staging() {
     let buf = ctx.upload(&ids).unwrap();
     assert_eq!(ctx.download(&buf, ids.len()).unwrap(), ids);
     assert_eq!(ctx.download(&buf, 3).unwrap(), ids[..3]);
+}
+
+/// Panics naming the first element where `got` differs from `want` (lengths included).
+fn assert_same<T: PartialEq + std::fmt::Debug>(what: &str, got: &[T], want: &[T]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: element {i} is {:?}, want {:?}", got[i], want[i]);
+    }
+}
+
+#[test]
+fn download_view_of_sub_ranges() {
+    let Some(ctx) = gpu_or_skip("download_view_of_sub_ranges") else {
+        return;
+    };
+    // 24 MiB of u32: views below, at and above the pinned threshold (2 MiB elements), with
+    // unaligned starts, partial and whole last staging chunks.
+    let ids: Vec<u32> = (0..6_000_000u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) ^ 0x5bd1_e995)
+        .collect();
+    let buf = ctx.upload(&ids).unwrap();
+    let at = PINNED_TRANSFER_THRESHOLD / 4;
+    for (lo, hi) in [
+        (0, 0),
+        (5, 5),
+        (0, 1),
+        (3, 1000),
+        (12_345, 12_345 + at - 1),
+        (7, 7 + at),
+        (1, ids.len() - 1),
+        (0, 2 * at),
+        (2 * at + 1, ids.len()),
+        (0, ids.len()),
+    ] {
+        let got = ctx.download_view(&buf.slice(lo..hi)).unwrap();
+        assert_same(&format!("u32 view {lo}..{hi}"), &got, &ids[lo..hi]);
+    }
+    // A view of a view, and `download` (a prefix) agreeing with `download_view`.
+    let outer = buf.slice(1000..ids.len() - 1000);
+    let got = ctx.download_view(&outer.slice(17..at + 40)).unwrap();
+    assert_same("nested view", &got, &ids[1017..1000 + at + 40]);
+    let n = 3 * at + 11;
+    assert_same(
+        "download prefix",
+        &ctx.download(&buf, n).unwrap(),
+        &ctx.download_view(&buf.slice(0..n)).unwrap(),
+    );
+    // Two-byte elements, views starting at odd elements (device addresses not 4-byte aligned).
+    let halves: Vec<u16> = (0..9_000_001u32)
+        .map(|i| (i.wrapping_mul(40_503) >> 7) as u16)
+        .collect();
+    let hbuf = ctx.upload(&halves).unwrap();
+    for (lo, hi) in [(1, 101), (1, halves.len()), (333, 333 + at * 2 + 1)] {
+        let got = ctx.download_view(&hbuf.slice(lo..hi)).unwrap();
+        assert_same(&format!("u16 view {lo}..{hi}"), &got, &halves[lo..hi]);
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
