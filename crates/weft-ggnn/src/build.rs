@@ -425,15 +425,18 @@ impl<'a, T: Element> Build<'a, T> {
 
 /// Moves the valid ids of each row to its front (the graph format pads at the end).
 fn compact(ids: &mut [NodeId], k: usize) {
-    for row in ids.chunks_mut(k) {
-        let mut j = 0;
-        for i in 0..row.len() {
-            if row[i] != INVALID {
-                row.swap(i, j);
-                j += 1;
+    // Rows in parallel, a few thousand at a time.
+    ids.par_chunks_mut(k.max(1) * 4096).for_each(|rows| {
+        for row in rows.chunks_mut(k.max(1)) {
+            let mut j = 0;
+            for i in 0..row.len() {
+                if row[i] != INVALID {
+                    row.swap(i, j);
+                    j += 1;
+                }
             }
         }
-    }
+    });
 }
 
 /// Builds the hierarchy and returns it with the build statistics.

@@ -1085,22 +1085,22 @@ impl<T: Element> Run<'_, '_, T> {
     fn finish(self, max_nn1: f32) -> Result<GgnnOut> {
         let ctx = self.g.ctx;
         let k = self.k;
-        let ids = ctx.download(&self.st.ids, self.st.n_rows * k)?;
-        let glob = ctx.download(&self.st.glob, self.st.n_rows)?;
-        let sel = ctx.download(&self.st.sel, self.st.n_rows)?;
         let dropped = ctx.download(&self.st.dropped, 1)?[0];
         let off = &self.st.row_off;
+        // Each layer straight into its own vectors (no copy on the host).
         let layers = (0..self.shape.layers)
-            .map(|l| GgnnLayerOut {
-                ids: ids[off[l] * k..off[l + 1] * k].to_vec(),
-                global: glob[off[l]..off[l + 1]].to_vec(),
-                selection: if l == 0 {
-                    Vec::new()
-                } else {
-                    sel[off[l]..off[l + 1]].to_vec()
-                },
+            .map(|l| {
+                Ok(GgnnLayerOut {
+                    ids: ctx.download_view(&self.st.ids.slice(off[l] * k..off[l + 1] * k))?,
+                    global: ctx.download_view(&self.st.glob.slice(off[l]..off[l + 1]))?,
+                    selection: if l == 0 {
+                        Vec::new()
+                    } else {
+                        ctx.download_view(&self.st.sel.slice(off[l]..off[l + 1]))?
+                    },
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>>>()?;
         Ok(GgnnOut {
             layers,
             mean_nn1: self.mean_nn1,
