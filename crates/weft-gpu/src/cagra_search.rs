@@ -21,7 +21,7 @@
 //! allowed points only: filtered-out points are traversed (so the search still reaches the
 //! allowed points near the query) but never returned.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use weft_core::{
     DatasetView, Element, Error, FixedDegreeGraph, GraphView, Metric, Neighbors, NodeId, Result,
     SearchStats,
@@ -31,6 +31,11 @@ use crate::cagra::DeviceFixedGraph;
 use crate::context::GpuContext;
 use crate::launch::{cfg as launch_cfg, launch, need, u32_of};
 use crate::matrix::DeviceMatrix;
+use crate::search_common::{
+    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_query_dim,
+    download_results, download_stats, fmt_session, grow_bytes, take_grown,
+    upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
+};
 
 /// The largest internal list (`itopk`), and so the largest `k`.
 pub const MAX_ITOPK: usize = 1024;
@@ -139,99 +144,20 @@ pub struct CagraSearchDevice<'c> {
     budget: Option<u64>,
 }
 
-/// Device work buffers of [`CagraSearchDevice::search_device_with`], kept across searches (a
-/// search session): they grow to the largest call seen and are freed when dropped. Buffers made
-/// on one [`GpuContext`] and handed to a search on another are dropped and made again there.
-#[derive(Default)]
-pub struct CagraSearchBuffers {
-    /// The stream the buffers belong to (its address; 0 before the first search).
-    owner: usize,
-    gtable: Option<CudaSlice<u32>>,
-    part_ids: Option<CudaSlice<u32>>,
-    part_d: Option<CudaSlice<f32>>,
-    fin_ids: Option<CudaSlice<u32>>,
-    fin_d: Option<CudaSlice<f32>>,
-    filter: Option<CudaSlice<u32>>,
-    entries: Option<CudaSlice<u32>>,
-    counters: Option<CudaSlice<u64>>,
-    allocations: u64,
-}
-
-impl std::fmt::Debug for CagraSearchBuffers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CagraSearchBuffers")
-            .field("bytes", &self.bytes())
-            .field("allocations", &self.allocations)
-            .finish()
-    }
-}
-
-impl CagraSearchBuffers {
-    /// Empty buffers (nothing allocated until the first search).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Device bytes held now.
-    pub fn bytes(&self) -> u64 {
-        fn b<T>(s: &Option<CudaSlice<T>>) -> u64 {
-            s.as_ref()
-                .map_or(0, |s| s.len() as u64 * std::mem::size_of::<T>() as u64)
-        }
-        b(&self.gtable)
-            + b(&self.part_ids)
-            + b(&self.part_d)
-            + b(&self.fin_ids)
-            + b(&self.fin_d)
-            + b(&self.filter)
-            + b(&self.entries)
-            + b(&self.counters)
-    }
-
-    /// Device allocations made so far (a steady state makes none).
-    pub fn allocations(&self) -> u64 {
-        self.allocations
-    }
-
-    /// Drops buffers of another context's stream.
-    fn adopt(&mut self, ctx: &GpuContext) {
-        let owner = std::sync::Arc::as_ptr(ctx.stream()) as usize;
-        if self.owner != owner {
-            let allocations = self.allocations;
-            *self = CagraSearchBuffers {
-                owner,
-                allocations,
-                ..Default::default()
-            };
-        }
-    }
-}
-
-/// Bytes a buffer must newly allocate to hold `len` (at least 1) elements.
-fn grow_bytes<T>(slot: &Option<CudaSlice<T>>, len: usize) -> u64 {
-    let len = len.max(1);
-    match slot {
-        Some(s) if s.len() >= len => 0,
-        _ => len as u64 * std::mem::size_of::<T>() as u64,
-    }
-}
-
-/// The buffer in `slot`, taken out, replaced by a larger one when it holds fewer than `len`
-/// (at least 1) elements.
-fn take_grown<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
-    ctx: &GpuContext,
-    slot: &mut Option<CudaSlice<T>>,
-    len: usize,
-    allocations: &mut u64,
-) -> Result<CudaSlice<T>> {
-    let len = len.max(1);
-    match slot.take() {
-        Some(s) if s.len() >= len => Ok(s),
-        old => {
-            drop(old);
-            *allocations += 1;
-            ctx.alloc_zeros::<T>(len)
-        }
+work_buffers! {
+    /// Device work buffers of [`CagraSearchDevice::search_device_with`], kept across searches
+    /// (a search session): they grow to the largest call seen and are freed when dropped.
+    /// Buffers made on one [`GpuContext`] and handed to a search on another are dropped and made
+    /// again there.
+    pub struct CagraSearchBuffers {
+        gtable: u32,
+        part_ids: u32,
+        part_d: f32,
+        fin_ids: u32,
+        fin_d: f32,
+        filter: u32,
+        entries: u32,
+        counters: u64,
     }
 }
 
@@ -305,14 +231,7 @@ impl<'c> CagraSearchDevice<'c> {
         cfg: &CagraSearchConfig,
         filter: Option<&[u32]>,
     ) -> Result<(Neighbors, SearchStats)> {
-        data.check_same_dim(&queries, "base vs query dimension")?;
-        if graph.n() != data.rows() {
-            return Err(Error::dim_mismatch(
-                "graph vertices vs data rows",
-                data.rows(),
-                graph.n(),
-            ));
-        }
+        check_host_shapes(data, graph, queries)?;
         // Check everything that needs no device memory before uploading.
         self.plan(
             data.rows(),
@@ -325,13 +244,7 @@ impl<'c> CagraSearchDevice<'c> {
             filter.is_some(),
         )?;
         check_filter(filter, data.rows())?;
-        let upload = DeviceMatrix::<T>::bytes_for(data.rows(), data.dim())
-            + DeviceMatrix::<T>::bytes_for(queries.rows(), data.dim())
-            + graph.ids().len() as u64 * 4;
-        self.ctx.check_fits(upload, self.budget)?;
-        let d = DeviceMatrix::upload(self.ctx, data)?;
-        let q = DeviceMatrix::upload(self.ctx, queries)?;
-        let g = DeviceFixedGraph::upload(self.ctx, graph)?;
+        let (d, q, g) = upload_search(self.ctx, data, graph, queries, 0, self.budget)?;
         self.search_device(&d, &g, &q, metric, k, cfg, graph.entry_points(), filter)
     }
 
@@ -378,20 +291,7 @@ impl<'c> CagraSearchDevice<'c> {
     ) -> Result<(Neighbors, SearchStats)> {
         let ctx = self.ctx;
         let n = data.rows();
-        if queries.dim() != data.dim() {
-            return Err(Error::dim_mismatch(
-                "base vs query dimension",
-                data.dim(),
-                queries.dim(),
-            ));
-        }
-        if graph.n() != n {
-            return Err(Error::dim_mismatch(
-                "graph vertices vs data rows",
-                n,
-                graph.n(),
-            ));
-        }
+        check_device_shapes(data, graph, queries)?;
         let nq = queries.rows();
         let p = self.plan(
             n,
@@ -404,11 +304,7 @@ impl<'c> CagraSearchDevice<'c> {
             filter.is_some(),
         )?;
         check_filter(filter, n)?;
-        if let Some(&e) = entries.iter().find(|&&e| e as usize >= n) {
-            return Err(Error::InvalidGraph(format!(
-                "entry point {e} is out of range (n = {n})"
-            )));
-        }
+        check_entries(entries, n)?;
         let mut out = Neighbors::new(nq, k);
         if nq == 0 {
             return Ok((out, SearchStats::default()));
@@ -468,14 +364,7 @@ impl<'c> CagraSearchDevice<'c> {
                         Error::Gpu(format!("copy the search filter to the device: {e}"))
                     })?;
             }
-            if !entries.is_empty() {
-                ctx.stream()
-                    .memcpy_htod(entries, &mut entry_buf.slice_mut(0..entries.len()))
-                    .map_err(|e| Error::Gpu(format!("copy the entry points to the device: {e}")))?;
-            }
-            ctx.stream()
-                .memset_zeros(&mut counters)
-                .map_err(|e| Error::Gpu(format!("zero the search counters: {e}")))?;
+            upload_entries_zero_counters(ctx, entries, &mut entry_buf, &mut counters)?;
 
             let stride = u32_of(data.stride(), "row stride")?;
             let n32 = u32_of(n, "points")?;
@@ -576,21 +465,10 @@ impl<'c> CagraSearchDevice<'c> {
                 } else {
                     (&part_ids, &part_d)
                 };
-                let ids = ctx.download(src_ids, cnt * k)?;
-                let dists = ctx.download(src_d, cnt * k)?;
-                out.ids[start * k..(start + cnt) * k].copy_from_slice(&ids);
-                out.dists[start * k..(start + cnt) * k].copy_from_slice(&dists);
+                download_results(ctx, src_ids, src_d, &mut out, start, cnt, k)?;
                 start += cnt;
             }
-            let c = ctx.download(&counters, 2)?;
-            Ok((
-                out,
-                SearchStats {
-                    queries: nq as u64,
-                    distance_computations: c[1],
-                    hops: c[0],
-                },
-            ))
+            Ok((out, download_stats(ctx, &counters, nq)?))
         })();
         bufs.gtable = Some(gtable);
         bufs.part_ids = Some(part_ids);
@@ -620,16 +498,15 @@ pub struct CagraSearchSession<T: Element> {
 
 impl<T: Element> std::fmt::Debug for CagraSearchSession<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CagraSearchSession")
-            .field("data", &self.data)
-            .field("degree", &self.graph.degree())
-            .field("entries", &self.entries.len())
-            .field(
-                "query_capacity",
-                &self.queries.as_ref().map_or(0, |q| q.capacity()),
-            )
-            .field("buffers", &self.bufs)
-            .finish()
+        fmt_session(
+            f,
+            "CagraSearchSession",
+            &self.data,
+            &self.graph,
+            &self.entries,
+            &self.queries,
+            &self.bufs,
+        )
     }
 }
 
@@ -652,18 +529,8 @@ impl<T: Element> CagraSearchSession<T> {
         graph: &FixedDegreeGraph,
         budget: Option<u64>,
     ) -> Result<Self> {
-        if graph.n() != data.rows() {
-            return Err(Error::dim_mismatch(
-                "graph vertices vs data rows",
-                data.rows(),
-                graph.n(),
-            ));
-        }
-        let upload =
-            DeviceMatrix::<T>::bytes_for(data.rows(), data.dim()) + graph.ids().len() as u64 * 4;
-        ctx.check_fits(upload, budget)?;
-        let d = DeviceMatrix::upload(&ctx, data)?;
-        let g = DeviceFixedGraph::upload(&ctx, graph)?;
+        check_graph_rows(graph.n(), data.rows())?;
+        let (d, g) = upload_resident(&ctx, data, graph, budget)?;
         Self::from_device(ctx, d, g, graph.entry_points(), budget)
     }
 
@@ -675,19 +542,8 @@ impl<T: Element> CagraSearchSession<T> {
         entries: &[NodeId],
         budget: Option<u64>,
     ) -> Result<Self> {
-        if graph.n() != data.rows() {
-            return Err(Error::dim_mismatch(
-                "graph vertices vs data rows",
-                data.rows(),
-                graph.n(),
-            ));
-        }
-        if let Some(&e) = entries.iter().find(|&&e| e as usize >= data.rows()) {
-            return Err(Error::InvalidGraph(format!(
-                "entry point {e} is out of range (n = {})",
-                data.rows()
-            )));
-        }
+        check_graph_rows(graph.n(), data.rows())?;
+        check_entries(entries, data.rows())?;
         Ok(CagraSearchSession {
             ctx,
             budget,
@@ -729,13 +585,7 @@ impl<T: Element> CagraSearchSession<T> {
         cfg: &CagraSearchConfig,
         filter: Option<&[u32]>,
     ) -> Result<(Neighbors, SearchStats)> {
-        if queries.dim() != self.data.dim() {
-            return Err(Error::dim_mismatch(
-                "base vs query dimension",
-                self.data.dim(),
-                queries.dim(),
-            ));
-        }
+        check_query_dim(self.data.dim(), queries.dim())?;
         let dev = self.device();
         // Check everything that needs no device memory before uploading.
         dev.plan(

@@ -28,7 +28,7 @@
 //! every vertex whose distance passes the bound and return the same ids up to distance ties
 //! (the oracle test, `crates/weft-gpu/tests/ggnn_search.rs`).
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::PushKernelArg;
 use weft_core::{
     DatasetView, Element, Error, FixedDegreeGraph, Metric, Neighbors, NodeId, Result, SearchStats,
 };
@@ -37,6 +37,11 @@ use crate::cagra::DeviceFixedGraph;
 use crate::context::GpuContext;
 use crate::launch::{cfg as launch_cfg, launch, need, u32_of};
 use crate::matrix::DeviceMatrix;
+use crate::search_common::{
+    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_query_dim,
+    download_results, download_stats, fmt_session, grow_bytes, take_grown,
+    upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
+};
 
 /// The largest graph degree (candidates per expanded vertex).
 pub const MAX_DEGREE: usize = 1024;
@@ -261,86 +266,15 @@ pub fn plan(
     })
 }
 
-/// Device work buffers of [`GgnnSearchDevice::search_device_with`], kept across searches: they
-/// grow to the largest call seen and are freed when dropped. Buffers made on one
-/// [`GpuContext`] and handed to a search on another are dropped and made again there.
-#[derive(Default)]
-pub struct GgnnSearchBuffers {
-    owner: usize,
-    out_ids: Option<CudaSlice<u32>>,
-    out_d: Option<CudaSlice<f32>>,
-    entries: Option<CudaSlice<u32>>,
-    counters: Option<CudaSlice<u64>>,
-    allocations: u64,
-}
-
-impl std::fmt::Debug for GgnnSearchBuffers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GgnnSearchBuffers")
-            .field("bytes", &self.bytes())
-            .field("allocations", &self.allocations)
-            .finish()
-    }
-}
-
-/// Bytes a buffer must newly allocate to hold `len` (at least 1) elements.
-fn grow_bytes<T>(slot: &Option<CudaSlice<T>>, len: usize) -> u64 {
-    let len = len.max(1);
-    match slot {
-        Some(s) if s.len() >= len => 0,
-        _ => len as u64 * std::mem::size_of::<T>() as u64,
-    }
-}
-
-/// The buffer in `slot`, taken out, replaced by a larger one when it holds fewer than `len`
-/// (at least 1) elements.
-fn take_grown<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
-    ctx: &GpuContext,
-    slot: &mut Option<CudaSlice<T>>,
-    len: usize,
-    allocations: &mut u64,
-) -> Result<CudaSlice<T>> {
-    let len = len.max(1);
-    match slot.take() {
-        Some(s) if s.len() >= len => Ok(s),
-        old => {
-            drop(old);
-            *allocations += 1;
-            ctx.alloc_zeros::<T>(len)
-        }
-    }
-}
-
-impl GgnnSearchBuffers {
-    /// Empty buffers (nothing allocated until the first search).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Device bytes held now.
-    pub fn bytes(&self) -> u64 {
-        fn b<T>(s: &Option<CudaSlice<T>>) -> u64 {
-            s.as_ref()
-                .map_or(0, |s| s.len() as u64 * std::mem::size_of::<T>() as u64)
-        }
-        b(&self.out_ids) + b(&self.out_d) + b(&self.entries) + b(&self.counters)
-    }
-
-    /// Device allocations made so far (a steady state makes none).
-    pub fn allocations(&self) -> u64 {
-        self.allocations
-    }
-
-    fn adopt(&mut self, ctx: &GpuContext) {
-        let owner = std::sync::Arc::as_ptr(ctx.stream()) as usize;
-        if self.owner != owner {
-            let allocations = self.allocations;
-            *self = GgnnSearchBuffers {
-                owner,
-                allocations,
-                ..Default::default()
-            };
-        }
+work_buffers! {
+    /// Device work buffers of [`GgnnSearchDevice::search_device_with`], kept across searches:
+    /// they grow to the largest call seen and are freed when dropped. Buffers made on one
+    /// [`GpuContext`] and handed to a search on another are dropped and made again there.
+    pub struct GgnnSearchBuffers {
+        out_ids: u32,
+        out_d: f32,
+        entries: u32,
+        counters: u64,
     }
 }
 
@@ -378,14 +312,7 @@ impl<'c> GgnnSearchDevice<'c> {
         k: usize,
         cfg: &GgnnSearchConfig,
     ) -> Result<(Neighbors, SearchStats)> {
-        data.check_same_dim(&queries, "base vs query dimension")?;
-        if graph.n() != data.rows() {
-            return Err(Error::dim_mismatch(
-                "graph vertices vs data rows",
-                data.rows(),
-                graph.n(),
-            ));
-        }
+        check_host_shapes(data, graph, queries)?;
         plan(
             data.rows(),
             data.dim(),
@@ -398,14 +325,8 @@ impl<'c> GgnnSearchDevice<'c> {
         if queries.rows() == 0 {
             return Ok((Neighbors::new(0, k), SearchStats::default()));
         }
-        let upload = DeviceMatrix::<T>::bytes_for(data.rows(), data.dim())
-            + DeviceMatrix::<T>::bytes_for(queries.rows(), data.dim())
-            + graph.ids().len() as u64 * 4
-            + queries.rows() as u64 * k as u64 * 8;
-        self.ctx.check_fits(upload, self.budget)?;
-        let d = DeviceMatrix::upload(self.ctx, data)?;
-        let q = DeviceMatrix::upload(self.ctx, queries)?;
-        let g = DeviceFixedGraph::upload(self.ctx, graph)?;
+        let results = queries.rows() as u64 * k as u64 * 8;
+        let (d, q, g) = upload_search(self.ctx, data, graph, queries, results, self.budget)?;
         self.search_device(&d, &g, entries, &q, metric, k, cfg)
     }
 
@@ -444,20 +365,7 @@ impl<'c> GgnnSearchDevice<'c> {
     ) -> Result<(Neighbors, SearchStats)> {
         let ctx = self.ctx;
         let n = data.rows();
-        if queries.dim() != data.dim() {
-            return Err(Error::dim_mismatch(
-                "base vs query dimension",
-                data.dim(),
-                queries.dim(),
-            ));
-        }
-        if graph.n() != n {
-            return Err(Error::dim_mismatch(
-                "graph vertices vs data rows",
-                n,
-                graph.n(),
-            ));
-        }
+        check_device_shapes(data, graph, queries)?;
         let p = plan(
             n,
             data.dim(),
@@ -485,14 +393,7 @@ impl<'c> GgnnSearchDevice<'c> {
         let mut entry_buf = take_grown(ctx, &mut bufs.entries, entries.len(), allocs)?;
         let mut counters = take_grown(ctx, &mut bufs.counters, 2, allocs)?;
         let result = (|| -> Result<(Neighbors, SearchStats)> {
-            if !entries.is_empty() {
-                ctx.stream()
-                    .memcpy_htod(entries, &mut entry_buf.slice_mut(0..entries.len()))
-                    .map_err(|e| Error::Gpu(format!("copy the entry points to the device: {e}")))?;
-            }
-            ctx.stream()
-                .memset_zeros(&mut counters)
-                .map_err(|e| Error::Gpu(format!("zero the search counters: {e}")))?;
+            upload_entries_zero_counters(ctx, entries, &mut entry_buf, &mut counters)?;
             let stride = u32_of(data.stride(), "row stride")?;
             let n32 = u32_of(n, "points")?;
             let degree = u32_of(graph.degree(), "degree")?;
@@ -552,21 +453,10 @@ impl<'c> GgnnSearchDevice<'c> {
                         launch_cfg((cnt32, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
                     )?;
                 }
-                let ids = ctx.download(&out_ids, cnt * k)?;
-                let dists = ctx.download(&out_d, cnt * k)?;
-                out.ids[start * k..(start + cnt) * k].copy_from_slice(&ids);
-                out.dists[start * k..(start + cnt) * k].copy_from_slice(&dists);
+                download_results(ctx, &out_ids, &out_d, &mut out, start, cnt, k)?;
                 start += cnt;
             }
-            let c = ctx.download(&counters, 2)?;
-            Ok((
-                out,
-                SearchStats {
-                    queries: nq as u64,
-                    distance_computations: c[1],
-                    hops: c[0],
-                },
-            ))
+            Ok((out, download_stats(ctx, &counters, nq)?))
         })();
         bufs.out_ids = Some(out_ids);
         bufs.out_d = Some(out_d);
@@ -574,16 +464,6 @@ impl<'c> GgnnSearchDevice<'c> {
         bufs.counters = Some(counters);
         result
     }
-}
-
-/// Entry points must be vertices.
-fn check_entries(entries: &[NodeId], n: usize) -> Result<()> {
-    if let Some(&e) = entries.iter().find(|&&e| e as usize >= n) {
-        return Err(Error::InvalidGraph(format!(
-            "entry point {e} is out of range (n = {n})"
-        )));
-    }
-    Ok(())
 }
 
 /// A resident GGNN search: the context, the data, the base-layer graph and its entry points on
@@ -600,16 +480,15 @@ pub struct GgnnSearchSession<T: Element> {
 
 impl<T: Element> std::fmt::Debug for GgnnSearchSession<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GgnnSearchSession")
-            .field("data", &self.data)
-            .field("degree", &self.graph.degree())
-            .field("entries", &self.entries.len())
-            .field(
-                "query_capacity",
-                &self.queries.as_ref().map_or(0, |q| q.capacity()),
-            )
-            .field("buffers", &self.bufs)
-            .finish()
+        fmt_session(
+            f,
+            "GgnnSearchSession",
+            &self.data,
+            &self.graph,
+            &self.entries,
+            &self.queries,
+            &self.bufs,
+        )
     }
 }
 
@@ -622,19 +501,9 @@ impl<T: Element> GgnnSearchSession<T> {
         graph: &FixedDegreeGraph,
         entries: &[NodeId],
     ) -> Result<Self> {
-        if graph.n() != data.rows() {
-            return Err(Error::dim_mismatch(
-                "graph vertices vs data rows",
-                data.rows(),
-                graph.n(),
-            ));
-        }
+        check_graph_rows(graph.n(), data.rows())?;
         check_entries(entries, data.rows())?;
-        let upload =
-            DeviceMatrix::<T>::bytes_for(data.rows(), data.dim()) + graph.ids().len() as u64 * 4;
-        ctx.check_fits(upload, None)?;
-        let d = DeviceMatrix::upload(&ctx, data)?;
-        let g = DeviceFixedGraph::upload(&ctx, graph)?;
+        let (d, g) = upload_resident(&ctx, data, graph, None)?;
         Ok(GgnnSearchSession {
             ctx,
             data: d,
@@ -664,13 +533,7 @@ impl<T: Element> GgnnSearchSession<T> {
         k: usize,
         cfg: &GgnnSearchConfig,
     ) -> Result<(Neighbors, SearchStats)> {
-        if queries.dim() != self.data.dim() {
-            return Err(Error::dim_mismatch(
-                "base vs query dimension",
-                self.data.dim(),
-                queries.dim(),
-            ));
-        }
+        check_query_dim(self.data.dim(), queries.dim())?;
         // Check what needs no device memory before uploading.
         plan(
             self.data.rows(),

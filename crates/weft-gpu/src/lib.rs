@@ -44,6 +44,7 @@ pub mod nvrtc;
 pub mod testing;
 
 mod launch;
+mod search_common;
 
 pub use cagra::{CagraOptimizer, CagraStages, DeviceFixedGraph};
 pub use cagra_search::{CagraSearchConfig, CagraSearchDevice, CagraSearchMode};

@@ -26,10 +26,7 @@ use weft_testkit::knn::{
 
 /// Proptest cases per oracle test (`WEFT_GPU_CASES`, default 12).
 fn cases() -> u32 {
-    std::env::var("WEFT_GPU_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12)
+    weft_testkit::gpu_cases(12)
 }
 
 /// Whether `WEFT_GPU_SMALL` asks for small shapes (runs under compute-sanitizer).
@@ -341,11 +338,10 @@ fn check_join<T: Element>(
     Ok(())
 }
 
-#[test]
-fn join_and_merge_match_the_cpu_model() {
-    let Some(ctx) = ctx_or_skip("join_and_merge_match_the_cpu_model") else {
-        return;
-    };
+/// Runs the join oracle on `cases()` random shapes, metrics, element types and samples:
+/// the join and merge (f32, u8, f16), or with `cross` the merge's cross-only join over two
+/// device matrices split at a seeded row (f32, i8, f16).
+fn run_join_cases(ctx: &GpuContext, cross: bool) {
     let max_n = if small() { 60 } else { 300 };
     let mut runner = TestRunner::new(Config {
         cases: cases(),
@@ -366,14 +362,32 @@ fn join_and_merge_match_the_cpu_model() {
             ),
             |(n, dim, k, p, m, t, sym, seed)| {
                 let k = k.min(n - 1);
+                if !cross {
+                    return match t {
+                        0 => check_join::<f32>(ctx, n, dim, k, p, metrics[m], sym, None, seed),
+                        1 => check_join::<u8>(ctx, n, dim, k, p, metrics[m], sym, None, seed),
+                        _ => {
+                            check_join::<half::f16>(ctx, n, dim, k, p, metrics[m], sym, None, seed)
+                        }
+                    };
+                }
+                let split = Some(1 + (seed % (n as u64 - 1)) as usize);
                 match t {
-                    0 => check_join::<f32>(&ctx, n, dim, k, p, metrics[m], sym, None, seed),
-                    1 => check_join::<u8>(&ctx, n, dim, k, p, metrics[m], sym, None, seed),
-                    _ => check_join::<half::f16>(&ctx, n, dim, k, p, metrics[m], sym, None, seed),
+                    0 => check_join::<f32>(ctx, n, dim, k, p, metrics[m], sym, split, seed),
+                    1 => check_join::<i8>(ctx, n, dim, k, p, metrics[m], sym, split, seed),
+                    _ => check_join::<half::f16>(ctx, n, dim, k, p, metrics[m], sym, split, seed),
                 }
             },
         )
         .unwrap();
+}
+
+#[test]
+fn join_and_merge_match_the_cpu_model() {
+    let Some(ctx) = ctx_or_skip("join_and_merge_match_the_cpu_model") else {
+        return;
+    };
+    run_join_cases(&ctx, false);
 }
 
 /// The merge's cross-only join (NEW x NEW skipped) with the vectors in two device matrices
@@ -383,35 +397,7 @@ fn cross_join_and_merge_match_the_cpu_model() {
     let Some(ctx) = ctx_or_skip("cross_join_and_merge_match_the_cpu_model") else {
         return;
     };
-    let max_n = if small() { 60 } else { 300 };
-    let mut runner = TestRunner::new(Config {
-        cases: cases(),
-        ..Config::default()
-    });
-    let metrics = [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine];
-    runner
-        .run(
-            &(
-                20usize..max_n,
-                1usize..80,
-                1usize..40,
-                1usize..=32,
-                0usize..3,
-                0usize..3,
-                (any::<bool>(), 1usize..=4),
-                any::<u64>(),
-            ),
-            |(n, dim, k, p, m, t, sym, seed)| {
-                let k = k.min(n - 1);
-                let split = Some(1 + (seed % (n as u64 - 1)) as usize);
-                match t {
-                    0 => check_join::<f32>(&ctx, n, dim, k, p, metrics[m], sym, split, seed),
-                    1 => check_join::<i8>(&ctx, n, dim, k, p, metrics[m], sym, split, seed),
-                    _ => check_join::<half::f16>(&ctx, n, dim, k, p, metrics[m], sym, split, seed),
-                }
-            },
-        )
-        .unwrap();
+    run_join_cases(&ctx, true);
 }
 
 #[test]
@@ -800,32 +786,45 @@ fn merge_bad_input_is_typed() {
     ));
 }
 
-#[test]
-fn out_of_memory_build_with_a_tiny_budget() {
-    let Some(ctx) = ctx_or_skip("out_of_memory_build_with_a_tiny_budget") else {
-        return;
-    };
+/// The set of the out-of-memory tests: `(n, dim, k, data)`, `n` points (`small_n` under
+/// `WEFT_GPU_SMALL`) in 30 Gaussian clusters drawn with `seed`, 24 dimensions and k = 16 (12
+/// and 12 when small).
+fn clustered_set(small_n: usize, n: usize, seed: u64) -> (usize, usize, usize, Vec<f32>) {
     let (n, dim, k) = if small() {
-        (1600, 12, 12)
+        (small_n, 12, 12)
     } else {
-        (8000, 24, 16)
+        (n, 24, 16)
     };
-    let data = gaussian_mixture(n, dim, 30, 11);
-    let view = DatasetView::new(&data, n, dim).unwrap();
-    let b = NnDescentGpu::new(Arc::clone(&ctx));
-    let p = NnDescentParams::default();
-    // A budget for two shards of n / 4 rows: four shards, six merges.
+    (n, dim, k, gaussian_mixture(n, dim, 30, seed))
+}
+
+/// A device-memory budget for two shards of `n / shards + 1` rows of a GNND build of `n` x
+/// `dim` points with `k` neighbours (default parameters), from the per-row bytes of a plan that
+/// fits in one shard.
+fn two_shard_budget(n: usize, dim: usize, k: usize, shards: u64) -> u64 {
     let probe = weft_nndescent::ShardPlan::new::<f32>(
         n,
         dim,
         k,
-        &NnDescentGpu::config(&p, 0),
+        &NnDescentGpu::config(&NnDescentParams::default(), 0),
         u64::MAX / 4,
     )
     .unwrap();
     assert_eq!(probe.shards.len(), 1);
     let per_row = probe.bytes / probe.shard_rows as u64 / 2;
-    let budget = per_row * 2 * (n as u64 / 4 + 1);
+    per_row * 2 * (n as u64 / shards + 1)
+}
+
+#[test]
+fn out_of_memory_build_with_a_tiny_budget() {
+    let Some(ctx) = ctx_or_skip("out_of_memory_build_with_a_tiny_budget") else {
+        return;
+    };
+    let (n, dim, k, data) = clustered_set(1600, 8000, 11);
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let b = NnDescentGpu::new(Arc::clone(&ctx));
+    // A budget for two shards of n / 4 rows: four shards, six merges.
+    let budget = two_shard_budget(n, dim, k, 4);
     let params = NnDescentParams {
         gpu_mem_limit: Some(budget),
         shard_schedule: ShardSchedule::AllPairs,
@@ -900,25 +899,11 @@ fn nearest_schedule_with_a_tiny_budget() {
     let Some(ctx) = ctx_or_skip("nearest_schedule_with_a_tiny_budget") else {
         return;
     };
-    let (n, dim, k) = if small() {
-        (1800, 12, 12)
-    } else {
-        (9000, 24, 16)
-    };
-    let data = gaussian_mixture(n, dim, 30, 13);
+    let (n, dim, k, data) = clustered_set(1800, 9000, 13);
     let view = DatasetView::new(&data, n, dim).unwrap();
     let b = NnDescentGpu::new(Arc::clone(&ctx));
-    let probe = weft_nndescent::ShardPlan::new::<f32>(
-        n,
-        dim,
-        k,
-        &NnDescentGpu::config(&NnDescentParams::default(), 0),
-        u64::MAX / 4,
-    )
-    .unwrap();
-    let per_row = probe.bytes / probe.shard_rows as u64 / 2;
     // A budget for two shards of n / 6 rows: six shards and 15 merges for all pairs.
-    let budget = per_row * 2 * (n as u64 / 6 + 1);
+    let budget = two_shard_budget(n, dim, k, 6);
     let exact = exact_knn(view, Metric::L2Squared, k);
     let mut recall = Vec::new();
     for schedule in [

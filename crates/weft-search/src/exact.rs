@@ -5,6 +5,8 @@ use weft_core::{
     Searcher,
 };
 
+use crate::copy::copy_results;
+
 /// Brute-force search (name `exact`): ignores the graph and scans every base vector through
 /// [`weft_graph::exact::exact_search`]. The reference every graph search is measured against,
 /// usable wherever a [`Searcher`] is expected.
@@ -42,11 +44,7 @@ impl<G: ?Sized> Searcher<G> for ExactSearcher {
             return Ok(SearchStats::default());
         }
         let found = weft_graph::exact::exact_search(data, queries, metric, k, &BuildCtx::new(0))?;
-        for q in 0..queries.rows() {
-            let (ids, dists) = out.row_mut(q);
-            ids.copy_from_slice(found.row_ids(q));
-            dists.copy_from_slice(found.row_dists(q));
-        }
+        copy_results(&found, &mut out);
         Ok(SearchStats {
             queries: queries.rows() as u64,
             distance_computations: (queries.rows() * data.rows()) as u64,

@@ -11,6 +11,7 @@ use weft_gpu::ggnn_search::{GgnnSearchConfig, GgnnSearchDevice};
 use weft_graph::hier::HierGraph;
 
 use crate::check::check_search_inputs;
+use crate::copy::copy_results;
 use crate::ggnn::GgnnSearchParams;
 
 /// The GGNN query on a GPU (name `ggnn_gpu`): one thread block per query, the CPU search's
@@ -94,11 +95,7 @@ impl<'c> GgnnSearchGpu<'c> {
         let cfg = self.device_config(params);
         let (nb, stats) = GgnnSearchDevice::new(self.ctx)
             .search(data, base, entries, queries, metric, k, &cfg)?;
-        for q in 0..queries.rows() {
-            let (ids, dists) = out.row_mut(q);
-            ids.copy_from_slice(nb.row_ids(q));
-            dists.copy_from_slice(nb.row_dists(q));
-        }
+        copy_results(&nb, &mut out);
         Ok(stats)
     }
 }

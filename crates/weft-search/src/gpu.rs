@@ -11,6 +11,7 @@ use weft_gpu::cagra_search::{CagraSearchConfig, CagraSearchDevice, CagraSearchMo
 
 use crate::cagra_gpu_params::{CagraSearchModeParam, CagraSearchParams};
 use crate::check::check_search_inputs;
+use crate::copy::copy_results;
 
 /// The device configuration of `p`.
 fn config(p: &CagraSearchParams) -> CagraSearchConfig {
@@ -86,11 +87,7 @@ impl Searcher<FixedDegreeGraph> for CagraSearchGpu<'_> {
             &config(params),
             params.filter.as_deref(),
         )?;
-        for q in 0..queries.rows() {
-            let (ids, dists) = out.row_mut(q);
-            ids.copy_from_slice(nb.row_ids(q));
-            dists.copy_from_slice(nb.row_dists(q));
-        }
+        copy_results(&nb, &mut out);
         Ok(stats)
     }
 }

@@ -17,6 +17,7 @@
 mod beam;
 mod cagra_gpu_params;
 mod check;
+mod copy;
 mod entry;
 mod exact;
 mod ggnn;

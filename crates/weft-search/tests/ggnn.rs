@@ -1,58 +1,36 @@
 //! GgnnSearch against the Searcher conformance suite, and its own guarantees.
 
+mod common;
+
 use proptest::prelude::*;
-use weft_core::{Error, FixedDegreeGraph, GraphView, INVALID, Metric, Neighbors, NodeId, Searcher};
-use weft_graph::hier::{HierGraph, HierLayer};
+use weft_core::{Error, FixedDegreeGraph, GraphView, INVALID, Metric, NodeId};
 use weft_search::{GgnnSearch, GgnnSearchParams};
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
-use weft_testkit::search::{SearchSuite, known_good_graph, run_search_suite};
+use weft_testkit::search::{
+    SearchSuite, check_result_rows, known_good_graph, run_search, run_search_suite,
+};
+
+use common::{ggnn_invalid_params, two_layer_hierarchy};
 
 #[test]
 fn ggnn_search_passes_the_suite() {
     let mut suite = SearchSuite::new(GgnnSearchParams::default(), 0.9);
-    suite.invalid_params = vec![
-        GgnnSearchParams {
-            tau: -1.0,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            tau: f32::NAN,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            best: 0,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            prioq: 0,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            max_iterations: 0,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            max_nn1: Some(f32::INFINITY),
-            ..Default::default()
-        },
-    ];
+    suite.invalid_params = ggnn_invalid_params();
     let report = run_search_suite(&GgnnSearch, &suite);
     println!("{report}");
 }
 
 #[test]
 fn larger_tau_never_lowers_recall_much_and_searches_a_hierarchy() {
-    let (base, queries) = gaussian_mixture::<f32>(2000, 100, 16, 8, 21);
-    let g = known_good_graph(base.view(), Metric::L2Squared, 5);
+    // A two-layer hierarchy over a known-good base: every 10th point on top, entered there.
+    let common::TwoLayers {
+        base,
+        queries,
+        top_ids,
+        hier: h,
+        ..
+    } = two_layer_hierarchy();
     let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, 10).unwrap();
-    // A two-layer hierarchy over the same base: every 10th point on top, entered there.
-    let top_ids: Vec<NodeId> = (0..200).map(|i| i * 10).collect();
-    let top = HierLayer::new(
-        FixedDegreeGraph::new(200, 1, vec![INVALID; 200]).unwrap(),
-        top_ids.clone(),
-    )
-    .unwrap();
-    let h = HierGraph::new(g.clone(), vec![top], top_ids.clone()).unwrap();
     assert_eq!(GraphView::entry_points(&h), &top_ids[..]);
     let mut recalls = Vec::new();
     for tau in [0.0f32, 0.5, 1.5] {
@@ -60,17 +38,16 @@ fn larger_tau_never_lowers_recall_much_and_searches_a_hierarchy() {
             tau,
             ..Default::default()
         };
-        let mut out = Neighbors::new(100, 10);
-        let stats = GgnnSearch
-            .search(
-                &h,
-                base.view(),
-                queries.view(),
-                Metric::L2Squared,
-                &p,
-                out.as_mut(),
-            )
-            .unwrap();
+        let (out, stats) = run_search(
+            &GgnnSearch,
+            &h,
+            base.view(),
+            queries.view(),
+            Metric::L2Squared,
+            10,
+            &p,
+        )
+        .unwrap();
         assert_eq!(stats.queries, 100);
         recalls.push(recall_at_k(&out, &truth, 10));
     }
@@ -82,25 +59,25 @@ fn larger_tau_never_lowers_recall_much_and_searches_a_hierarchy() {
 fn bad_shapes_are_typed_errors() {
     let (base, queries) = gaussian_mixture::<f32>(100, 5, 8, 2, 1);
     let g = known_good_graph(base.view(), Metric::L2Squared, 1);
-    let mut out = Neighbors::new(5, 200);
-    let r = GgnnSearch.search(
+    let r = run_search(
+        &GgnnSearch,
         &g,
         base.view(),
         queries.view(),
         Metric::L2Squared,
+        200,
         &GgnnSearchParams::default(),
-        out.as_mut(),
     );
     assert!(r.is_err());
     let bad = g.clone().with_entry_points(vec![1000]);
-    let mut out = Neighbors::new(5, 10);
-    let r = GgnnSearch.search(
+    let r = run_search(
+        &GgnnSearch,
         &bad,
         base.view(),
         queries.view(),
         Metric::L2Squared,
+        10,
         &GgnnSearchParams::default(),
-        out.as_mut(),
     );
     assert!(matches!(r, Err(Error::InvalidGraph(_))));
 }
@@ -136,24 +113,15 @@ proptest! {
         let base = weft_core::DatasetView::new(&data, n, 4).unwrap();
         let qv = weft_core::DatasetView::new(&queries, 8, 4).unwrap();
         let p = GgnnSearchParams { tau, prioq, visited, best: 1, ..Default::default() };
-        let mut out = Neighbors::new(8, k);
-        GgnnSearch.search(&g, base, qv, metric, &p, out.as_mut()).unwrap();
+        let (out, _) = run_search(&GgnnSearch, &g, base, qv, metric, k, &p).unwrap();
+        check_result_rows("ggnn", &out, n);
+        // The distances are the metric's, exactly.
         let dist = metric.distance_fn::<f32>();
         for q in 0..8 {
             let ids = out.row_ids(q);
             let dists = out.row_dists(q);
-            let valid: Vec<NodeId> = ids.iter().copied().take_while(|&i| i != INVALID).collect();
-            prop_assert!(ids[valid.len()..].iter().all(|&i| i == INVALID));
-            let mut sorted = valid.clone();
-            sorted.sort_unstable();
-            sorted.dedup();
-            prop_assert_eq!(sorted.len(), valid.len(), "duplicate in {:?}", ids);
-            for j in 0..valid.len() {
-                prop_assert!((valid[j] as usize) < n);
-                prop_assert_eq!(dists[j], dist.eval(qv.row(q), base.row(valid[j] as usize)));
-                if j > 0 {
-                    prop_assert!(dists[j - 1] <= dists[j]);
-                }
+            for j in 0..ids.iter().take_while(|&&i| i != INVALID).count() {
+                prop_assert_eq!(dists[j], dist.eval(qv.row(q), base.row(ids[j] as usize)));
             }
         }
     }

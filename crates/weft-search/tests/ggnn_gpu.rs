@@ -14,97 +14,25 @@
 //! distances or, rarely, by a different path (its recall is still checked).
 #![cfg(feature = "cuda")]
 
+mod common;
+
 use half::f16;
 use proptest::prelude::*;
 use weft_core::{
-    Dataset, DatasetView, Element, Error, FixedDegreeGraph, GraphView, INVALID, Metric, Neighbors,
-    NodeId, Searcher,
+    Dataset, Element, Error, FixedDegreeGraph, GraphView, INVALID, Metric, Neighbors, NodeId,
 };
 use weft_gpu::GpuContext;
 use weft_gpu::ggnn_search::{GgnnSearchBuffers, GgnnSearchConfig, GgnnSearchDevice};
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceFixedGraph, DeviceMatrix};
-use weft_graph::hier::{HierGraph, HierLayer};
 use weft_search::{GgnnSearch, GgnnSearchGpu, GgnnSearchParams};
+use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
-use weft_testkit::search::{SearchSuite, known_good_graph, run_search_suite};
+use weft_testkit::search::{
+    SearchSuite, check_results, known_good_graph, run_search, run_search_suite,
+};
 
-fn cases() -> u32 {
-    std::env::var("WEFT_GPU_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8)
-}
-
-fn gpu_search<G, T: Element>(
-    s: &GgnnSearchGpu<'_>,
-    graph: &G,
-    base: DatasetView<'_, T>,
-    queries: DatasetView<'_, T>,
-    metric: Metric,
-    k: usize,
-    p: &GgnnSearchParams,
-) -> weft_core::Result<(Neighbors, weft_core::SearchStats)>
-where
-    for<'c> GgnnSearchGpu<'c>: Searcher<G, Params = GgnnSearchParams>,
-{
-    let mut out = Neighbors::new(queries.rows(), k);
-    let st = s.search(graph, base, queries, metric, p, out.as_mut())?;
-    Ok((out, st))
-}
-
-fn cpu_search<G: GraphView, T: Element>(
-    graph: &G,
-    base: DatasetView<'_, T>,
-    queries: DatasetView<'_, T>,
-    metric: Metric,
-    k: usize,
-    p: &GgnnSearchParams,
-) -> (Neighbors, weft_core::SearchStats) {
-    let mut out = Neighbors::new(queries.rows(), k);
-    let st = GgnnSearch
-        .search(graph, base, queries, metric, p, out.as_mut())
-        .unwrap();
-    (out, st)
-}
-
-/// Rows sorted, ids valid and distinct (padding only at the end), distances equal to the
-/// recomputed ones (relative 1e-3).
-fn check_rows<T: Element>(
-    nb: &Neighbors,
-    base: DatasetView<'_, T>,
-    queries: DatasetView<'_, T>,
-    metric: Metric,
-) {
-    let dist = metric.distance_fn::<T>();
-    for q in 0..nb.rows() {
-        let ids = nb.row_ids(q);
-        let d = nb.row_dists(q);
-        let valid = ids.iter().take_while(|&&i| i != INVALID).count();
-        assert!(
-            ids[valid..].iter().all(|&i| i == INVALID),
-            "query {q}: id after padding {ids:?}"
-        );
-        let mut seen = ids[..valid].to_vec();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(seen.len(), valid, "query {q}: duplicate ids {ids:?}");
-        assert!(
-            d[..valid].windows(2).all(|w| w[0] <= w[1]),
-            "query {q}: not sorted {d:?}"
-        );
-        for j in 0..valid {
-            let id = ids[j] as usize;
-            assert!(id < base.rows(), "query {q}: id {id} out of range");
-            let want = dist.eval(queries.row(q), base.row(id));
-            assert!(
-                (want - d[j]).abs() <= 1e-3 * (1.0 + want.abs()),
-                "query {q}: distance {} for id {id}, recomputed {want}",
-                d[j]
-            );
-        }
-    }
-}
+use common::{ggnn_invalid_params, two_layer_hierarchy};
 
 #[test]
 fn ggnn_gpu_passes_the_suite() {
@@ -112,31 +40,8 @@ fn ggnn_gpu_passes_the_suite() {
         return;
     };
     let mut suite = SearchSuite::new(GgnnSearchParams::default(), 0.9);
-    suite.invalid_params = vec![
-        GgnnSearchParams {
-            tau: -1.0,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            tau: f32::NAN,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            best: 0,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            prioq: 0,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            max_iterations: 0,
-            ..Default::default()
-        },
-        GgnnSearchParams {
-            max_nn1: Some(f32::INFINITY),
-            ..Default::default()
-        },
+    suite.invalid_params = ggnn_invalid_params();
+    suite.invalid_params.extend([
         // More than a block can merge, and a visited table beyond shared memory.
         GgnnSearchParams {
             prioq: 5000,
@@ -146,7 +51,7 @@ fn ggnn_gpu_passes_the_suite() {
             visited: 100_000,
             ..Default::default()
         },
-    ];
+    ]);
     for block in [0, 32, 64, 128] {
         let s = GgnnSearchGpu::new(&ctx).with_block_threads(block);
         let report = run_search_suite(&s, &suite);
@@ -207,10 +112,19 @@ fn oracle_case<T: Element>(
         max_nn1: None,
         seed,
     };
-    let (cpu, cst) = cpu_search(&graph, base.view(), queries.view(), metric, k, &p);
+    let (cpu, cst) = run_search(
+        &GgnnSearch,
+        &graph,
+        base.view(),
+        queries.view(),
+        metric,
+        k,
+        &p,
+    )
+    .unwrap();
     let s = GgnnSearchGpu::new(ctx).with_block_threads(block);
-    let (gpu, gst) = gpu_search(&s, &graph, base.view(), queries.view(), metric, k, &p).unwrap();
-    check_rows(&gpu, base.view(), queries.view(), metric);
+    let (gpu, gst) = run_search(&s, &graph, base.view(), queries.view(), metric, k, &p).unwrap();
+    check_results("ggnn_gpu", &gpu, base.view(), queries.view(), metric);
     let mut differing = 0;
     for q in 0..queries.rows() {
         let (ci, cd) = (cpu.row_ids(q), cpu.row_dists(q));
@@ -240,7 +154,7 @@ fn oracle_case<T: Element>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: gpu_cases(8), ..ProptestConfig::default() })]
 
     /// The oracle of the module documentation, for every element type, both entry kinds
     /// (the graph's entry point, or the CPU's seeded random points) and every block size.
@@ -293,10 +207,10 @@ proptest! {
         let p = GgnnSearchParams { tau, prioq, visited, max_iterations: iters, seed, ..Default::default() };
         let k = 10;
         let truth = ground_truth(base.view(), queries.view(), metric, k).unwrap();
-        let (cpu, _) = cpu_search(&graph, base.view(), queries.view(), metric, k, &p);
+        let (cpu, _) = run_search(&GgnnSearch, &graph, base.view(), queries.view(), metric, k, &p).unwrap();
         let s = GgnnSearchGpu::new(&ctx);
-        let (gpu, st) = gpu_search(&s, &graph, base.view(), queries.view(), metric, k, &p).unwrap();
-        check_rows(&gpu, base.view(), queries.view(), metric);
+        let (gpu, st) = run_search(&s, &graph, base.view(), queries.view(), metric, k, &p).unwrap();
+        check_results("ggnn_gpu", &gpu, base.view(), queries.view(), metric);
         prop_assert_eq!(st.queries, 50);
         let (rc, rg) = (recall_at_k(&cpu, &truth, k), recall_at_k(&gpu, &truth, k));
         prop_assert!(rg >= rc - 0.05, "GPU recall {} < CPU {} ({:?})", rg, rc, metric);
@@ -335,11 +249,11 @@ proptest! {
         let graph = FixedDegreeGraph::new(n, degree, ids).unwrap().with_entry_points(entries);
         let p = GgnnSearchParams { tau, prioq, visited, max_iterations: 200, best: k, ..Default::default() };
         let s = GgnnSearchGpu::new(&ctx);
-        let (gpu, _) = gpu_search(&s, &graph, base.view(), queries.view(), Metric::L2Squared, k, &p).unwrap();
-        check_rows(&gpu, base.view(), queries.view(), Metric::L2Squared);
+        let (gpu, _) = run_search(&s, &graph, base.view(), queries.view(), Metric::L2Squared, k, &p).unwrap();
+        check_results("ggnn_gpu", &gpu, base.view(), queries.view(), Metric::L2Squared);
         // The CPU search on the same malformed graph: its results are duplicate-free too, and
         // the GPU's reach is not worse.
-        let (cpu, _) = cpu_search(&graph, base.view(), queries.view(), Metric::L2Squared, k, &p);
+        let (cpu, _) = run_search(&GgnnSearch, &graph, base.view(), queries.view(), Metric::L2Squared, k, &p).unwrap();
         let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, k).unwrap();
         let (rc, rg) = (recall_at_k(&cpu, &truth, k), recall_at_k(&gpu, &truth, k));
         prop_assert!(rg >= rc - 0.1, "GPU recall {} < CPU {}", rg, rc);
@@ -351,22 +265,20 @@ fn ggnn_gpu_searches_a_hierarchy_from_its_top_layer() {
     let Some(ctx) = gpu_or_skip("ggnn_gpu_searches_a_hierarchy_from_its_top_layer") else {
         return;
     };
-    let (base, queries) = gaussian_mixture::<f32>(2000, 100, 16, 8, 21);
-    let g = known_good_graph(base.view(), Metric::L2Squared, 5);
-    let top_ids: Vec<NodeId> = (0..200).map(|i| i * 10).collect();
-    let top = HierLayer::new(
-        FixedDegreeGraph::new(200, 1, vec![INVALID; 200]).unwrap(),
-        top_ids.clone(),
-    )
-    .unwrap();
-    let h = HierGraph::new(g.clone(), vec![top], top_ids.clone()).unwrap();
-    let flat = g.clone().with_entry_points(top_ids);
+    let common::TwoLayers {
+        base,
+        queries,
+        top_ids,
+        hier: h,
+    } = two_layer_hierarchy();
+    // Layer 0 alone, entered from the same points.
+    let flat = h.base().clone().with_entry_points(top_ids);
     let p = GgnnSearchParams {
         tau: 1.0,
         ..Default::default()
     };
     let s = GgnnSearchGpu::new(&ctx);
-    let (a, _) = gpu_search(
+    let (a, _) = run_search(
         &s,
         &h,
         base.view(),
@@ -376,7 +288,7 @@ fn ggnn_gpu_searches_a_hierarchy_from_its_top_layer() {
         &p,
     )
     .unwrap();
-    let (b, _) = gpu_search(
+    let (b, _) = run_search(
         &s,
         &flat,
         base.view(),
@@ -490,47 +402,47 @@ fn ggnn_gpu_rejects_bad_input_with_typed_errors() {
             .with_block_threads(block)
             .with_team_size(team);
         invalid(
-            gpu_search(&s, &graph, base.view(), queries.view(), l2, 10, &p),
+            run_search(&s, &graph, base.view(), queries.view(), l2, 10, &p),
             &format!("block {block} team {team}"),
         );
     }
     // k out of range.
     invalid(
-        gpu_search(&s, &graph, base.view(), queries.view(), l2, 301, &p),
+        run_search(&s, &graph, base.view(), queries.view(), l2, 301, &p),
         "k > n",
     );
     // Dimension mismatch.
     let (_, q4) = gaussian_mixture::<f32>(1, 5, 4, 2, 4);
     assert!(matches!(
-        gpu_search(&s, &graph, base.view(), q4.view(), l2, 10, &p),
+        run_search(&s, &graph, base.view(), q4.view(), l2, 10, &p),
         Err(Error::DimensionMismatch { .. })
     ));
     // NaN and infinity.
     let mut bad = queries.clone();
     bad.as_mut_slice()[3] = f32::NAN;
     assert!(matches!(
-        gpu_search(&s, &graph, base.view(), bad.view(), l2, 10, &p),
+        run_search(&s, &graph, base.view(), bad.view(), l2, 10, &p),
         Err(Error::NonFinite { .. })
     ));
     let mut badb = base.clone();
     badb.as_mut_slice()[7] = f32::INFINITY;
     assert!(matches!(
-        gpu_search(&s, &graph, badb.view(), queries.view(), l2, 10, &p),
+        run_search(&s, &graph, badb.view(), queries.view(), l2, 10, &p),
         Err(Error::NonFinite { .. })
     ));
     // Empty base set.
     let empty = Dataset::<f32>::from_vec(Vec::new(), 0, 8).unwrap();
     let g0 = FixedDegreeGraph::new(0, 4, Vec::new()).unwrap();
-    assert!(gpu_search(&s, &g0, empty.view(), queries.view(), l2, 1, &p).is_err());
+    assert!(run_search(&s, &g0, empty.view(), queries.view(), l2, 1, &p).is_err());
     // Graph and data disagree; entry point out of range.
     let small = FixedDegreeGraph::new(10, 1, vec![INVALID; 10]).unwrap();
     assert!(matches!(
-        gpu_search(&s, &small, base.view(), queries.view(), l2, 10, &p),
+        run_search(&s, &small, base.view(), queries.view(), l2, 10, &p),
         Err(Error::DimensionMismatch { .. })
     ));
     let far = graph.clone().with_entry_points(vec![300]);
     assert!(matches!(
-        gpu_search(&s, &far, base.view(), queries.view(), l2, 10, &p),
+        run_search(&s, &far, base.view(), queries.view(), l2, 10, &p),
         Err(Error::InvalidGraph(_))
     ));
     // Out of device memory: a budget too small for the upload.
@@ -549,6 +461,6 @@ fn ggnn_gpu_rejects_bad_input_with_typed_errors() {
     ));
     // No queries: nothing to do.
     let none = Dataset::<f32>::from_vec(Vec::new(), 0, 8).unwrap();
-    let (r, st) = gpu_search(&s, &graph, base.view(), none.view(), l2, 10, &p).unwrap();
+    let (r, st) = run_search(&s, &graph, base.view(), none.view(), l2, 10, &p).unwrap();
     assert_eq!((r.rows(), st.queries), (0, 0));
 }

@@ -11,8 +11,11 @@ use weft_gpu::testing::gpu_or_skip;
 use weft_search::{
     BeamSearch, BeamSearchParams, CagraSearchGpu, CagraSearchModeParam, CagraSearchParams,
 };
+use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
-use weft_testkit::search::{SearchSuite, known_good_graph, run_search_suite};
+use weft_testkit::search::{
+    SearchSuite, check_result_rows, known_good_graph, run_search, run_search_suite,
+};
 
 /// How much lower than the CPU beam search's recall the GPU search's may be at the same list
 /// size: the GPU search stops after an iteration cap and starts from random points as well as
@@ -33,31 +36,6 @@ fn multi(itopk: usize) -> CagraSearchParams {
     }
 }
 
-/// Every row sorted by distance, ids valid and distinct (padding only at the end).
-fn check_rows(nb: &Neighbors, n: usize) {
-    for q in 0..nb.rows() {
-        let ids = nb.row_ids(q);
-        let d = nb.row_dists(q);
-        let valid = ids.iter().take_while(|&&i| i != INVALID).count();
-        assert!(
-            ids[valid..].iter().all(|&i| i == INVALID),
-            "query {q}: id after padding"
-        );
-        let mut seen = ids[..valid].to_vec();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(seen.len(), valid, "query {q}: duplicate ids {ids:?}");
-        assert!(
-            ids[..valid].iter().all(|&i| (i as usize) < n),
-            "query {q}: id out of range"
-        );
-        assert!(
-            d[..valid].windows(2).all(|w| w[0] <= w[1]),
-            "query {q}: not sorted {d:?}"
-        );
-    }
-}
-
 fn search(
     ctx: &GpuContext,
     graph: &FixedDegreeGraph,
@@ -67,18 +45,17 @@ fn search(
     k: usize,
     params: &CagraSearchParams,
 ) -> Neighbors {
-    let mut out = Neighbors::new(queries.rows(), k);
-    CagraSearchGpu::new(ctx)
-        .search(
-            graph,
-            base.view(),
-            queries.view(),
-            metric,
-            params,
-            out.as_mut(),
-        )
-        .unwrap();
-    out
+    run_search(
+        &CagraSearchGpu::new(ctx),
+        graph,
+        base.view(),
+        queries.view(),
+        metric,
+        k,
+        params,
+    )
+    .unwrap()
+    .0
 }
 
 #[test]
@@ -115,15 +92,8 @@ fn gpu_cagra_search_passes_the_suite() {
     }
 }
 
-fn cases() -> u32 {
-    std::env::var("WEFT_GPU_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: gpu_cases(8), ..ProptestConfig::default() })]
 
     /// On fresh random sets, the GPU search's recall@10 is at least the CPU beam search's at
     /// the same list size, minus RECALL_TOLERANCE; rows are sorted, distinct and valid.
@@ -151,11 +121,11 @@ proptest! {
             .unwrap();
         let params = CagraSearchParams { search_width: width, seed, ..single(l) };
         let gpu = search(&ctx, &graph, &base, &queries, metric, k, &params);
-        check_rows(&gpu, n);
+        check_result_rows("cagra_gpu", &gpu, n);
         let (rc, rg) = (recall_at_k(&cpu, &truth, k), recall_at_k(&gpu, &truth, k));
         prop_assert!(rg >= rc - RECALL_TOLERANCE, "GPU recall {rg} < CPU beam {rc} (L = {l}, {metric:?})");
         let gpu_multi = search(&ctx, &graph, &base, &queries, metric, k, &CagraSearchParams { seed, ..multi(l) });
-        check_rows(&gpu_multi, n);
+        check_result_rows("cagra_gpu", &gpu_multi, n);
         let rm = recall_at_k(&gpu_multi, &truth, k);
         prop_assert!(rm >= rc - RECALL_TOLERANCE, "multi-CTA recall {rm} < CPU beam {rc} (L = {l}, {metric:?})");
     }
@@ -181,7 +151,7 @@ fn gpu_cagra_search_is_batch_size_independent() {
         10,
         &params,
     );
-    check_rows(&all, 3000);
+    check_result_rows("cagra_gpu", &all, 3000);
     for q in 0..queries.rows() {
         let one = weft_core::Dataset::from_vec(queries.view().row(q).to_vec(), 1, 24).unwrap();
         let r = search(&ctx, &graph, &base, &one, Metric::L2Squared, 10, &params);
@@ -236,7 +206,7 @@ fn gpu_cagra_filtered_search_never_returns_filtered_ids() {
                 ..params
             };
             let found = search(&ctx, &graph, &base, &queries, Metric::L2Squared, k, &params);
-            check_rows(&found, n);
+            check_result_rows("cagra_gpu", &found, n);
             for &id in found.ids.iter().filter(|&&i| i != INVALID) {
                 assert!(
                     allowed(id as usize),
@@ -265,7 +235,7 @@ fn gpu_cagra_search_k_up_to_1024_in_both_modes() {
         let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, k).unwrap();
         for params in [single(1024), multi(1024)] {
             let found = search(&ctx, &graph, &base, &queries, Metric::L2Squared, k, &params);
-            check_rows(&found, 4000);
+            check_result_rows("cagra_gpu", &found, 4000);
             let r = recall_at_k(&found, &truth, k);
             println!("k = {k} {:?}: recall {r:.3}", params.mode);
             assert!(r >= 0.9, "k = {k} {:?}: recall {r}", params.mode);
@@ -283,18 +253,17 @@ fn gpu_cagra_search_f16_and_every_metric() {
         let graph = known_good_graph(base.view(), metric, 41);
         let truth = ground_truth(base.view(), queries.view(), metric, 10).unwrap();
         for params in [single(64), multi(64)] {
-            let mut out = Neighbors::new(50, 10);
-            CagraSearchGpu::new(&ctx)
-                .search(
-                    &graph,
-                    base.view(),
-                    queries.view(),
-                    metric,
-                    &params,
-                    out.as_mut(),
-                )
-                .unwrap();
-            check_rows(&out, 2000);
+            let (out, _) = run_search(
+                &CagraSearchGpu::new(&ctx),
+                &graph,
+                base.view(),
+                queries.view(),
+                metric,
+                10,
+                &params,
+            )
+            .unwrap();
+            check_result_rows("cagra_gpu", &out, 2000);
             let r = recall_at_k(&out, &truth, 10);
             let min = if metric == Metric::InnerProduct {
                 0.45
@@ -329,15 +298,16 @@ fn gpu_cagra_search_rejects_bad_params() {
         },
     ];
     for p in bad {
-        let mut out = Neighbors::new(4, 10);
-        let r = CagraSearchGpu::new(&ctx).search(
+        let r = run_search(
+            &CagraSearchGpu::new(&ctx),
             &graph,
             base.view(),
             queries.view(),
             Metric::L2Squared,
+            10,
             &p,
-            out.as_mut(),
-        );
+        )
+        .map(|(_, stats)| stats);
         assert!(
             matches!(r, Err(Error::InvalidParams { .. })),
             "{p:?}: {r:?}"

@@ -12,3 +12,12 @@
 pub mod graph;
 pub mod knn;
 pub mod search;
+
+/// Proptest cases per GPU oracle test: `$WEFT_GPU_CASES` when it holds a number, else
+/// `default`.
+pub fn gpu_cases(default: u32) -> u32 {
+    std::env::var("WEFT_GPU_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

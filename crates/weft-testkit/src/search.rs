@@ -7,7 +7,7 @@
 use weft_core::rng::{SplitMix64, hash3};
 use weft_core::{
     BuildCtx, DType, Dataset, DatasetView, Element, Error, FixedDegreeGraph, Metric, Neighbors,
-    NeighborsMut, NodeId, Searcher,
+    NeighborsMut, NodeId, SearchStats, Searcher,
 };
 
 use crate::graph::{
@@ -114,29 +114,35 @@ pub fn check_searcher<S: Searcher<FixedDegreeGraph>>(
     run_search_suite(searcher, &SearchSuite::new(params, min_recall))
 }
 
-/// Checks one result set: ids in range, no duplicates, distances ascending and equal to the
-/// metric's distance, padding only at the end.
-fn check_results<T: Element>(
-    what: &str,
-    res: &Neighbors,
+/// Runs `searcher` over `graph` with `params` for every row of `queries`, `k` neighbours each,
+/// into a fresh [`Neighbors`]; returns it with the search's statistics.
+pub fn run_search<G: ?Sized, S: Searcher<G>, T: Element>(
+    searcher: &S,
+    graph: &G,
     base: DatasetView<'_, T>,
     queries: DatasetView<'_, T>,
     metric: Metric,
-) {
-    let dist = metric.distance_fn::<T>();
+    k: usize,
+    params: &S::Params,
+) -> weft_core::Result<(Neighbors, SearchStats)> {
+    let mut out = Neighbors::new(queries.rows(), k);
+    let stats = searcher.search(graph, base, queries, metric, params, out.as_mut())?;
+    Ok((out, stats))
+}
+
+/// Checks the rows of one result set over `n` points: ids in range, no duplicates, distances
+/// ascending, padding only at the end. Panics with a message naming `what` and the query.
+pub fn check_result_rows(what: &str, res: &Neighbors, n: usize) {
     for q in 0..res.rows() {
         let (ids, dists) = (res.row_ids(q), res.row_dists(q));
-        let valid = ids
-            .iter()
-            .position(|&i| i == weft_core::INVALID)
-            .unwrap_or(ids.len());
+        let valid = valid_len(ids);
         assert!(
             ids[valid..].iter().all(|&i| i == weft_core::INVALID),
             "{what}: query {q}: id after padding"
         );
         for j in 0..valid {
             let id = ids[j] as usize;
-            assert!(id < base.rows(), "{what}: query {q}: id {id} out of range");
+            assert!(id < n, "{what}: query {q}: id {id} out of range");
             assert!(
                 !ids[..j].contains(&ids[j]),
                 "{what}: query {q}: id {id} returned twice"
@@ -147,6 +153,25 @@ fn check_results<T: Element>(
                     "{what}: query {q}: distances not ascending at {j}"
                 );
             }
+        }
+    }
+}
+
+/// Checks one result set: [`check_result_rows`], and every distance equal to the metric's
+/// distance between the query and the returned point (relative tolerance 1e-3).
+pub fn check_results<T: Element>(
+    what: &str,
+    res: &Neighbors,
+    base: DatasetView<'_, T>,
+    queries: DatasetView<'_, T>,
+    metric: Metric,
+) {
+    check_result_rows(what, res, base.rows());
+    let dist = metric.distance_fn::<T>();
+    for q in 0..res.rows() {
+        let (ids, dists) = (res.row_ids(q), res.row_dists(q));
+        for j in 0..valid_len(ids) {
+            let id = ids[j] as usize;
             let d = dist.eval(queries.row(q), base.row(id));
             let tol = 1e-3 * (1.0 + d.abs());
             assert!(
@@ -156,6 +181,13 @@ fn check_results<T: Element>(
             );
         }
     }
+}
+
+/// The number of ids before the first padding entry.
+fn valid_len(ids: &[NodeId]) -> usize {
+    ids.iter()
+        .position(|&i| i == weft_core::INVALID)
+        .unwrap_or(ids.len())
 }
 
 fn search_case<S: Searcher<FixedDegreeGraph>, T: Element>(

@@ -448,60 +448,35 @@ impl Index {
                     format!("the list size itopk = {} is below k = {k}", p.itopk),
                 ));
             }
-            // A search that panicked midway leaves nothing worth keeping: start again.
-            let mut cache = self.gpu.0.lock().unwrap_or_else(|poisoned| {
-                let mut g = poisoned.into_inner();
-                *g = None;
-                g
-            });
-            if cache.is_none() {
-                *cache = Some(match weft_gpu::probe() {
-                    Err(e) => GpuState::Unavailable(e.to_string()),
-                    Ok(ctx) => {
-                        let converted;
-                        let graph: &FixedDegreeGraph = match &self.graph {
-                            StoredGraph::Fixed(g) => g,
-                            StoredGraph::Knn(g) => {
-                                converted = g.to_fixed_degree(g.k())?;
-                                &converted
-                            }
-                            StoredGraph::Hier(_) => {
-                                return Err(Error::Unsupported(
-                                    "the GPU search reads fixed-degree and k-NN graphs".into(),
-                                ));
-                            }
-                        };
-                        // Upload errors (e.g. out of device memory) are returned, not cached.
-                        let session = CagraSearchSession::new(ctx, data, graph)?;
-                        GpuState::Ready(Box::new(session))
-                    }
-                });
-            }
-            let session = match cache.as_mut() {
-                Some(GpuState::Ready(s)) => s.downcast_mut::<CagraSearchSession<T>>(),
-                Some(GpuState::Unavailable(e)) if required => {
-                    return Err(Error::Unsupported(format!(
-                        "the GPU search backend needs a usable CUDA GPU: {e}"
-                    )));
-                }
-                _ => return Ok(None),
-            };
-            let Some(session) = session else {
-                return Err(Error::InvalidInput(format!(
-                    "the resident GPU data is not of {} elements",
-                    T::DTYPE
-                )));
-            };
-            let (nb, stats) = session.search(
-                queries,
-                self.metric(),
-                k,
-                &weft_search::CagraSearchGpu::device_config(&p),
-                None,
-            )?;
-            out.ids.copy_from_slice(&nb.ids);
-            out.dists.copy_from_slice(&nb.dists);
-            Ok(Some(stats))
+            self.search_resident_session::<T, CagraSearchSession<T>>(
+                required,
+                out,
+                |ctx| {
+                    let converted;
+                    let graph: &FixedDegreeGraph = match &self.graph {
+                        StoredGraph::Fixed(g) => g,
+                        StoredGraph::Knn(g) => {
+                            converted = g.to_fixed_degree(g.k())?;
+                            &converted
+                        }
+                        StoredGraph::Hier(_) => {
+                            return Err(Error::Unsupported(
+                                "the GPU search reads fixed-degree and k-NN graphs".into(),
+                            ));
+                        }
+                    };
+                    CagraSearchSession::new(ctx, data, graph)
+                },
+                |session| {
+                    session.search(
+                        queries,
+                        self.metric(),
+                        k,
+                        &weft_search::CagraSearchGpu::device_config(&p),
+                        None,
+                    )
+                },
+            )
         }
         #[cfg(not(feature = "cuda"))]
         {
@@ -545,6 +520,36 @@ impl Index {
             ..defaults
         };
         p.validate(data.rows(), data.dim())?;
+        let k = out.k();
+        self.search_resident_session::<T, weft_gpu::GgnnSearchSession<T>>(
+            required,
+            out,
+            |ctx| {
+                data.check_finite()?;
+                weft_gpu::GgnnSearchSession::new(ctx, data, hier.base(), hier.entry_points())
+            },
+            |session| {
+                let cfg = weft_search::GgnnSearchGpu::new(session.context()).device_config(&p);
+                session.search(queries, self.metric(), k, &cfg)
+            },
+        )
+    }
+
+    /// Runs `search` on the resident GPU search session of type `S` kept in the index's GPU
+    /// cache (held for the whole call: searches take turns) and copies its neighbours into
+    /// `out`. The first call probes the GPU and, when there is one, makes the session with
+    /// `new_session`; its errors (e.g. out of device memory) are returned, not cached, while a
+    /// failed probe is cached. `None` when no GPU is usable and `required` is false; an error
+    /// when it is true, or when the resident session is not an `S` (other elements than `T`).
+    #[cfg(feature = "cuda")]
+    fn search_resident_session<T: Element, S: Send + 'static>(
+        &self,
+        required: bool,
+        out: &mut Neighbors,
+        new_session: impl FnOnce(weft_gpu::GpuContext) -> Result<S>,
+        search: impl FnOnce(&mut S) -> Result<(Neighbors, SearchStats)>,
+    ) -> Result<Option<SearchStats>> {
+        // A search that panicked midway leaves nothing worth keeping: start again.
         let mut cache = self.gpu.0.lock().unwrap_or_else(|poisoned| {
             let mut g = poisoned.into_inner();
             *g = None;
@@ -553,21 +558,11 @@ impl Index {
         if cache.is_none() {
             *cache = Some(match weft_gpu::probe() {
                 Err(e) => GpuState::Unavailable(e.to_string()),
-                Ok(ctx) => {
-                    data.check_finite()?;
-                    // Upload errors (e.g. out of device memory) are returned, not cached.
-                    let session = weft_gpu::GgnnSearchSession::new(
-                        ctx,
-                        data,
-                        hier.base(),
-                        hier.entry_points(),
-                    )?;
-                    GpuState::Ready(Box::new(session))
-                }
+                Ok(ctx) => GpuState::Ready(Box::new(new_session(ctx)?)),
             });
         }
         let session = match cache.as_mut() {
-            Some(GpuState::Ready(state)) => state.downcast_mut::<weft_gpu::GgnnSearchSession<T>>(),
+            Some(GpuState::Ready(state)) => state.downcast_mut::<S>(),
             Some(GpuState::Unavailable(e)) if required => {
                 return Err(Error::Unsupported(format!(
                     "the GPU search backend needs a usable CUDA GPU: {e}"
@@ -581,8 +576,7 @@ impl Index {
                 T::DTYPE
             )));
         };
-        let cfg = weft_search::GgnnSearchGpu::new(session.context()).device_config(&p);
-        let (nb, stats) = session.search(queries, self.metric(), out.k(), &cfg)?;
+        let (nb, stats) = search(session)?;
         out.ids.copy_from_slice(&nb.ids);
         out.dists.copy_from_slice(&nb.dists);
         Ok(Some(stats))

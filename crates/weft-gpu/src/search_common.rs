@@ -1,0 +1,277 @@
+//! What the CAGRA and GGNN searches on the GPU share ([`crate::cagra_search`],
+//! [`crate::ggnn_search`]): the argument checks, the uploads that precede a search, the work
+//! buffers kept across searches (grown, never shrunk, dropped when handed to another stream),
+//! the copying of results and counters back to the host, and a session's debug output.
+
+use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use weft_core::{
+    DatasetView, Element, Error, FixedDegreeGraph, Neighbors, NodeId, Result, SearchStats,
+};
+
+use crate::cagra::DeviceFixedGraph;
+use crate::context::GpuContext;
+use crate::matrix::DeviceMatrix;
+
+/// The graph must have one vertex per data row.
+pub(crate) fn check_graph_rows(graph_n: usize, rows: usize) -> Result<()> {
+    if graph_n != rows {
+        return Err(Error::dim_mismatch(
+            "graph vertices vs data rows",
+            rows,
+            graph_n,
+        ));
+    }
+    Ok(())
+}
+
+/// Queries must have the data's dimension.
+pub(crate) fn check_query_dim(data_dim: usize, query_dim: usize) -> Result<()> {
+    if query_dim != data_dim {
+        return Err(Error::dim_mismatch(
+            "base vs query dimension",
+            data_dim,
+            query_dim,
+        ));
+    }
+    Ok(())
+}
+
+/// Entry points must be vertices.
+pub(crate) fn check_entries(entries: &[NodeId], n: usize) -> Result<()> {
+    if let Some(&e) = entries.iter().find(|&&e| e as usize >= n) {
+        return Err(Error::InvalidGraph(format!(
+            "entry point {e} is out of range (n = {n})"
+        )));
+    }
+    Ok(())
+}
+
+/// The shapes of a search of host data through a host graph: queries of the data's dimension,
+/// one graph vertex per data row.
+pub(crate) fn check_host_shapes<T: Element>(
+    data: DatasetView<'_, T>,
+    graph: &FixedDegreeGraph,
+    queries: DatasetView<'_, T>,
+) -> Result<()> {
+    data.check_same_dim(&queries, "base vs query dimension")?;
+    check_graph_rows(graph.n(), data.rows())
+}
+
+/// The shapes of a search of device data through a device graph: queries of the data's
+/// dimension, one graph vertex per data row.
+pub(crate) fn check_device_shapes<T: Element>(
+    data: &DeviceMatrix<T>,
+    graph: &DeviceFixedGraph,
+    queries: &DeviceMatrix<T>,
+) -> Result<()> {
+    check_query_dim(data.dim(), queries.dim())?;
+    check_graph_rows(graph.n(), data.rows())
+}
+
+/// Bytes that `data` and `graph` take on the device.
+fn resident_bytes<T: Element>(data: DatasetView<'_, T>, graph: &FixedDegreeGraph) -> u64 {
+    DeviceMatrix::<T>::bytes_for(data.rows(), data.dim()) + graph.ids().len() as u64 * 4
+}
+
+/// `data` and `graph` uploaded to `ctx` after checking that they fit in `budget` (`None`: free
+/// memory).
+pub(crate) fn upload_resident<T: Element>(
+    ctx: &GpuContext,
+    data: DatasetView<'_, T>,
+    graph: &FixedDegreeGraph,
+    budget: Option<u64>,
+) -> Result<(DeviceMatrix<T>, DeviceFixedGraph)> {
+    ctx.check_fits(resident_bytes(data, graph), budget)?;
+    let d = DeviceMatrix::upload(ctx, data)?;
+    let g = DeviceFixedGraph::upload(ctx, graph)?;
+    Ok((d, g))
+}
+
+/// Data, queries and graph uploaded to `ctx` for one search, after checking that they and
+/// `extra` more bytes fit in `budget` (`None`: free memory).
+pub(crate) fn upload_search<T: Element>(
+    ctx: &GpuContext,
+    data: DatasetView<'_, T>,
+    graph: &FixedDegreeGraph,
+    queries: DatasetView<'_, T>,
+    extra: u64,
+    budget: Option<u64>,
+) -> Result<(DeviceMatrix<T>, DeviceMatrix<T>, DeviceFixedGraph)> {
+    let upload = DeviceMatrix::<T>::bytes_for(data.rows(), data.dim())
+        + DeviceMatrix::<T>::bytes_for(queries.rows(), data.dim())
+        + graph.ids().len() as u64 * 4
+        + extra;
+    ctx.check_fits(upload, budget)?;
+    let d = DeviceMatrix::upload(ctx, data)?;
+    let q = DeviceMatrix::upload(ctx, queries)?;
+    let g = DeviceFixedGraph::upload(ctx, graph)?;
+    Ok((d, q, g))
+}
+
+/// Defines a search's work buffers: a struct of the named `Option<CudaSlice<_>>` slots, plus
+/// the stream they were made on and the count of device allocations made, with `new`,
+/// `bytes`, `allocations`, a `Debug` showing the bytes and allocations, and `adopt` (drops the
+/// buffers when handed to another stream than the context's, keeping the count).
+macro_rules! work_buffers {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident { $($field:ident: $elem:ty,)* }
+    ) => {
+        $(#[$meta])*
+        #[derive(Default)]
+        pub struct $name {
+            /// The stream the buffers belong to (its address; 0 before the first search).
+            owner: usize,
+            $($field: Option<cudarc::driver::CudaSlice<$elem>>,)*
+            allocations: u64,
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("bytes", &self.bytes())
+                    .field("allocations", &self.allocations)
+                    .finish()
+            }
+        }
+
+        impl $name {
+            /// Empty buffers (nothing allocated until the first search).
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            /// Device bytes held now.
+            pub fn bytes(&self) -> u64 {
+                [$($crate::search_common::slot_bytes(&self.$field)),*]
+                    .into_iter()
+                    .sum()
+            }
+
+            /// Device allocations made so far (a steady state makes none).
+            pub fn allocations(&self) -> u64 {
+                self.allocations
+            }
+
+            /// Drops buffers of another context's stream.
+            fn adopt(&mut self, ctx: &$crate::context::GpuContext) {
+                let owner = std::sync::Arc::as_ptr(ctx.stream()) as usize;
+                if self.owner != owner {
+                    let allocations = self.allocations;
+                    *self = $name {
+                        owner,
+                        allocations,
+                        ..Default::default()
+                    };
+                }
+            }
+        }
+    };
+}
+pub(crate) use work_buffers;
+
+/// Device bytes the buffer in `slot` holds.
+pub(crate) fn slot_bytes<T>(slot: &Option<CudaSlice<T>>) -> u64 {
+    slot.as_ref()
+        .map_or(0, |s| s.len() as u64 * std::mem::size_of::<T>() as u64)
+}
+
+/// Bytes a buffer must newly allocate to hold `len` (at least 1) elements.
+pub(crate) fn grow_bytes<T>(slot: &Option<CudaSlice<T>>, len: usize) -> u64 {
+    let len = len.max(1);
+    match slot {
+        Some(s) if s.len() >= len => 0,
+        _ => len as u64 * std::mem::size_of::<T>() as u64,
+    }
+}
+
+/// The buffer in `slot`, taken out, replaced by a larger one when it holds fewer than `len`
+/// (at least 1) elements.
+pub(crate) fn take_grown<T: DeviceRepr + ValidAsZeroBits>(
+    ctx: &GpuContext,
+    slot: &mut Option<CudaSlice<T>>,
+    len: usize,
+    allocations: &mut u64,
+) -> Result<CudaSlice<T>> {
+    let len = len.max(1);
+    match slot.take() {
+        Some(s) if s.len() >= len => Ok(s),
+        old => {
+            drop(old);
+            *allocations += 1;
+            ctx.alloc_zeros::<T>(len)
+        }
+    }
+}
+
+/// Copies `entries` (when there are any) to the front of `entry_buf` and zeroes `counters`.
+pub(crate) fn upload_entries_zero_counters(
+    ctx: &GpuContext,
+    entries: &[NodeId],
+    entry_buf: &mut CudaSlice<u32>,
+    counters: &mut CudaSlice<u64>,
+) -> Result<()> {
+    if !entries.is_empty() {
+        ctx.stream()
+            .memcpy_htod(entries, &mut entry_buf.slice_mut(0..entries.len()))
+            .map_err(|e| Error::Gpu(format!("copy the entry points to the device: {e}")))?;
+    }
+    ctx.stream()
+        .memset_zeros(counters)
+        .map_err(|e| Error::Gpu(format!("zero the search counters: {e}")))?;
+    Ok(())
+}
+
+/// Downloads the `cnt * k` results of queries `start..start + cnt` into their rows of `out`.
+pub(crate) fn download_results(
+    ctx: &GpuContext,
+    ids: &CudaSlice<u32>,
+    dists: &CudaSlice<f32>,
+    out: &mut Neighbors,
+    start: usize,
+    cnt: usize,
+    k: usize,
+) -> Result<()> {
+    let ids = ctx.download(ids, cnt * k)?;
+    let dists = ctx.download(dists, cnt * k)?;
+    out.ids[start * k..(start + cnt) * k].copy_from_slice(&ids);
+    out.dists[start * k..(start + cnt) * k].copy_from_slice(&dists);
+    Ok(())
+}
+
+/// The statistics of `nq` queries from the search counters (hops, distance computations).
+pub(crate) fn download_stats(
+    ctx: &GpuContext,
+    counters: &CudaSlice<u64>,
+    nq: usize,
+) -> Result<SearchStats> {
+    let c = ctx.download(counters, 2)?;
+    Ok(SearchStats {
+        queries: nq as u64,
+        distance_computations: c[1],
+        hops: c[0],
+    })
+}
+
+/// A resident search session's debug output: its data, graph degree, entry points, query
+/// buffer capacity and work buffers.
+pub(crate) fn fmt_session<T: Element>(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    data: &DeviceMatrix<T>,
+    graph: &DeviceFixedGraph,
+    entries: &[NodeId],
+    queries: &Option<DeviceMatrix<T>>,
+    bufs: &dyn std::fmt::Debug,
+) -> std::fmt::Result {
+    f.debug_struct(name)
+        .field("data", data)
+        .field("degree", &graph.degree())
+        .field("entries", &entries.len())
+        .field(
+            "query_capacity",
+            &queries.as_ref().map_or(0, |q| q.capacity()),
+        )
+        .field("buffers", bufs)
+        .finish()
+}

@@ -1,0 +1,72 @@
+//! Fixtures the GGNN search tests share (`tests/ggnn.rs`, and `tests/ggnn_gpu.rs` with the
+//! `cuda` feature).
+
+use weft_core::{Dataset, FixedDegreeGraph, INVALID, Metric, NodeId};
+use weft_graph::hier::{HierGraph, HierLayer};
+use weft_search::GgnnSearchParams;
+use weft_testkit::graph::gaussian_mixture;
+use weft_testkit::search::known_good_graph;
+
+/// Parameters every GGNN search must reject with `InvalidParams`: negative or NaN `tau`, no
+/// best list, no queue, no iterations, an infinite `max_nn1`.
+pub fn ggnn_invalid_params() -> Vec<GgnnSearchParams> {
+    vec![
+        GgnnSearchParams {
+            tau: -1.0,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            tau: f32::NAN,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            best: 0,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            prioq: 0,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            max_iterations: 0,
+            ..Default::default()
+        },
+        GgnnSearchParams {
+            max_nn1: Some(f32::INFINITY),
+            ..Default::default()
+        },
+    ]
+}
+
+/// A two-layer hierarchy and the set it indexes (see [`two_layer_hierarchy`]).
+pub struct TwoLayers {
+    /// 2000 points of 16 dimensions in 8 clusters (seed 21).
+    pub base: Dataset<f32>,
+    /// 100 queries from the same mixture.
+    pub queries: Dataset<f32>,
+    /// Every 10th point: the top layer (no edges) and the entry points.
+    pub top_ids: Vec<NodeId>,
+    /// The known-good graph of `base` (L2, seed 5) as layer 0, under the top layer, entered
+    /// from `top_ids`.
+    pub hier: HierGraph,
+}
+
+/// The hierarchy fixture of the GGNN search tests: a known-good base layer over 2000 points and
+/// every 10th point on top, entered there.
+pub fn two_layer_hierarchy() -> TwoLayers {
+    let (base, queries) = gaussian_mixture::<f32>(2000, 100, 16, 8, 21);
+    let graph = known_good_graph(base.view(), Metric::L2Squared, 5);
+    let top_ids: Vec<NodeId> = (0..200).map(|i| i * 10).collect();
+    let top = HierLayer::new(
+        FixedDegreeGraph::new(200, 1, vec![INVALID; 200]).unwrap(),
+        top_ids.clone(),
+    )
+    .unwrap();
+    let hier = HierGraph::new(graph, vec![top], top_ids.clone()).unwrap();
+    TwoLayers {
+        base,
+        queries,
+        top_ids,
+        hier,
+    }
+}
