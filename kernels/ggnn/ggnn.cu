@@ -1009,6 +1009,54 @@ extern "C" __global__ void ggnn_fill_u32(u32* dst, u64 len, u32 value) {
         dst[i] = value;
 }
 
+// Layer 0's locality order on the device (a counting sort by key[v] = rank[min(key1[v], l1 - 1)]:
+// each point's best layer-1 point, ranked by the host). The order inside one key is the
+// atomics' arrival order: it changes no merge result and only the race of the symmetric links.
+
+// count[key[v]] += 1 (one thread per point; count zeroed before).
+extern "C" __global__ void ggnn_order_count(const u32* key1, u32 n, const u32* rank, u32 l1,
+                                            u32* count) {
+    const u32 v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    const u32 p = key1[v] < l1 ? key1[v] : l1 - 1;
+    atomicAdd(&count[rank[p]], 1u);
+}
+
+// count[0..len] becomes its exclusive prefix sum (one block; each thread scans a contiguous
+// run of entries, the runs' sums are scanned in shared memory).
+extern "C" __global__ void __launch_bounds__(1024) ggnn_order_scan(u32* count, u32 len) {
+    __shared__ u32 part[1024];
+    const u32 t = threadIdx.x;
+    const u32 per = (len + blockDim.x - 1) / blockDim.x;
+    const u32 lo = t * per < len ? t * per : len;
+    const u32 hi = lo + per < len ? lo + per : len;
+    u32 sum = 0;
+    for (u32 i = lo; i < hi; ++i) sum += count[i];
+    part[t] = sum;
+    __syncthreads();
+    for (u32 off = 1; off < blockDim.x; off <<= 1) {
+        const u32 x = t >= off ? part[t - off] : 0u;
+        __syncthreads();
+        part[t] += x;
+        __syncthreads();
+    }
+    u32 run = t > 0 ? part[t - 1] : 0u;
+    for (u32 i = lo; i < hi; ++i) {
+        const u32 c = count[i];
+        count[i] = run;
+        run += c;
+    }
+}
+
+// order[cursor[key[v]]++] = v (one thread per point; cursor = the scanned counts).
+extern "C" __global__ void ggnn_order_scatter(const u32* key1, u32 n, const u32* rank, u32 l1,
+                                              u32* cursor, u32* order) {
+    const u32 v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    const u32 p = key1[v] < l1 ? key1[v] : l1 - 1;
+    order[atomicAdd(&cursor[rank[p]], 1u)] = v;
+}
+
 #define WEFT_GGNN_INSTANTIATE(T, NAME)                                                           \
     extern "C" __global__ void __launch_bounds__(ggnn::WARPS * 32)                               \
         ggnn_top_##NAME(const T* data, u32 stride, i32 metric, const u32* glob, u32 off,         \

@@ -6,7 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr,
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr,
     PinnedHostSlice, ValidAsZeroBits, sys,
 };
 use rayon::prelude::*;
@@ -149,8 +149,8 @@ pub struct GpuContext {
 }
 
 /// A context's pinned staging buffers, out of it for one transfer (see `GpuContext::staging`);
-/// dropping the guard puts them back, or frees them when the context has a pair again. Copies
-/// still queued on them are awaited through their events before they serve again or are freed.
+/// dropping the guard puts them back, or frees them when the context has a pair again. Every
+/// staged transfer synchronises the stream before it returns, so no copy still uses them then.
 struct Staging<'a> {
     ctx: &'a GpuContext,
     bufs: Vec<PinnedHostSlice<u8>>,
@@ -437,11 +437,10 @@ impl GpuContext {
             .step_by(STAGING_CHUNK)
             .map(|o| (o, (o + STAGING_CHUNK).min(total)))
             .collect();
-        // Queues the copy of chunk `c` into staging buffer `c % 2`. A whole chunk fills the
-        // whole pinned buffer (an asynchronous copy its event tracks); the last, partial chunk
-        // goes into a plain slice of it (cudarc copies whole pinned buffers only), which no
-        // event tracks, so the stream is synchronised before it is read.
-        let queue = |staging: &mut [PinnedHostSlice<u8>], c: usize| -> Result<()> {
+        // Queues the copy of chunk `c` into staging buffer `c % 2` and returns an event that
+        // completes with it. cudarc's own event on a pinned buffer is recorded only when a
+        // context runs several streams (this one runs one), so the transfer keeps its own.
+        let queue = |staging: &mut [PinnedHostSlice<u8>], c: usize| -> Result<CudaEvent> {
             let (lo, hi) = chunks[c];
             let from = src.slice(lo..hi);
             let buf = &mut staging[c % 2];
@@ -452,20 +451,29 @@ impl GpuContext {
                     &mut buf.as_mut_slice().map_err(gpu_err("pinned host memory"))?[..hi - lo];
                 self.stream.memcpy_dtoh(&from, part)
             }
-            .map_err(gpu_err("copy from the device"))
+            .map_err(gpu_err("copy from the device"))?;
+            self.stream
+                .record_event(None)
+                .map_err(gpu_err("record a staged copy"))
         };
-        queue(&mut staging, 0)?;
+        let mut pending = queue(&mut staging, 0)?;
         for (c, &(lo, hi)) in chunks.iter().enumerate() {
-            if c + 1 < chunks.len() {
-                queue(&mut staging, c + 1)?;
-            }
-            if hi - lo < STAGING_CHUNK {
-                self.synchronize()?;
-            }
+            // Chunk c + 1 goes into the other buffer, whose chunk c - 1 the host has taken.
+            let next = if c + 1 < chunks.len() {
+                Some(queue(&mut staging, c + 1)?)
+            } else {
+                None
+            };
+            pending
+                .synchronize()
+                .map_err(gpu_err("wait for a staged copy"))?;
             let done = staging[c % 2]
                 .as_slice()
-                .map_err(gpu_err("wait for a staged copy"))?;
+                .map_err(gpu_err("pinned host memory"))?;
             take(lo, &done[..hi - lo]);
+            if let Some(e) = next {
+                pending = e;
+            }
         }
         self.synchronize()
     }
@@ -501,31 +509,36 @@ impl GpuContext {
             return self.synchronize();
         }
         let mut staging = self.staging()?;
+        // Per staging buffer, an event that completes with the last copy reading it (cudarc's
+        // own is recorded only when a context runs several streams; this one runs one).
+        let mut read_by: [Option<CudaEvent>; 2] = [None, None];
         for (i, lo) in (0..total).step_by(STAGING_CHUNK).enumerate() {
             let hi = (lo + STAGING_CHUNK).min(total);
+            if let Some(e) = read_by[i % 2].take() {
+                e.synchronize().map_err(gpu_err("wait for a staged copy"))?;
+            }
             let buf = &mut staging[i % 2];
-            // Waits until the copy that last used this buffer has finished.
-            let host = buf
-                .as_mut_slice()
-                .map_err(gpu_err("wait for a staged copy"))?;
+            let host = buf.as_mut_slice().map_err(gpu_err("pinned host memory"))?;
             par_fill(&mut host[..hi - lo], lo, &fill);
             let mut to = dst.slice_mut(lo..hi);
             if hi - lo == STAGING_CHUNK {
-                // The whole pinned buffer: an asynchronous copy, awaited through its event.
+                // The whole pinned buffer: an asynchronous copy.
                 self.stream.memcpy_htod(&*buf, &mut to)
             } else {
                 // The last, partial chunk (cudarc copies whole pinned buffers only): a plain
-                // slice of the pinned memory, which no event tracks, so wait for it here.
+                // slice of the pinned memory.
                 let part = &buf.as_slice().map_err(gpu_err("pinned host memory"))?[..hi - lo];
-                self.stream
-                    .memcpy_htod(part, &mut to)
-                    .and_then(|()| self.stream.synchronize())
+                self.stream.memcpy_htod(part, &mut to)
             }
             .map_err(gpu_err("copy to the device"))?;
+            read_by[i % 2] = Some(
+                self.stream
+                    .record_event(None)
+                    .map_err(gpu_err("record a staged copy"))?,
+            );
         }
-        // Before the buffers serve another transfer, `as_mut_slice`/`as_slice` wait for their
-        // last copies.
-        Ok(())
+        // The buffers serve the next transfer only once the device has read them.
+        self.synchronize()
     }
 
     /// The two pinned staging buffers, allocated on first use and kept for the context's life

@@ -347,8 +347,11 @@ struct State {
     key1: CudaSlice<u32>,
     /// Per layer-1 point: the layer-2 point its last merge from layer 2 or above found nearest.
     key2: CudaSlice<u32>,
-    /// Whether `key2` is filled.
-    have_key2: bool,
+    /// Per layer-1 point: its rank in the order by (`key2`, id) (the identity until `key2` is
+    /// filled).
+    rank1: CudaSlice<u32>,
+    /// Per layer-1 point: scratch counts of the device's counting sort.
+    order_count: CudaSlice<u32>,
     /// The processing order of layer 0's next merge and symmetric linking (a permutation).
     order: CudaSlice<u32>,
     /// Whether `order` holds an order from the keys (the natural order otherwise).
@@ -390,8 +393,8 @@ impl<'c> GgnnBuild<'c> {
         let rows = shape.row_offsets()[shape.layers] as u64;
         let (n, k) = (shape.n as u64, k as u64);
         // ids, glob, sel, nn1 over all rows; scratch n*k; links n*(k/2); link counts, key1,
-        // order n; key2 at most n; small.
-        rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + 4 * n * 4 + 64
+        // order n; key2, rank1, order counts at most n each; small.
+        rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + 6 * n * 4 + 64
     }
 
     fn check(shape: &GgnnShape, k: usize, dim: usize) -> Result<()> {
@@ -455,6 +458,12 @@ impl<'c> GgnnBuild<'c> {
             copy_u32(self.ctx, &mut glob, 0, &src, shape.n)?;
         }
         let row_off32: Vec<u32> = row_off.iter().map(|&o| o as u32).collect();
+        // Layer 1's size (1 for a one-layer hierarchy: the order buffers are then unused).
+        let l1 = if shape.layers > 1 {
+            shape.layer_len(1)
+        } else {
+            1
+        };
         let mut st = State {
             n_rows,
             ids: self.ctx.alloc_zeros::<u32>(n_rows * k)?,
@@ -469,12 +478,9 @@ impl<'c> GgnnBuild<'c> {
             row_off_dev: self.ctx.upload(&row_off32)?,
             row_off,
             key1: self.ctx.alloc_zeros::<u32>(shape.n)?,
-            key2: self.ctx.alloc_zeros::<u32>(if shape.layers > 1 {
-                shape.layer_len(1)
-            } else {
-                1
-            })?,
-            have_key2: false,
+            key2: self.ctx.alloc_zeros::<u32>(l1)?,
+            rank1: self.ctx.upload(&(0..l1 as u32).collect::<Vec<u32>>())?,
+            order_count: self.ctx.alloc_zeros::<u32>(l1)?,
             order: self.ctx.alloc_zeros::<u32>(shape.n)?,
             have_order: false,
         };
@@ -591,6 +597,38 @@ impl<'c> GgnnBuild<'c> {
     }
 }
 
+impl GgnnBuild<'_> {
+    /// Layer 0's locality order for `key1` (each point's best layer-1 point) and `rank` (each
+    /// layer-1 point's rank, all below `rank.len()`): the points sorted by
+    /// `rank[min(key1[v], rank.len() - 1)]` by the device's counting sort, points of equal keys
+    /// in any order. For the kernels' test.
+    pub fn grouped_order(&self, key1: &[u32], rank: &[u32]) -> Result<Vec<u32>> {
+        if rank.is_empty() || rank.iter().any(|&r| r as usize >= rank.len()) {
+            return Err(Error::InvalidInput(
+                "ranks must be non-empty and below their count".into(),
+            ));
+        }
+        let n = key1.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let d_key1 = self.ctx.upload(key1)?;
+        let d_rank = self.ctx.upload(rank)?;
+        let mut count = self.ctx.alloc_zeros::<u32>(rank.len())?;
+        let mut order = self.ctx.alloc_zeros::<u32>(n)?;
+        order_on_device(
+            self.ctx,
+            &d_key1,
+            n,
+            &d_rank,
+            rank.len(),
+            &mut count,
+            &mut order,
+        )?;
+        self.ctx.download(&order, n)
+    }
+}
+
 /// `dst[off..off + len] = src[..len]`.
 fn copy_u32(
     ctx: &GpuContext,
@@ -675,6 +713,52 @@ fn top_kernel<T: Element>(
         &name,
         a,
         cfg((segments, 1, 1), WARPS * 32, WARPS * 2 * k32 * 4),
+    )
+}
+
+/// Writes into `order[..n]` the points `0..n` sorted by `rank[min(key1[v], l1 - 1)]` (every rank
+/// below `l1`), with the kernels `ggnn_order_count`, `ggnn_order_scan` and `ggnn_order_scatter`
+/// (`count` is scratch of `l1` entries); points of equal keys in any order.
+fn order_on_device(
+    ctx: &GpuContext,
+    key1: &CudaSlice<u32>,
+    n: usize,
+    rank: &CudaSlice<u32>,
+    l1: usize,
+    count: &mut CudaSlice<u32>,
+    order: &mut CudaSlice<u32>,
+) -> Result<()> {
+    need(key1.len(), n as u64, "ggnn_order keys")?;
+    need(order.len(), n as u64, "ggnn_order order")?;
+    need(rank.len(), l1 as u64, "ggnn_order ranks")?;
+    need(count.len(), l1 as u64, "ggnn_order counts")?;
+    if n == 0 || l1 == 0 {
+        return Ok(());
+    }
+    let (n32, l132) = (u32_of(n, "points")?, u32_of(l1, "layer-1 points")?);
+    let blocks = n32.div_ceil(THREADS);
+    fill_u32(ctx, count, 0, l1, 0)?;
+    let f = ctx.function("ggnn", "ggnn_order_count")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(key1).arg(&n32).arg(rank).arg(&l132).arg(&mut *count);
+    launch(ctx, "ggnn_order_count", a, cfg((blocks, 1, 1), THREADS, 0))?;
+    let f = ctx.function("ggnn", "ggnn_order_scan")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&mut *count).arg(&l132);
+    launch(ctx, "ggnn_order_scan", a, cfg((1, 1, 1), 1024, 0))?;
+    let f = ctx.function("ggnn", "ggnn_order_scatter")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(key1)
+        .arg(&n32)
+        .arg(rank)
+        .arg(&l132)
+        .arg(&mut *count)
+        .arg(order);
+    launch(
+        ctx,
+        "ggnn_order_scatter",
+        a,
+        cfg((blocks, 1, 1), THREADS, 0),
     )
 }
 
@@ -935,8 +1019,21 @@ impl<T: Element> Run<'_, '_, T> {
             self.update_stats()?;
         }
         if key_mask & 2 != 0 {
-            self.st.have_key2 = true;
+            self.rank_layer1()?;
         }
+        Ok(())
+    }
+
+    /// Ranks the layer-1 points by (`key2`, id) on the host (`rank1`; a small layer).
+    fn rank_layer1(&mut self) -> Result<()> {
+        let l1 = self.shape.layer_len(1);
+        let key2 = self.ctx().download(&self.st.key2, l1)?;
+        let by_key2 = counting_order(&key2, self.shape.layer_len(2));
+        let mut rank = vec![0u32; l1];
+        for (r, &p) in by_key2.iter().enumerate() {
+            rank[p as usize] = r as u32;
+        }
+        self.st.rank1 = self.ctx().upload(&rank)?;
         Ok(())
     }
 
@@ -952,30 +1049,20 @@ impl<T: Element> Run<'_, '_, T> {
 
     /// Layer 0's next merge and symmetric linking process the points grouped by the layer-1
     /// point their last merge found nearest (`key1`), the groups ordered by the layer-2 point
-    /// nearest to that layer-1 point (`key2`, once a merge into layer 1 from layer 2 or above
-    /// has recorded it; by layer-1 id before). Stable counting sorts on the host.
+    /// nearest to that layer-1 point (`rank1`, once a merge into layer 1 from layer 2 or above
+    /// has recorded it; by layer-1 id before): a counting sort on the device.
     fn reorder(&mut self) -> Result<()> {
         let n = self.shape.n;
         let l1 = self.shape.layer_len(1);
-        let key1 = self.ctx().download(&self.st.key1, n)?;
-        // The rank of each layer-1 point: its position in the order by (key2, id).
-        let rank: Vec<u32> = if self.st.have_key2 && self.shape.layers > 2 {
-            let key2 = self.ctx().download(&self.st.key2, l1)?;
-            let by_key2 = counting_order(&key2, self.shape.layer_len(2));
-            let mut rank = vec![0u32; l1];
-            for (r, &p) in by_key2.iter().enumerate() {
-                rank[p as usize] = r as u32;
-            }
-            rank
-        } else {
-            (0..l1 as u32).collect()
-        };
-        let keys: Vec<u32> = key1
-            .iter()
-            .map(|&p| rank[(p as usize).min(l1 - 1)])
-            .collect();
-        let order = counting_order(&keys, l1);
-        self.st.order = self.ctx().upload(&order)?;
+        order_on_device(
+            self.g.ctx,
+            &self.st.key1,
+            n,
+            &self.st.rank1,
+            l1,
+            &mut self.st.order_count,
+            &mut self.st.order,
+        )?;
         self.st.have_order = true;
         Ok(())
     }

@@ -330,6 +330,56 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// The device's locality order (ggnn_order_*): a permutation of the points, sorted by the
+    /// rank of their (clamped) layer-1 key.
+    #[test]
+    fn ggnn_grouped_order_sorts_by_rank(
+        n in 1usize..20_000,
+        l1 in 1usize..3_000,
+        seed in any::<u64>(),
+    ) {
+        let Some(ctx) = gpu_or_skip("ggnn_grouped_order_sorts_by_rank") else {
+            return Ok(());
+        };
+        let mut rng = weft_core::rng::SplitMix64::new(seed);
+        // Keys a little past the layer (clamped to its last point).
+        let key1: Vec<u32> = (0..n).map(|_| rng.below(l1 as u64 + 3) as u32).collect();
+        let mut rank: Vec<u32> = (0..l1 as u32).collect();
+        for i in (1..l1).rev() {
+            rank.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let order = GgnnBuild::new(&ctx).grouped_order(&key1, &rank).unwrap();
+        let mut seen = vec![false; n];
+        for &v in &order {
+            prop_assert!((v as usize) < n && !seen[v as usize], "not a permutation");
+            seen[v as usize] = true;
+        }
+        prop_assert_eq!(order.len(), n);
+        let key = |v: u32| rank[(key1[v as usize] as usize).min(l1 - 1)];
+        prop_assert!(order.windows(2).all(|w| key(w[0]) <= key(w[1])), "not sorted by rank");
+    }
+}
+
+#[test]
+fn ggnn_grouped_order_rejects_bad_ranks() {
+    let Some(ctx) = gpu_or_skip("ggnn_grouped_order_rejects_bad_ranks") else {
+        return;
+    };
+    let b = GgnnBuild::new(&ctx);
+    assert!(matches!(
+        b.grouped_order(&[0, 1], &[]),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        b.grouped_order(&[0, 1], &[0, 2]),
+        Err(Error::InvalidInput(_))
+    ));
+    assert_eq!(b.grouped_order(&[], &[0]).unwrap(), Vec::<u32>::new());
+}
+
 #[test]
 fn ggnn_build_on_integer_data() {
     let Some(ctx) = gpu_or_skip("ggnn_build_on_integer_data") else {

@@ -111,7 +111,8 @@ __device__ __forceinline__ u32 tag_hash(u32 id, u32 key_bits) {
 }
 
 // Inserts `id` (below 2^(bits + TAG_BITS)) into a tag set of 2^bits slots that several threads
-// may update at once (every write is an atomicCAS on the word holding the slot). Returns TAG_NEW
+// may update at once (every write is an atomicCAS on the word holding the slot; slots are only
+// ever filled between two clears, so a read that shows a slot taken stays true). Returns TAG_NEW
 // if it was not there (exactly one of several concurrent inserts of the same id), TAG_SEEN if it
 // was, TAG_LOST if it could not be recorded.
 __device__ __forceinline__ u32 tagset_insert(u32* words, u32 bits, u32 id) {
@@ -123,8 +124,10 @@ __device__ __forceinline__ u32 tagset_insert(u32* words, u32 bits, u32 id) {
         const u32 entry = (probe << TAG_BITS) | tag;
         u32* w = &words[pos >> 1];
         const u32 shift = (pos & 1u) * 16u;
-        // Guess that the whole word is empty; a failed CAS returns the word as it is.
-        u32 cur = 0xffffffffu;
+        // A plain read decides most inserts (an id already there, a slot taken by another);
+        // only an empty slot is claimed with a CAS, which fails, returning the word as it is
+        // now, when another thread changed the word since the read.
+        u32 cur = *reinterpret_cast<volatile u32*>(w);
         for (;;) {
             const u32 slot = (cur >> shift) & 0xffffu;
             if (slot == entry) return TAG_SEEN;
