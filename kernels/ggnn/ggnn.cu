@@ -43,7 +43,7 @@ constexpr u32 SEARCH_WARPS = 4;
 // budgets: 9 blocks of 4 warps leave 56 registers a thread, 36 warps an SM, as many as the
 // default search state's shared memory allows; 8 blocks leave 64).
 constexpr u32 MERGE_BLOCKS = 9;
-constexpr u32 SYM_BLOCKS = 8;
+constexpr u32 SYM_BLOCKS = 9;
 // The constraint ball's centre between z and x_i (weft_ggnn::MIDPOINT).
 constexpr float MIDPOINT = 0.4f;
 // f32::EPSILON as f64.

@@ -3,10 +3,11 @@
 //! ```text
 //! ggnn_gpu_bench [--preset sift] [--n 1000000] [--queries 10000] [--k 24] [--runs 2]
 //!                [--taus 0.0,0.2,0.35,0.5,0.65,0.8,1.0] [--check-sample 10000] [--timed 1]
-//!                [--tunings MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER[:TAGS]]],...]
+//!                [--tunings MERGE_SEEN_BYTES:SYM_SEEN_BYTES:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER[:TAGS]]],...]
 //! ```
 //!
-//! `--tunings` (default: `GgnnTuning::default()` alone) times the build under each launch
+//! `--tunings` (default: `GgnnTuning::default()` alone; TAGS 0 u32 ids, 1 tags, 2 by row size,
+//! the default) times the build under each launch
 //! setting in turn (one JSON line each with its build times, C@10 and phase times); the search
 //! is measured on the graph of the first.
 //!
@@ -75,11 +76,11 @@ fn main() -> weft_core::Result<()> {
                 let f: Vec<u32> = t.split(':').map(|x| x.parse().expect("a number")).collect();
                 assert!(
                     (4..=7).contains(&f.len()),
-                    "a tuning is MERGE_SEEN:SYM_SEEN:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER[:TAGS]]]"
+                    "a tuning is MERGE_SEEN_BYTES:SYM_SEEN_BYTES:VECS_PER_LANE:MAX_WARPS[:MERGE_HEADS[:ORDER[:TAGS]]]"
                 );
                 GgnnTuning {
-                    merge_seen: f[0],
-                    sym_seen: f[1],
+                    merge_seen_bytes: f[0],
+                    sym_seen_bytes: f[1],
                     vecs_per_lane: f[2],
                     max_warps: f[3],
                     merge_heads: f
@@ -89,9 +90,9 @@ fn main() -> weft_core::Result<()> {
                     locality_order: f
                         .get(5)
                         .map_or(GgnnTuning::default().locality_order, |&o| o != 0),
-                    seen_tags: f
-                        .get(6)
-                        .map_or(GgnnTuning::default().seen_tags, |&o| o != 0),
+                    seen_tags: f.get(6).map_or(GgnnTuning::default().seen_tags, |&o| {
+                        (o < 2).then_some(o == 1)
+                    }),
                 }
             })
             .collect(),

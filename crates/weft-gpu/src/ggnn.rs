@@ -206,14 +206,19 @@ fn sorted_size(best: usize) -> usize {
 /// `merge_heads` above 1 changes the order in which a merge expands its queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GgnnTuning {
-    /// Slots of a merge query's seen set: a power of two in `64..=8192`.
-    pub merge_seen: u32,
-    /// Slots of a symmetric-link search's seen set: a power of two in `64..=8192`.
-    pub sym_seen: u32,
-    /// Whether the seen sets hold 16-bit tags (`weft/hashset.cuh` tag sets: exact, half the
-    /// shared memory of u32 slots) where the layer is small enough (at most
-    /// `2^(log2(slots) + 12)` points; larger layers get u32 slots).
-    pub seen_tags: bool,
+    /// Shared memory of a merge query's seen set, in bytes: a power of two in `256..=32768`
+    /// (a slot takes 4 bytes as a u32 id, 2 as a 16-bit tag).
+    pub merge_seen_bytes: u32,
+    /// Shared memory of a symmetric-link search's seen set, in bytes: a power of two in
+    /// `256..=32768`.
+    pub sym_seen_bytes: u32,
+    /// Whether the seen sets hold 16-bit tags (`weft/hashset.cuh` tag sets: exact, twice the
+    /// slots of u32 ids in the same memory, each insert a little dearer) where the layer is
+    /// small enough (at most `2^(log2(slots) + 12)` points; larger layers get u32 ids).
+    /// `None`: tags when a padded row of the data takes at least [`TAGS_MIN_ROW_BYTES`] (where
+    /// each scored candidate costs most; measured on an H200: 1M x 960 f32 builds 12 % faster
+    /// with tags, 1M x 128 f32 6 % slower).
+    pub seen_tags: Option<bool>,
     /// 16-byte vectors each lane of a distance team reads, `1..=64` (the team size, a power of
     /// two up to 32 lanes, follows from it and the row length).
     pub vecs_per_lane: u32,
@@ -238,9 +243,9 @@ pub struct GgnnTuning {
 impl Default for GgnnTuning {
     fn default() -> Self {
         GgnnTuning {
-            merge_seen: 2048,
-            sym_seen: 512,
-            seen_tags: true,
+            merge_seen_bytes: 4096,
+            sym_seen_bytes: 2048,
+            seen_tags: None,
             vecs_per_lane: 4,
             max_warps: 4,
             merge_heads: 2,
@@ -252,11 +257,14 @@ impl Default for GgnnTuning {
 impl GgnnTuning {
     /// Checks every field's range.
     pub fn validate(&self) -> Result<()> {
-        for (name, v) in [("merge_seen", self.merge_seen), ("sym_seen", self.sym_seen)] {
-            if !v.is_power_of_two() || !(64..=8192).contains(&v) {
+        for (name, v) in [
+            ("merge_seen_bytes", self.merge_seen_bytes),
+            ("sym_seen_bytes", self.sym_seen_bytes),
+        ] {
+            if !v.is_power_of_two() || !(256..=32768).contains(&v) {
                 return Err(Error::invalid_param(
                     name,
-                    format!("{v} must be a power of two in 64..=8192"),
+                    format!("{v} must be a power of two in 256..=32768"),
                 ));
             }
         }
@@ -297,10 +305,19 @@ fn search_words((best, prioq, ring): (u32, u32, u32), seen: u32, wide: bool) -> 
     2 * best + 2 * prioq + ring + seen_words + SEARCH_SCRATCH
 }
 
-/// Whether a seen set of `slots` slots searching a layer of `len` points needs u32 slots: tags
-/// are off, or the layer exceeds what `slots` tag slots name exactly.
-fn wide_seen(tags: bool, slots: u32, len: usize) -> bool {
-    !tags || len as u64 > 1u64 << (slots.trailing_zeros() + TAG_BITS)
+/// Padded rows of at least this many bytes get tag seen sets when [`GgnnTuning::seen_tags`] is
+/// `None`.
+pub const TAGS_MIN_ROW_BYTES: usize = 1024;
+
+/// The seen set of `bytes` bytes searching a layer of `len` points: `(slots, wide)`, 16-bit tag
+/// slots when `tags` and the layer fits what they name exactly, u32 ids otherwise (`wide`).
+fn seen_slots(tags: bool, bytes: u32, len: usize) -> (u32, bool) {
+    let tag_slots = bytes / 2;
+    if tags && len as u64 <= 1u64 << (tag_slots.trailing_zeros() + TAG_BITS) {
+        (tag_slots, false)
+    } else {
+        (bytes / 4, true)
+    }
 }
 
 /// Warps per block (at most `max_warps`) and dynamic shared-memory bytes of a merge or sym
@@ -840,6 +857,14 @@ impl<T: Element> Run<'_, '_, T> {
         Ok(())
     }
 
+    /// Whether the seen sets hold tags ([`GgnnTuning::seen_tags`], by row size when `None`).
+    fn tags(&self) -> bool {
+        self.g
+            .tuning
+            .seen_tags
+            .unwrap_or_else(|| self.data.stride() * std::mem::size_of::<T>() >= TAGS_MIN_ROW_BYTES)
+    }
+
     /// Lanes per distance team for this data's rows.
     fn team(&self) -> u32 {
         let per_vec = 16 / std::mem::size_of::<T>();
@@ -933,8 +958,7 @@ impl<T: Element> Run<'_, '_, T> {
         let k = self.k;
         let n_lm = z.layer_len(lm);
         let (bcap, qcap, rcap) = caps(k + 1, MERGE_CACHE);
-        let seen = self.g.tuning.merge_seen;
-        let wide = wide_seen(self.g.tuning.seen_tags, seen, n_lm);
+        let (seen, wide) = seen_slots(self.tags(), self.g.tuning.merge_seen_bytes, n_lm);
         let (warps, smem) = search_launch(
             search_words((bcap, qcap, rcap), seen, wide),
             self.g.tuning.max_warps,
@@ -1083,8 +1107,7 @@ impl<T: Element> Run<'_, '_, T> {
         let kl = k - kf;
         let n = self.shape.layer_len(l);
         let (bcap, qcap, rcap) = caps(kf, SYM_CACHE);
-        let seen = self.g.tuning.sym_seen;
-        let wide = wide_seen(self.g.tuning.seen_tags, seen, n);
+        let (seen, wide) = seen_slots(self.tags(), self.g.tuning.sym_seen_bytes, n);
         let (warps, smem) = search_launch(
             search_words((bcap, qcap, rcap), seen, wide),
             self.g.tuning.max_warps,
@@ -1213,12 +1236,12 @@ mod tests {
 
     #[test]
     fn seen_sets_are_wide_only_when_tags_cannot_name_the_layer() {
-        // 2048 tag slots name 2^23 ids exactly.
-        assert!(!wide_seen(true, 2048, 1 << 23));
-        assert!(wide_seen(true, 2048, (1 << 23) + 1));
-        assert!(!wide_seen(true, 64, 1 << 18));
-        assert!(wide_seen(true, 64, (1 << 18) + 1));
-        assert!(wide_seen(false, 2048, 10));
+        // 4096 bytes: 2048 tag slots name 2^23 ids exactly, or 1024 u32 ids.
+        assert_eq!(seen_slots(true, 4096, 1 << 23), (2048, false));
+        assert_eq!(seen_slots(true, 4096, (1 << 23) + 1), (1024, true));
+        assert_eq!(seen_slots(true, 256, 1 << 19), (128, false));
+        assert_eq!(seen_slots(true, 256, (1 << 19) + 1), (64, true));
+        assert_eq!(seen_slots(false, 4096, 10), (1024, true));
         // Tags take half the words of u32 slots.
         let caps = (25, 39, 192);
         assert_eq!(

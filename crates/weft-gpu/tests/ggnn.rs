@@ -323,7 +323,7 @@ proptest! {
         let tuning = GgnnTuning {
             merge_heads,
             locality_order: merge_heads == 2,
-            seen_tags: seed % 3 != 0,
+            seen_tags: [None, Some(true), Some(false)][(seed % 3) as usize],
             ..GgnnTuning::default()
         };
         check_build(&ctx, view, metric, &z, k, refinement, seed, min_recall, tuning);
@@ -408,13 +408,13 @@ fn ggnn_build_with_small_seen_sets_and_one_warp() {
     let Some(ctx) = gpu_or_skip("ggnn_build_with_small_seen_sets_and_one_warp") else {
         return;
     };
-    // 64-slot seen sets forget often (candidates scored again, the lists checked directly),
+    // 256-byte seen sets (128 tags or 64 ids) forget often (candidates scored again, the lists checked directly),
     // one lane per candidate, one warp per block: the same invariants, with tags and u32 slots.
     for seen_tags in [true, false] {
         let tuning = GgnnTuning {
-            merge_seen: 64,
-            sym_seen: 64,
-            seen_tags,
+            merge_seen_bytes: 256,
+            sym_seen_bytes: 256,
+            seen_tags: Some(seen_tags),
             vecs_per_lane: 64,
             max_warps: 1,
             merge_heads: 2,
@@ -502,11 +502,11 @@ fn ggnn_build_rejects_bad_shapes() {
     // Launch settings out of range.
     let bad = [
         GgnnTuning {
-            merge_seen: 1000,
+            merge_seen_bytes: 1000,
             ..GgnnTuning::default()
         },
         GgnnTuning {
-            sym_seen: 16384,
+            sym_seen_bytes: 65536,
             ..GgnnTuning::default()
         },
         GgnnTuning {

@@ -462,7 +462,7 @@ fn download_view_of_sub_ranges() {
     let outer = buf.slice(1000..ids.len() - 1000);
     let got = ctx.download_view(&outer.slice(17..at + 40)).unwrap();
     assert_same("nested view", &got, &ids[1017..1000 + at + 40]);
-    let n = 3 * at + 11;
+    let n = 2 * at + 11;
     assert_same(
         "download prefix",
         &ctx.download(&buf, n).unwrap(),
