@@ -1009,6 +1009,46 @@ extern "C" __global__ void ggnn_fill_u32(u32* dst, u64 len, u32 value) {
         dst[i] = value;
 }
 
+// The sum (in f64) and the maximum of nn1[0..n] (one block of 1024 threads): thread t sums the
+// contiguous run t of the entries in order, then the 1024 partial sums are added in a fixed
+// tree, so the result does not depend on scheduling. out[0] = sum, out[1] = max.
+extern "C" __global__ void __launch_bounds__(1024) ggnn_nn1_stats(const float* nn1, u32 n,
+                                                                  double* out) {
+    __shared__ double part_sum[1024];
+    __shared__ float part_max[1024];
+    const u32 t = threadIdx.x;
+    const u32 per = (n + blockDim.x - 1) / blockDim.x;
+    const u32 lo = t * per < n ? t * per : n;
+    const u32 hi = lo + per < n ? lo + per : n;
+    double sum = 0.0;
+    float mx = 0.0f;
+    for (u32 i = lo; i < hi; ++i) {
+        sum += (double)nn1[i];
+        mx = fmaxf(mx, nn1[i]);
+    }
+    part_sum[t] = sum;
+    part_max[t] = mx;
+    __syncthreads();
+    for (u32 half = blockDim.x / 2; half > 0; half >>= 1) {
+        if (t < half) {
+            part_sum[t] += part_sum[t + half];
+            part_max[t] = fmaxf(part_max[t], part_max[t + half]);
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        out[0] = part_sum[0];
+        out[1] = (double)part_max[0];
+    }
+}
+
+// dst[i] = i for i < len.
+extern "C" __global__ void ggnn_iota_u32(u32* dst, u64 len) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < len;
+         i += (u64)gridDim.x * blockDim.x)
+        dst[i] = (u32)i;
+}
+
 // Layer 0's locality order on the device (a counting sort by key[v] = rank[min(key1[v], l1 - 1)]:
 // each point's best layer-1 point, ranked by the host). The order inside one key is the
 // atomics' arrival order: it changes no merge result and only the race of the symmetric links.

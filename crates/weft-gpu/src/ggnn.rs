@@ -355,6 +355,8 @@ struct State {
     links: CudaSlice<u32>,
     link_cnt: CudaSlice<u32>,
     dropped: CudaSlice<u64>,
+    /// Sum and maximum of layer 0's 1-NN distances (`ggnn_nn1_stats`).
+    stats: CudaSlice<f64>,
     /// Pops and scored candidates of the searches so far, per layer (`2 l`, `2 l + 1`;
     /// cumulative).
     counts: CudaSlice<u64>,
@@ -468,12 +470,8 @@ impl<'c> GgnnBuild<'c> {
         let setup_start = Instant::now();
         let row_off = shape.row_offsets();
         let n_rows = row_off[shape.layers];
-        let identity: Vec<u32> = (0..shape.n as u32).collect();
         let mut glob = self.ctx.alloc_zeros::<u32>(n_rows)?;
-        {
-            let src = self.ctx.upload(&identity)?;
-            copy_u32(self.ctx, &mut glob, 0, &src, shape.n)?;
-        }
+        iota_u32(self.ctx, &mut glob, shape.n)?;
         let row_off32: Vec<u32> = row_off.iter().map(|&o| o as u32).collect();
         // Layer 1's size (1 for a one-layer hierarchy: the order buffers are then unused).
         let l1 = if shape.layers > 1 {
@@ -491,6 +489,7 @@ impl<'c> GgnnBuild<'c> {
             links: self.ctx.alloc_zeros::<u32>(shape.n * (k / 2).max(1))?,
             link_cnt: self.ctx.alloc_zeros::<u32>(shape.n)?,
             dropped: self.ctx.alloc_zeros::<u64>(1)?,
+            stats: self.ctx.alloc_zeros::<f64>(2)?,
             counts: self.ctx.alloc_zeros::<u64>(2 * shape.layers)?,
             row_off_dev: self.ctx.upload(&row_off32)?,
             row_off,
@@ -666,6 +665,20 @@ fn copy_u32(
     a.arg(&mut view).arg(src).arg(&len64);
     let blocks = u32_of(len.div_ceil(THREADS as usize), "blocks")?.min(FILL_BLOCKS);
     launch(ctx, "ggnn_copy_u32", a, cfg((blocks, 1, 1), THREADS, 0))
+}
+
+/// `dst[..len] = 0, 1, ..., len - 1`.
+fn iota_u32(ctx: &GpuContext, dst: &mut CudaSlice<u32>, len: usize) -> Result<()> {
+    need(dst.len(), len as u64, "ggnn_iota_u32 destination")?;
+    if len == 0 {
+        return Ok(());
+    }
+    let len64 = len as u64;
+    let f = ctx.function("ggnn", "ggnn_iota_u32")?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&mut *dst).arg(&len64);
+    let blocks = u32_of(len.div_ceil(THREADS as usize), "blocks")?.min(FILL_BLOCKS);
+    launch(ctx, "ggnn_iota_u32", a, cfg((blocks, 1, 1), THREADS, 0))
 }
 
 /// `dst[off..off + len] = value`.
@@ -881,13 +894,20 @@ impl<T: Element> Run<'_, '_, T> {
         }
     }
 
-    /// Mean (kept) and max (returned) of layer 0's 1-NN distances, summed in id order on the
-    /// host exactly as the CPU reference does.
+    /// Mean (kept) and max (returned) of layer 0's 1-NN distances: summed in f64 on the device
+    /// in a fixed order (`ggnn_nn1_stats`; the CPU reference sums in id order, so the two means
+    /// can differ in the last bits of the f64 sum, almost never after the rounding to f32).
     fn update_stats(&mut self) -> Result<f32> {
-        let nn1 = self.ctx().download(&self.st.nn1, self.shape.n)?;
-        let sum: f64 = nn1.iter().map(|&d| d as f64).sum();
-        self.mean_nn1 = (sum / nn1.len().max(1) as f64) as f32;
-        Ok(nn1.iter().copied().fold(0.0, f32::max))
+        let n = u32_of(self.shape.n, "points")?;
+        need(self.st.nn1.len(), n as u64, "ggnn_nn1_stats input")?;
+        let ctx = self.g.ctx;
+        let f = ctx.function("ggnn", "ggnn_nn1_stats")?;
+        let mut a = ctx.stream().launch_builder(&f);
+        a.arg(&self.st.nn1).arg(&n).arg(&mut self.st.stats);
+        launch(ctx, "ggnn_nn1_stats", a, cfg((1, 1, 1), 1024, 0))?;
+        let stats = ctx.download(&self.st.stats, 2)?;
+        self.mean_nn1 = (stats[0] / f64::from(n.max(1))) as f32;
+        Ok(stats[1] as f32)
     }
 
     fn top(&mut self, l: usize) -> Result<()> {
