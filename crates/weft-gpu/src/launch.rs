@@ -339,11 +339,39 @@ pub(crate) fn testing_warp_sort(
     )
 }
 
-/// Shapes of one `testing_visited_set` launch.
-pub(crate) struct VisitedSetRun {
+/// Which set kernel of `testing.cu` a [`SetRun`] drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SetKind {
+    /// `testing_visited_set`: `2^bits` u32 slots (bits in 1..=13).
+    Visited,
+    /// `testing_tag_set`: `2^bits` 16-bit tag slots (bits in 1..=14).
+    Tag,
+}
+
+impl SetKind {
+    /// The kernel, the largest `bits` (32 KiB of shared memory) and the log2 of the bytes of
+    /// one slot.
+    fn spec(self) -> (&'static str, u32, u32) {
+        match self {
+            SetKind::Visited => ("testing_visited_set", 13, 2),
+            SetKind::Tag => ("testing_tag_set", 14, 1),
+        }
+    }
+
+    /// u32 words of one table of `2^bits` slots.
+    pub(crate) fn table_words(self, bits: u32) -> usize {
+        let (_, _, slot_log2) = self.spec();
+        (1usize << bits) << slot_log2 >> 2
+    }
+}
+
+/// Shapes of one `testing_visited_set` or `testing_tag_set` launch.
+pub(crate) struct SetRun {
+    /// The kernel.
+    pub kind: SetKind,
     /// Ids per block.
     pub per_block: u32,
-    /// log2 of the table size.
+    /// log2 of the table's slots.
     pub bits: u32,
     /// Blocks (runs of `per_block` ids).
     pub blocks: u32,
@@ -351,91 +379,46 @@ pub(crate) struct VisitedSetRun {
     pub mode: i32,
 }
 
-/// `testing_tag_set`: inserts runs of ids into shared-memory tag sets of `2^bits` 16-bit slots
-/// (`run.bits` in 1..=14; the ids must be below `2^(bits + 12)`).
-pub(crate) fn testing_tag_set(
+/// `testing_visited_set` / `testing_tag_set`: inserts runs of ids into shared-memory sets (one
+/// per block); `answers` receives each insert's answer, `contains` the membership afterwards,
+/// `table` each block's final words.
+pub(crate) fn testing_set(
     ctx: &GpuContext,
-    run: &VisitedSetRun,
+    run: &SetRun,
     ids: &CudaView<'_, u32>,
-    answer: &mut CudaViewMut<'_, u8>,
+    answers: &mut CudaViewMut<'_, u8>,
     contains: &mut CudaViewMut<'_, u8>,
     table: &mut CudaViewMut<'_, u32>,
 ) -> Result<()> {
-    if run.bits == 0 || run.bits > 14 {
+    let (name, max_bits, _) = run.kind.spec();
+    if run.bits == 0 || run.bits > max_bits {
         return Err(Error::InvalidInput(format!(
-            "tag set of 2^{} slots: bits must be in 1..=14 (32 KiB of shared memory)",
+            "{name} of 2^{} slots: bits must be in 1..={max_bits} (32 KiB of shared memory)",
             run.bits
         )));
     }
     let n = run.per_block as u64 * run.blocks as u64;
-    need(ids.len(), n, "tag set ids")?;
-    need(answer.len(), n, "tag set answers")?;
-    need(contains.len(), n, "tag set membership")?;
-    need(
-        table.len(),
-        (run.blocks as u64) << (run.bits - 1),
-        "tag set tables",
-    )?;
+    let words = run.kind.table_words(run.bits);
+    need(ids.len(), n, "set ids")?;
+    need(answers.len(), n, "set answers")?;
+    need(contains.len(), n, "set membership")?;
+    need(table.len(), run.blocks as u64 * words as u64, "set tables")?;
     if n == 0 {
         return Ok(());
     }
-    let f = ctx.function("testing", "testing_tag_set")?;
+    let f = ctx.function("testing", name)?;
     let mut a = ctx.stream().launch_builder(&f);
     a.arg(ids)
         .arg(&run.per_block)
         .arg(&run.bits)
         .arg(&run.mode)
-        .arg(answer)
+        .arg(answers)
         .arg(contains)
         .arg(table);
     launch(
         ctx,
-        "testing_tag_set",
+        name,
         a,
-        cfg((run.blocks, 1, 1), 256, 2 << run.bits),
-    )
-}
-
-/// `testing_visited_set`: inserts runs of ids into shared-memory visited sets.
-pub(crate) fn testing_visited_set(
-    ctx: &GpuContext,
-    run: &VisitedSetRun,
-    ids: &CudaView<'_, u32>,
-    is_new: &mut CudaViewMut<'_, u8>,
-    contains: &mut CudaViewMut<'_, u8>,
-    table: &mut CudaViewMut<'_, u32>,
-) -> Result<()> {
-    if run.bits == 0 || run.bits > 13 {
-        return Err(Error::InvalidInput(format!(
-            "visited set of 2^{} slots: bits must be in 1..=13 (32 KiB of shared memory)",
-            run.bits
-        )));
-    }
-    let n = run.per_block as u64 * run.blocks as u64;
-    need(ids.len(), n, "visited set ids")?;
-    need(is_new.len(), n, "visited set answers")?;
-    need(contains.len(), n, "visited set membership")?;
-    need(
-        table.len(),
-        (run.blocks as u64) << run.bits,
-        "visited set tables",
-    )?;
-    if n == 0 {
-        return Ok(());
-    }
-    let f = ctx.function("testing", "testing_visited_set")?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(ids)
-        .arg(&run.per_block)
-        .arg(&run.bits)
-        .arg(&run.mode)
-        .arg(is_new)
-        .arg(contains)
-        .arg(table);
-    launch(
-        ctx,
-        "testing_visited_set",
-        a,
-        cfg((run.blocks, 1, 1), 256, 4 << run.bits),
+        cfg((run.blocks, 1, 1), 256, (words * 4) as u32),
     )
 }

@@ -122,45 +122,66 @@ pub fn visited_set_on_device(
     bits: u32,
     exclusive: bool,
 ) -> Result<VisitedSetResult> {
+    let (answers, contains, tables) = set_on_device(
+        ctx,
+        launch::SetKind::Visited,
+        ids,
+        per_block,
+        bits,
+        exclusive,
+    )?;
+    Ok(VisitedSetResult {
+        is_new: answers.into_iter().map(|b| b != 0).collect(),
+        contains,
+        tables,
+    })
+}
+
+/// Runs `kind`'s set kernel over `ids` in runs of `per_block` (one block and table each):
+/// the inserts' answers, the membership afterwards and the tables' words.
+fn set_on_device(
+    ctx: &GpuContext,
+    kind: launch::SetKind,
+    ids: &[NodeId],
+    per_block: usize,
+    bits: u32,
+    exclusive: bool,
+) -> Result<(Vec<u8>, Vec<bool>, Vec<u32>)> {
     if per_block == 0 || !ids.len().is_multiple_of(per_block) {
         return Err(weft_core::Error::InvalidInput(
-            "visited set ids must be whole runs of per_block > 0".into(),
+            "set ids must be whole runs of per_block > 0".into(),
         ));
     }
     let blocks = ids.len() / per_block;
-    let run = launch::VisitedSetRun {
+    let run = launch::SetRun {
+        kind,
         per_block: per_block as u32,
         bits,
         blocks: blocks as u32,
         mode: i32::from(exclusive),
     };
     let n = ids.len();
-    let slots = blocks << bits.min(13);
+    let words = blocks * kind.table_words(bits.clamp(1, 14));
     let d_ids = ctx.upload(ids)?;
-    let mut is_new = ctx.alloc_zeros::<u8>(n)?;
-    let mut contains = ctx.alloc_zeros::<u8>(n)?;
-    let mut table = ctx.alloc_zeros::<u32>(slots)?;
-    launch::testing_visited_set(
+    let mut answers = ctx.alloc_zeros::<u8>(n.max(1))?;
+    let mut contains = ctx.alloc_zeros::<u8>(n.max(1))?;
+    let mut table = ctx.alloc_zeros::<u32>(words.max(1))?;
+    launch::testing_set(
         ctx,
         &run,
         &d_ids.slice(0..n.max(1)),
-        &mut is_new.slice_mut(0..n.max(1)),
+        &mut answers.slice_mut(0..n.max(1)),
         &mut contains.slice_mut(0..n.max(1)),
-        &mut table.slice_mut(0..slots.max(1)),
+        &mut table.slice_mut(0..words.max(1)),
     )?;
-    Ok(VisitedSetResult {
-        is_new: ctx
-            .download(&is_new, n)?
+    Ok((
+        ctx.download(&answers, n)?,
+        ctx.download(&contains, n)?
             .into_iter()
             .map(|b| b != 0)
             .collect(),
-        contains: ctx
-            .download(&contains, n)?
-            .into_iter()
-            .map(|b| b != 0)
-            .collect(),
-        tables: ctx.download(&table, slots)?,
-    })
+        ctx.download(&table, words)?,
+    ))
 }
 
 /// What [`tag_set_on_device`] returns: per id, the insert's answer and whether the set holds it
@@ -187,39 +208,11 @@ pub fn tag_set_on_device(
     bits: u32,
     exclusive: bool,
 ) -> Result<TagSetResult> {
-    if per_block == 0 || !ids.len().is_multiple_of(per_block) {
-        return Err(weft_core::Error::InvalidInput(
-            "tag set ids must be whole runs of per_block > 0".into(),
-        ));
-    }
-    let blocks = ids.len() / per_block;
-    let run = launch::VisitedSetRun {
-        per_block: per_block as u32,
-        bits,
-        blocks: blocks as u32,
-        mode: i32::from(exclusive),
-    };
-    let n = ids.len();
-    let words = blocks << bits.clamp(1, 14).saturating_sub(1);
-    let d_ids = ctx.upload(ids)?;
-    let mut answers = ctx.alloc_zeros::<u8>(n)?;
-    let mut contains = ctx.alloc_zeros::<u8>(n)?;
-    let mut table = ctx.alloc_zeros::<u32>(words.max(1))?;
-    launch::testing_tag_set(
-        ctx,
-        &run,
-        &d_ids.slice(0..n.max(1)),
-        &mut answers.slice_mut(0..n.max(1)),
-        &mut contains.slice_mut(0..n.max(1)),
-        &mut table.slice_mut(0..words.max(1)),
-    )?;
+    let (answers, contains, tables) =
+        set_on_device(ctx, launch::SetKind::Tag, ids, per_block, bits, exclusive)?;
     Ok(TagSetResult {
-        answers: ctx.download(&answers, n)?,
-        contains: ctx
-            .download(&contains, n)?
-            .into_iter()
-            .map(|b| b != 0)
-            .collect(),
-        tables: ctx.download(&table, words)?,
+        answers,
+        contains,
+        tables,
     })
 }
