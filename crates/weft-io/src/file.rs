@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytemuck::Pod;
 use rayon::prelude::*;
-use weft_core::{ByteSource, DType, Dataset, Element, Error, Result, SharedSlice};
+use weft_core::{ByteSource, DType, Dataset, DatasetView, Element, Error, Result, SharedSlice};
 
 use crate::any::AnyDataset;
 use crate::format::{Format, Order, StoredElement};
@@ -544,22 +544,20 @@ fn transpose_columns<P: Pod + Send + Sync>(
         });
 }
 
-/// Fails with [`Error::NonFinite`] at the first NaN or infinity; rows are numbered from
-/// `first_row` (their number in the file).
+/// Fails with [`Error::NonFinite`] at the first NaN or infinity
+/// ([`DatasetView::check_finite`]); rows are numbered from `first_row` (their number in the
+/// file).
 fn check_finite<T: Element>(data: &[T], dim: usize, first_row: usize) -> Result<()> {
-    let bad_row = data
-        .par_chunks(dim)
-        .position_first(|row| row.iter().any(|v| !v.is_finite()));
-    if let Some(r) = bad_row {
-        let row = &data[r * dim..(r + 1) * dim];
-        let col = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
-        return Err(Error::NonFinite {
-            row: first_row + r,
-            col,
-            value: row[col].to_f32(),
-        });
-    }
-    Ok(())
+    DatasetView::from_flat(data, dim)?
+        .check_finite()
+        .map_err(|e| match e {
+            Error::NonFinite { row, col, value } => Error::NonFinite {
+                row: first_row + row,
+                col,
+                value,
+            },
+            other => other,
+        })
 }
 
 #[cfg(unix)]

@@ -180,26 +180,6 @@ fn query<'a, T: Element>(
     }
 }
 
-/// The first non-finite value of `view`, found in parallel.
-fn check_finite_par<T: Element>(view: DatasetView<'_, T>) -> Result<()> {
-    let bad = (0..view.rows())
-        .into_par_iter()
-        .with_min_len(256)
-        .find_first(|&r| view.row(r).iter().any(|v| !v.is_finite()));
-    match bad {
-        None => Ok(()),
-        Some(r) => {
-            let row = view.row(r);
-            let c = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
-            Err(Error::NonFinite {
-                row: r,
-                col: c,
-                value: row[c].to_f32(),
-            })
-        }
-    }
-}
-
 /// How vectors are turned into packed `f32` operands.
 struct Prep {
     metric: Metric,
@@ -401,9 +381,9 @@ fn direct<'a, T: Element>(
     ctx: &BuildCtx,
 ) -> Result<Neighbors> {
     ctx.check_cancelled()?;
-    check_finite_par(base)?;
+    base.check_finite()?;
     if let Queries::Rows(v) = queries {
-        check_finite_par(v)?;
+        v.check_finite()?;
     }
     let n = base.rows();
     let dist = DistanceFn::<T>::new(metric);
@@ -460,9 +440,9 @@ fn run_with_kernel<'a, T: Element>(
 ) -> Result<Neighbors> {
     let kern = plan.kern;
     ctx.check_cancelled()?;
-    check_finite_par(base)?;
+    base.check_finite()?;
     if let Queries::Rows(v) = queries {
-        check_finite_par(v)?;
+        v.check_finite()?;
     }
     let n = base.rows();
     let dim = base.dim();
