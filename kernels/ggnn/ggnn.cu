@@ -12,9 +12,10 @@
 //                  CPU reference and a per-warp seen set in place of its membership test; the
 //                  candidates of a popped row are scored in parallel (teams of lanes) and
 //                  merged as a batch; writes a scratch graph (Jacobi). Warps take the points in
-//                  the host's locality order when it passes one (points grouped by the layer-2
-//                  point found nearest; the result does not depend on the order) and record
-//                  that layer-2 point as the next order's key.
+//                  the locality order when the host passes one (the result does not depend on
+//                  the order) and record the best layer-1 / layer-2 points as its next keys.
+//   ggnn_order_*   that order: layer 0's points counting-sorted by the rank of their best
+//                  layer-1 point. ggnn_nn1_stats: the 1-NN sum and maximum in a fixed order.
 //   ggnn_sym_*     the symmetric-link searches (one warp per point, the same search state);
 //                  inverse links are handed out with atomics (where the GPU order differs from
 //                  the CPU's sequential (z, i) order), into per-node link lists.

@@ -495,12 +495,13 @@ impl<'c> GgnnBuild<'c> {
             row_off,
             key1: self.ctx.alloc_zeros::<u32>(shape.n)?,
             key2: self.ctx.alloc_zeros::<u32>(l1)?,
-            rank1: self.ctx.upload(&(0..l1 as u32).collect::<Vec<u32>>())?,
+            rank1: self.ctx.alloc_zeros::<u32>(l1)?,
             order_count: self.ctx.alloc_zeros::<u32>(l1)?,
             order: self.ctx.alloc_zeros::<u32>(shape.n)?,
             have_order: false,
         };
         fill_u32(self.ctx, &mut st.ids, 0, n_rows * k, INVALID)?;
+        iota_u32(self.ctx, &mut st.rank1, l1)?;
         let mut run = Run {
             g: self,
             data,
