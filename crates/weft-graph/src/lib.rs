@@ -5,6 +5,8 @@
 //!
 //! - [`stats`]: degree distributions, reachability from the entry points, strongly connected
 //!   components ([`graph_stats`]), and the unreachable set builders repair ([`reachable_from`]).
+//! - [`connect`]: entry points spread over the data ([`connect::spread_entry_points`]) and the
+//!   connectivity repair every search-graph builder runs ([`connect::repair_connectivity`]).
 //! - [`recall`]: graph recall against an exact k-NN graph (full or sampled) and search recall
 //!   against ground truth.
 //! - [`exact`]: exact k-NN on the CPU (ground truth and the `exact` builder).
@@ -12,12 +14,14 @@
 //! - [`storage`]: the checksummed, memory-mappable on-disk format ([`storage::save_knn`],
 //!   [`storage::load`], [`storage::read_header`]).
 
+pub mod connect;
 pub mod exact;
 pub mod hier;
 pub mod recall;
 pub mod stats;
 pub mod storage;
 
+pub use connect::{RepairReport, repair_connectivity, spread_entry_points};
 pub use hier::{HierGraph, HierLayer};
 pub use recall::{Recall, SampledTruth, Ties};
 pub use stats::{GraphStats, Reachability, graph_stats, reachable_from};

@@ -362,6 +362,73 @@ fn graph_case<B: GraphBuilder, T: Element>(
     }
 }
 
+/// Clusters of the strongly clustered case of [`run_graph_suite`].
+pub const CLUSTERED_CLUSTERS: usize = 40;
+/// The beams the clustered case tries, in order, until one reaches [`CLUSTERED_MIN_RECALL`].
+pub const CLUSTERED_BEAMS: [usize; 5] = [16, 32, 64, 128, 256];
+/// The recall@10 the clustered case requires at some beam of [`CLUSTERED_BEAMS`].
+pub const CLUSTERED_MIN_RECALL: f64 = 0.99;
+
+/// A strongly clustered set: `n` base and 200 query vectors of dimension 32 from
+/// [`CLUSTERED_CLUSTERS`] unit-variance Gaussians whose centres are drawn from N(0, 3^2) per
+/// coordinate, so two centres lie about 24 apart and a cluster's points about 8 apart: the
+/// exact k-NN graph falls apart into one component per cluster.
+pub fn clustered_set(n: usize, seed: u64) -> (Dataset<f32>, Dataset<f32>) {
+    gaussian_mixture::<f32>(n, 200, 32, CLUSTERED_CLUSTERS, seed)
+}
+
+/// The strongly clustered case every search-graph builder must pass: over [`clustered_set`],
+/// the built graph has no vertex unreachable from its entry points (vertex 0 when it has none),
+/// and the reference beam search reaches recall@10 >= [`CLUSTERED_MIN_RECALL`] at some beam of
+/// [`CLUSTERED_BEAMS`]. Returns the recall at the first beam that does.
+pub fn check_clustered<B: GraphBuilder>(builder: &B, params: &B::Params, n: usize) -> CaseResult {
+    let name = format!(
+        "{}: clustered ({CLUSTERED_CLUSTERS} clusters, n = {n})",
+        builder.name()
+    );
+    let (base, queries) = clustered_set(n, 4242);
+    let ctx = BuildCtx::new(4242);
+    let graph = no_panic(&name, || {
+        builder.build(base.view(), Metric::L2Squared, params, &ctx)
+    })
+    .unwrap_or_else(|e| panic!("{name}: build failed: {e}"));
+    if let Err(e) = check_graph_view(&graph, n) {
+        panic!("{name}: invalid graph: {e}");
+    }
+    let stats = weft_graph::graph_stats(&graph, None).expect("graph statistics");
+    assert_eq!(
+        stats.reachable,
+        n,
+        "{name}: {} of {n} vertices unreachable from the entry points",
+        n - stats.reachable
+    );
+    let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, 10).expect("truth");
+    let mut tried = Vec::new();
+    for l in CLUSTERED_BEAMS {
+        let found = reference_beam_search(
+            &graph,
+            base.view(),
+            queries.view(),
+            Metric::L2Squared,
+            10,
+            l,
+        );
+        let recall = recall_at_k(&found, &truth, 10);
+        if recall >= CLUSTERED_MIN_RECALL {
+            return CaseResult {
+                name: format!("{name} beam {l}"),
+                recall,
+                min_recall: CLUSTERED_MIN_RECALL,
+            };
+        }
+        tried.push(format!("beam {l}: {recall:.4}"));
+    }
+    panic!(
+        "{name}: recall@10 below {CLUSTERED_MIN_RECALL} at every beam ({})",
+        tried.join(", ")
+    );
+}
+
 /// Expects `r` to be `Ok` with a structurally valid graph over `n` vertices, or a typed error
 /// other than a panic.
 fn expect_valid_or_typed<G: GraphView>(what: &str, r: Result<G>, n: usize, must_succeed: bool) {
@@ -378,7 +445,9 @@ fn expect_valid_or_typed<G: GraphView>(what: &str, r: Result<G>, n: usize, must_
 
 /// The builder suite: for every case of f32 (d in {8, 32, 128}, every metric), `u8` and `f16`,
 /// builds a graph over a seeded Gaussian mixture, checks its structure and that the reference
-/// beam search over it reaches the recall threshold; then checks determinism (same seed on 1
+/// beam search over it reaches the recall threshold; then the strongly clustered case
+/// ([`check_clustered`]: no unreachable vertex, recall@10 >= 0.99 at some beam <= 256); then
+/// checks determinism (same seed on 1
 /// and 2 threads), a pre-cancelled token (`Error::Cancelled`), empty data, NaN data, a single
 /// point, two points and all-identical vectors (a valid graph, never a panic) and the
 /// `invalid_params` (`Error::InvalidParams`).
@@ -394,6 +463,9 @@ pub fn run_graph_suite<B: GraphBuilder>(builder: &B, suite: &GraphSuite<B::Param
         };
         report.cases.push(case);
     }
+    report
+        .cases
+        .push(check_clustered(builder, &suite.params, suite.n.max(2000)));
     let p = &suite.params;
     let name = builder.name();
 
@@ -463,7 +535,26 @@ pub fn run_graph_suite<B: GraphBuilder>(builder: &B, suite: &GraphSuite<B::Param
 mod tests {
     use super::*;
     use crate::search::known_good_graph;
-    use weft_core::{FixedDegreeGraph, NoParams};
+    use weft_core::{FixedDegreeGraph, KnnGraphBuilder, NoParams};
+
+    #[test]
+    fn clustered_set_falls_apart_into_clusters() {
+        // The case is only meaningful if the exact k-NN graph is not connected.
+        let (base, _) = clustered_set(2000, 4242);
+        let knn = weft_graph::exact::ExactKnn
+            .build(
+                base.view(),
+                Metric::L2Squared,
+                10,
+                &NoParams {},
+                &BuildCtx::new(1),
+            )
+            .unwrap();
+        let g = knn.to_fixed_degree(10).unwrap();
+        let stats = weft_graph::graph_stats(&g, Some(&[0])).unwrap();
+        assert!(stats.scc_count >= CLUSTERED_CLUSTERS / 2, "{stats}");
+        assert!(stats.reachable < 2000 / 10, "{stats}");
+    }
 
     /// A correct builder: exact 16-NN plus random long edges.
     struct GoodBuilder;
@@ -526,7 +617,9 @@ mod tests {
     #[test]
     fn the_suite_passes_a_good_builder() {
         let report = check_graph_builder(&GoodBuilder, NoParams {}, 0.9);
-        assert_eq!(report.cases.len(), cases().len());
+        // Every (type, dimension, metric) case, then the clustered one.
+        assert_eq!(report.cases.len(), cases().len() + 1);
+        assert!(report.cases.last().unwrap().name.contains("clustered"));
     }
 
     #[test]
