@@ -195,34 +195,28 @@ pub(crate) fn merge_row(p: &[NodeId], r: &[NodeId], scratch: &mut Vec<NodeId>, o
     }
 }
 
-/// `min(count, n)` distinct vertices of `0..n` drawn from `seed`, ascending: the entry points
-/// of the optimised graph (the CPU and GPU optimisers call this same function).
-pub fn entry_points(n: usize, count: usize, seed: u64) -> Vec<NodeId> {
-    use weft_core::rng::{SplitMix64, hash3};
-    let count = count.min(n);
-    let mut rng = SplitMix64::new(hash3(seed, n as u64, 0xca_62a));
-    let mut out: Vec<NodeId> = if count * 2 >= n {
-        // Partial Fisher-Yates over all vertices.
-        let mut all: Vec<NodeId> = (0..n as NodeId).collect();
-        for i in 0..count {
-            let j = i + rng.below((n - i) as u64) as usize;
-            all.swap(i, j);
-        }
-        all.truncate(count);
-        all
-    } else {
-        let mut seen = std::collections::HashSet::with_capacity(count);
-        let mut v = Vec::with_capacity(count);
-        while v.len() < count {
-            let x = rng.below(n as u64) as NodeId;
-            if seen.insert(x) {
-                v.push(x);
-            }
-        }
-        v
-    };
-    out.sort_unstable();
-    out
+/// Gives an optimised graph of `data` its entry points ([`CagraParams::entry_points`], spread
+/// over the data) and, with [`CagraParams::repair`], makes every vertex reachable from them:
+/// the last step of the CPU and the GPU optimisers, so both give the same graph.
+pub fn connect<T: Element>(
+    graph: FixedDegreeGraph,
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    params: &CagraParams,
+    ctx: &BuildCtx,
+) -> Result<FixedDegreeGraph> {
+    ctx.check_cancelled()?;
+    let progress = ctx.progress();
+    progress.begin("cagra: entry points and connectivity", None);
+    let entries = ctx.install(|| {
+        weft_graph::connect::spread_entry_points(data, metric, params.entry_points, ctx.seed())
+    })??;
+    let mut graph = graph.with_entry_points(entries);
+    if params.repair {
+        weft_graph::connect::repair_connectivity(&mut graph, data, metric, ctx.cancel_token())?;
+    }
+    progress.end();
+    Ok(graph)
 }
 
 /// Every intermediate result of the optimisation, for tests and for the GPU oracle.
@@ -392,7 +386,7 @@ impl GraphOptimizer for CagraCpu {
     fn optimize<T: Element>(
         &self,
         data: DatasetView<'_, T>,
-        _metric: Metric,
+        metric: Metric,
         knn: &KnnGraph,
         degree: usize,
         params: &CagraParams,
@@ -400,7 +394,7 @@ impl GraphOptimizer for CagraCpu {
     ) -> Result<FixedDegreeGraph> {
         check_optimize_inputs(data, knn, params)?;
         let graph = self.optimize_knn(knn, degree, ctx)?;
-        Ok(graph.with_entry_points(entry_points(knn.n(), params.entry_points, ctx.seed())))
+        connect(graph, data, metric, params, ctx)
     }
 }
 

@@ -7,7 +7,7 @@ use weft_core::{
 use weft_gpu::{CagraOptimizer, DeviceKnnGraph, GpuContext};
 
 use crate::CagraParams;
-use crate::cpu::{check_input, check_optimize_inputs, entry_points};
+use crate::cpu::{check_input, check_optimize_inputs, connect};
 
 /// CAGRA graph optimisation on a GPU, name `cagra`: the same output as
 /// [`CagraCpu`](crate::CagraCpu), bit for bit (detour counts, pruned rows, reverse rows and the
@@ -40,18 +40,28 @@ impl<'c> CagraGpu<'c> {
         graph
     }
 
-    /// Optimises a k-NN graph left on the device (by GNND or the exact GPU kernels) into a
-    /// host graph of out-degree `degree` with [`CagraParams::entry_points`] seeded entry
-    /// points. The rows' structure is validated on the device; that they are sorted by
-    /// distance is the producer's guarantee (the device distances are not read).
-    pub fn optimize_device(
+    /// Optimises a k-NN graph of `data` left on the device (by GNND or the exact GPU kernels)
+    /// into a host graph of out-degree `degree` with [`CagraParams::entry_points`] spread entry
+    /// points, connected from them unless [`CagraParams::repair`] is off
+    /// ([`connect`](crate::connect)). The rows' structure is validated on the device; that they
+    /// are sorted by distance is the producer's guarantee (the device distances are not read).
+    pub fn optimize_device<T: Element>(
         &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
         knn: &DeviceKnnGraph,
         degree: usize,
         params: &CagraParams,
         ctx: &BuildCtx,
     ) -> Result<FixedDegreeGraph> {
-        params.validate(knn.n(), 0)?;
+        params.validate(knn.n(), data.dim())?;
+        if knn.n() != data.rows() {
+            return Err(weft_core::Error::dim_mismatch(
+                "k-NN graph vertices vs data rows",
+                data.rows(),
+                knn.n(),
+            ));
+        }
         ctx.check_cancelled()?;
         ctx.progress().begin("cagra: GPU optimisation", None);
         let opt = CagraOptimizer::new(self.ctx);
@@ -59,7 +69,7 @@ impl<'c> CagraGpu<'c> {
             .optimize_device(knn, degree)
             .and_then(|g| g.download(self.ctx));
         ctx.progress().end();
-        Ok(graph?.with_entry_points(entry_points(knn.n(), params.entry_points, ctx.seed())))
+        connect(graph?, data, metric, params, ctx)
     }
 }
 
@@ -73,7 +83,7 @@ impl GraphOptimizer for CagraGpu<'_> {
     fn optimize<T: Element>(
         &self,
         data: DatasetView<'_, T>,
-        _metric: Metric,
+        metric: Metric,
         knn: &KnnGraph,
         degree: usize,
         params: &CagraParams,
@@ -81,6 +91,6 @@ impl GraphOptimizer for CagraGpu<'_> {
     ) -> Result<FixedDegreeGraph> {
         check_optimize_inputs(data, knn, params)?;
         let graph = self.optimize_knn(knn, degree, ctx)?;
-        Ok(graph.with_entry_points(entry_points(knn.n(), params.entry_points, ctx.seed())))
+        connect(graph, data, metric, params, ctx)
     }
 }

@@ -49,11 +49,12 @@
 //!
 //! ## Search
 //!
-//! Like CAGRA's search, a search over the graph starts from random vertices: the graph carries
-//! [`CagraParams::entry_points`] vertices drawn from the build seed ([`entry_points`]), the
-//! same on the CPU and the GPU (RAFT's single-CTA search also uses the same seeds for every
-//! query). The graph is not guaranteed to be strongly connected (nor is CAGRA's), so a single
-//! start can miss a cluster; a few dozen spread starts do not.
+//! Every search over the graph scores its [`CagraParams::entry_points`] vertices, spread over the
+//! data by farthest-first traversal of a seeded sample (the same on the CPU and the GPU), and
+//! starts from the best of them (the GPU search adds CAGRA's per-query random starts). Neither
+//! the k-NN graph nor its pruned form is connected on clustered data (nor is CAGRA's), so the
+//! graph leaves the optimiser only after [`weft_graph::connect::repair_connectivity`] has made
+//! every vertex reachable from those entry points ([`connect`]).
 //!
 //! Measured (`tests/cpu.rs`, 4000 SIFT-like points, exact 64-NN graph optimised to degree 32,
 //! `weft_search::BeamSearch` from 4 random entries per query, 200 queries): recall@10 0.988,
@@ -64,7 +65,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 mod gpu;
 
-pub use cpu::{CagraCpu, Stages, entry_points, optimize_stages, reverse_graph};
+pub use cpu::{CagraCpu, Stages, connect, optimize_stages, reverse_graph};
 #[cfg(feature = "cuda")]
 pub use gpu::CagraGpu;
 
@@ -93,11 +94,17 @@ pub struct CagraParams {
     pub intermediate_degree: usize,
     /// How the k-NN graph is built (by the `cagra` pipeline of the `weft` facade).
     pub knn: KnnSource,
-    /// Seeded random vertices stored as the graph's search entry points (all vertices when the
-    /// set has fewer; 0: none, so a search draws its own). CAGRA's search starts from random
-    /// vertices; a fixed sample of them, drawn from the build seed, starts every query in
-    /// every region of the data even where the graph is not strongly connected.
+    /// Entry points stored with the graph, spread over the data by farthest-first traversal of
+    /// a seeded sample ([`weft_graph::connect::spread_entry_points`]; all vertices when the set
+    /// has fewer). Every search scores them all and starts from the best, so a query starts in
+    /// its own region of the data, its own cluster on clustered data, as long as there are at
+    /// most this many well-separated clusters. Default 256; 0 only with `repair` off (a search
+    /// then draws its own random starts).
     pub entry_points: usize,
+    /// Make every vertex reachable from the entry points before the graph leaves the builder
+    /// ([`weft_graph::connect::repair_connectivity`]). A k-NN graph of clustered data falls
+    /// apart into one component per cluster, and CAGRA's pruning keeps it so. Default on.
+    pub repair: bool,
 }
 
 impl Default for CagraParams {
@@ -106,7 +113,8 @@ impl Default for CagraParams {
             graph_degree: 64,
             intermediate_degree: 128,
             knn: KnnSource::NnDescent,
-            entry_points: 32,
+            entry_points: weft_graph::connect::DEFAULT_ENTRY_POINTS,
+            repair: true,
         }
     }
 }
@@ -115,6 +123,13 @@ impl Params for CagraParams {
     fn validate(&self, rows: usize, _dim: usize) -> Result<()> {
         if self.graph_degree == 0 {
             return Err(Error::invalid_param("graph_degree", "must be at least 1"));
+        }
+        if self.repair && self.entry_points == 0 {
+            return Err(Error::invalid_param(
+                "entry_points",
+                "the connectivity repair makes every vertex reachable from the entry points, so \
+                 it needs at least one (or turn `repair` off)",
+            ));
         }
         if self.intermediate_degree < self.graph_degree {
             return Err(Error::invalid_param(

@@ -115,7 +115,7 @@ fn gpu_optimiser_equals_cpu_optimiser_on_a_synthetic_set() {
     // The same through the device-resident entry point.
     let dknn = weft_gpu::DeviceKnnGraph::upload(&ctx, &knn).unwrap();
     let dev = CagraGpu::new(&ctx)
-        .optimize_device(&dknn, 32, &p, &bctx)
+        .optimize_device(base.view(), Metric::L2Squared, &dknn, 32, &p, &bctx)
         .unwrap();
     assert_eq!(dev.ids(), cpu.ids());
     assert_eq!(dev.entry_points(), cpu.entry_points());

@@ -520,7 +520,7 @@ impl GraphBuilder for CagraPipelineGpu {
                     ctx,
                 )?;
             drop(device_data);
-            return optimizer.optimize_device(&knn, params.graph_degree, params, ctx);
+            return optimizer.optimize_device(data, metric, &knn, params.graph_degree, params, ctx);
         }
         let knn = cagra_knn(data, metric, params, ctx, Some(&self.ctx))?;
         weft_core::GraphOptimizer::optimize(
