@@ -16,8 +16,9 @@
 //!    copies every pool and adds the reverse edges of the `ceil(rho k)` closest (or first) entries.
 //! 4. `grnnd_finalize`: rows de-duplicated, sorted, cut to the output degree.
 //! 5. The entry point (the vertex nearest the mean), a breadth-first search from it on the
-//!    device, and, when some vertices are unreachable, the host repair of
-//!    [`repair_connectivity`].
+//!    device, and, when some vertices are unreachable, the host repair every search-graph
+//!    builder shares, [`weft_graph::connect::repair_rows`] (the vectors are brought to the host
+//!    for it only then).
 //!
 //! Results are valid graphs but not bit-reproducible for a seed (atomic arrival order decides
 //! which of equal-capacity candidates land first).
@@ -48,8 +49,6 @@ const FILL_THREADS: u32 = 256;
 const FILL_BLOCKS: u64 = 4096;
 /// Rows per block of `grnnd_colsum_*` (the kernel's `COLSUM_ROWS`).
 const COLSUM_ROWS: u32 = 1024;
-/// Repair passes before giving up (each pass links every unreachable component it can).
-const REPAIR_PASSES: usize = 32;
 
 /// The order-preserving map of `f32` to `u32` the kernels use for entry keys.
 pub fn ordered(f: f32) -> u32 {
@@ -134,7 +133,7 @@ pub struct GrnndConfig {
     pub max_pairs: Option<usize>,
     /// Add reverse edges after the last outer iteration too.
     pub final_reverse: bool,
-    /// Link unreachable vertices into the graph (see [`repair_connectivity`]).
+    /// Link unreachable vertices into the graph ([`weft_graph::connect::repair_rows`]).
     pub repair: bool,
     /// Seed of the random start and of the random pair order.
     pub seed: u64,
@@ -237,7 +236,7 @@ pub struct GrnndStats {
     pub entry_point: NodeId,
     /// Vertices unreachable from the entry point before the repair.
     pub unreachable: usize,
-    /// Edges the repair replaced or added.
+    /// Edges the repair wrote (its local links, and two per bridge).
     pub repair_links: usize,
     /// Vertices still unreachable after the repair (0 unless the repair was off or gave up).
     pub unreachable_after: usize,
@@ -392,8 +391,17 @@ impl<'c> Grnnd<'c> {
         }
         let host = graph.download(ctx)?;
         let mut ids = host.ids().to_vec();
-        let report = repair_connectivity(&mut ids, n, config.degree, &[entry], config.seed);
-        stats.repair_links = report.links;
+        let vectors = data.download(ctx)?;
+        let vectors = vectors.view();
+        let dist = metric.distance_fn::<T>();
+        let report = weft_graph::connect::repair_rows(
+            &mut ids,
+            config.degree,
+            &[entry],
+            |a, b| dist.eval(vectors.row(a as usize), vectors.row(b as usize)),
+            build.cancel_token(),
+        )?;
+        stats.repair_links = report.local_links + 2 * report.bridges;
         stats.unreachable_after = report.unreachable_after;
         let ids = ctx.upload(&ids)?;
         Ok((DeviceFixedGraph::from_parts(n, config.degree, ids)?, stats))
@@ -711,17 +719,6 @@ pub fn reachability(ctx: &GpuContext, graph: &DeviceFixedGraph, entry: NodeId) -
     ctx.download(&level, n)
 }
 
-/// What [`repair_connectivity`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RepairReport {
-    /// Vertices unreachable from the entry points before.
-    pub unreachable_before: usize,
-    /// Edges written (into a free slot, or replacing a row's last edge).
-    pub links: usize,
-    /// Vertices still unreachable after (0 unless the pass limit was hit).
-    pub unreachable_after: usize,
-}
-
 /// Host BFS: which vertices of the rows `ids` (`n x degree`) are reachable from `entries`.
 pub fn reachable(ids: &[NodeId], n: usize, degree: usize, entries: &[NodeId]) -> Vec<bool> {
     let mut seen = vec![false; n];
@@ -744,73 +741,6 @@ fn flood(ids: &[NodeId], n: usize, degree: usize, seen: &mut [bool], stack: &mut
                 stack.push(w);
             }
         }
-    }
-}
-
-/// Links every vertex unreachable from `entries` into the graph `ids` (`n` rows of `degree`
-/// ids, `INVALID` padding last, rows ascending by distance). Per pass, in id order, an
-/// unreachable vertex `u` whose row holds a reachable vertex gets the edge `r -> u` from the
-/// first (closest) such `r`: into `r`'s first free slot, else replacing `r`'s last (farthest)
-/// edge; everything `u` reaches becomes reachable. When a pass links nothing (a component none
-/// of whose rows leaves it), the smallest unreachable vertex is linked from a reachable vertex
-/// picked by a hash of (seed, u). A replaced edge can leave its old target unreachable, so
-/// every pass starts with a fresh BFS; after [`REPAIR_PASSES`] passes whatever is left is
-/// reported.
-pub fn repair_connectivity(
-    ids: &mut [NodeId],
-    n: usize,
-    degree: usize,
-    entries: &[NodeId],
-    seed: u64,
-) -> RepairReport {
-    let mut report = RepairReport::default();
-    if n == 0 || degree == 0 || ids.len() < n * degree || entries.is_empty() {
-        return report;
-    }
-    let mut seen = reachable(ids, n, degree, entries);
-    report.unreachable_before = seen.iter().filter(|&&s| !s).count();
-    let mut stack = Vec::new();
-    for _ in 0..REPAIR_PASSES {
-        if seen.iter().all(|&s| s) {
-            break;
-        }
-        let mut linked = false;
-        for u in 0..n {
-            if seen[u] {
-                continue;
-            }
-            let row = &ids[u * degree..(u + 1) * degree];
-            let Some(&r) = row.iter().find(|&&w| (w as usize) < n && seen[w as usize]) else {
-                continue;
-            };
-            link(ids, degree, r as usize, u as NodeId);
-            report.links += 1;
-            linked = true;
-            seen[u] = true;
-            stack.push(u as NodeId);
-            flood(ids, n, degree, &mut seen, &mut stack);
-        }
-        if !linked && let Some(u) = seen.iter().position(|&s| !s) {
-            let mut r =
-                (weft_core::rng::hash3(seed, u as u64, 0x7265_7061_6972) % n as u64) as usize;
-            while !seen[r] {
-                r = (r + 1) % n;
-            }
-            link(ids, degree, r, u as NodeId);
-            report.links += 1;
-        }
-        seen = reachable(ids, n, degree, entries);
-    }
-    report.unreachable_after = seen.iter().filter(|&&s| !s).count();
-    report
-}
-
-/// Writes the edge `r -> u`: into the first free slot of row `r`, else over its last edge.
-fn link(ids: &mut [NodeId], degree: usize, r: usize, u: NodeId) {
-    let row = &mut ids[r * degree..(r + 1) * degree];
-    match row.iter().position(|&w| w == INVALID) {
-        Some(slot) => row[slot] = u,
-        None => row[degree - 1] = u,
     }
 }
 
@@ -1004,24 +934,5 @@ mod tests {
         for &d in &ds[2..] {
             assert_eq!(unpack(pack(d, true, 17)), (d, true, 17));
         }
-    }
-
-    #[test]
-    fn repair_links_every_component() {
-        // 0 -> 1 -> 2; 3 <-> 4 isolated; 5 -> 0 (5 unreachable, its row leads back).
-        let d = 2;
-        let mut ids = vec![
-            1, INVALID, 2, INVALID, 1, INVALID, 4, INVALID, 3, INVALID, 0, INVALID,
-        ];
-        let rep = repair_connectivity(&mut ids, 6, d, &[0], 1);
-        assert_eq!(rep.unreachable_before, 3);
-        assert_eq!(rep.unreachable_after, 0);
-        assert!(reachable(&ids, 6, d, &[0]).iter().all(|&s| s));
-        // Full rows: the last edge is replaced.
-        let mut full = vec![1, 2, 0, 2, 0, 1, 4, 0, 3, 1];
-        let rep = repair_connectivity(&mut full, 5, 2, &[0], 9);
-        assert_eq!(rep.unreachable_before, 2);
-        assert_eq!(rep.unreachable_after, 0);
-        assert!(reachable(&full, 5, 2, &[0]).iter().all(|&s| s));
     }
 }

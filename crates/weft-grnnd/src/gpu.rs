@@ -4,7 +4,9 @@
 //! maps [`GrnndParams`] to [`GrnndConfig`]: `s`, `r`, `t1`, `t2`, `degree`, `rho`,
 //! `update_order`, `reverse_sampling`, `new_old_flags`, `strict_prune`, `max_pairs` and
 //! `final_reverse_edges` carry over; the build context's seed seeds the random start and the
-//! random pair order; the connectivity repair is always on. GRNND's pools have a fixed capacity
+//! random pair order; `repair` turns the connectivity repair on or off. The output graph's entry
+//! points are the device medoid (which the repair makes every vertex reachable from) followed
+//! by `entry_points` points spread over the data (`weft_graph::connect::spread_entry_points`). GRNND's pools have a fixed capacity
 //! `R`, so candidate lists are always cut to `R`: `truncate_updates = false` (a CPU-only
 //! setting) is refused with `Error::InvalidParams`, as is `r` above
 //! [`weft_gpu::grnnd::MAX_R`].
@@ -89,7 +91,7 @@ impl GrnndGpu {
             strict: params.strict_prune,
             max_pairs: params.max_pairs,
             final_reverse: params.final_reverse_edges,
-            repair: true,
+            repair: params.repair,
             seed,
         })
     }
@@ -125,7 +127,14 @@ impl GrnndGpu {
     ) -> Result<(FixedDegreeGraph, GrnndStats)> {
         ctx.check_cancelled()?;
         let config = Self::config(params, data.rows(), data.dim(), ctx.seed())?;
-        self.grnnd().build(data, metric, &config, ctx)
+        let (graph, stats) = self.grnnd().build(data, metric, &config, ctx)?;
+        // Everything is reachable from the medoid, so from any set that holds it.
+        let spread = ctx.install(|| {
+            weft_graph::connect::spread_entry_points(data, metric, params.entry_points, ctx.seed())
+        })??;
+        let mut entries = vec![stats.entry_point];
+        entries.extend(spread.into_iter().filter(|&e| e != stats.entry_point));
+        Ok((graph.with_entry_points(entries), stats))
     }
 }
 

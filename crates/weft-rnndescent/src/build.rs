@@ -43,8 +43,9 @@ const SRC_CHUNK: usize = 256;
 /// redirects here become visible at the next round instead of within the same one.)
 ///
 /// The output is a [`FixedDegreeGraph`] of degree [`RnnDescentParams::degree`] whose rows are
-/// the closest entries of each final list, ascending by distance, with one entry point: the point
-/// nearest the data's mean (an approximate medoid).
+/// the closest entries of each final list, ascending by distance, with
+/// [`RnnDescentParams::entry_points`] entry points spread over the data; with
+/// [`RnnDescentParams::repair`] every vertex is reachable from them.
 ///
 /// Cancellation is polled before every round and reverse-edge step; progress is one stage,
 /// `rnndescent`, of `t1 * t2` rounds. Fields of [`RnnDescentParams`] marked "GPU only" are
@@ -102,6 +103,7 @@ impl RnnDescentCpu {
 /// The state of one build.
 struct Builder<'a, T: Element> {
     data: DatasetView<'a, T>,
+    metric: Metric,
     dist: weft_core::distance::DistanceFn<T>,
     params: &'a RnnDescentParams,
     ctx: &'a BuildCtx,
@@ -118,6 +120,8 @@ pub struct BuildStats {
     pub rounds: u64,
     /// Edges of the final lists before the cut to the output degree.
     pub edges_before_cut: u64,
+    /// What the connectivity repair did (all zero when it was off).
+    pub repair: weft_graph::RepairReport,
 }
 
 /// Sorts `list` by (distance, id) and removes repeated ids, keeping one copy (the "new" one if
@@ -161,6 +165,7 @@ impl<'a, T: Element> Builder<'a, T> {
     ) -> Self {
         Builder {
             data,
+            metric,
             dist: metric.distance_fn::<T>(),
             params,
             ctx,
@@ -210,8 +215,22 @@ impl<'a, T: Element> Builder<'a, T> {
                     *slot = e.id;
                 }
             });
-        let entry = self.entry_point();
-        let graph = FixedDegreeGraph::new(n, degree, ids)?.with_entry_points(vec![entry]);
+        self.ctx.check_cancelled()?;
+        let entries = weft_graph::connect::spread_entry_points(
+            self.data,
+            self.metric,
+            p.entry_points,
+            self.ctx.seed(),
+        )?;
+        let mut graph = FixedDegreeGraph::new(n, degree, ids)?.with_entry_points(entries);
+        if p.repair {
+            self.stats.repair = weft_graph::connect::repair_connectivity(
+                &mut graph,
+                self.data,
+                self.metric,
+                self.ctx.cancel_token(),
+            )?;
+        }
         Ok((graph, self.stats))
     }
 
@@ -389,40 +408,5 @@ impl<'a, T: Element> Builder<'a, T> {
                 out
             })
             .collect()
-    }
-
-    /// The point nearest (squared L2) to the mean of the data: an approximate medoid, found
-    /// deterministically (row-order `f64` sum, ties to the lowest id).
-    fn entry_point(&self) -> NodeId {
-        let (n, dim) = (self.data.rows(), self.data.dim());
-        let mut mean = vec![0f64; dim];
-        for row in self.data.iter() {
-            for (m, x) in mean.iter_mut().zip(row) {
-                *m += x.to_f32() as f64;
-            }
-        }
-        let center: Vec<T> = mean
-            .iter()
-            .map(|&s| T::from_f32((s / n as f64) as f32))
-            .collect();
-        let l2 = Metric::L2Squared.distance_fn::<T>();
-        let (_, best) = (0..n)
-            .into_par_iter()
-            .map(|i| (l2.eval(self.data.row(i), &center), i))
-            .reduce(
-                || (f32::INFINITY, usize::MAX),
-                |a, b| {
-                    if b.0 < a.0 || (b.0 == a.0 && b.1 < a.1) {
-                        b
-                    } else {
-                        a
-                    }
-                },
-            );
-        if best == usize::MAX {
-            0
-        } else {
-            best as NodeId
-        }
     }
 }

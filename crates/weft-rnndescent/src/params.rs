@@ -82,6 +82,15 @@ pub struct RnnDescentParams {
     /// **GPU only** (GRNND): at most this many candidate pairs evaluated per vertex and round
     /// (digest §7 A4, a speed knob not in the paper; `None`: every pair).
     pub max_pairs: Option<usize>,
+    /// Entry points stored with the graph, spread over the data by farthest-first traversal of
+    /// a seeded sample ([`weft_graph::connect::spread_entry_points`]; the first is the sample's
+    /// most central point). A search scores them all and starts from the best. Default 256; 0
+    /// only with `repair` off.
+    pub entry_points: usize,
+    /// Make every vertex reachable from the entry points before the graph leaves the builder
+    /// ([`weft_graph::connect::repair_connectivity`]): nothing in RNN-Descent guarantees it.
+    /// Default on.
+    pub repair: bool,
 }
 
 impl Default for RnnDescentParams {
@@ -100,6 +109,8 @@ impl Default for RnnDescentParams {
             update_order: UpdateOrder::Random,
             reverse_sampling: ReverseSampling::Closest,
             max_pairs: None,
+            entry_points: weft_graph::connect::DEFAULT_ENTRY_POINTS,
+            repair: true,
         }
     }
 }
@@ -146,6 +157,13 @@ impl Params for RnnDescentParams {
             return Err(Error::invalid_param(
                 "rho",
                 format!("the reverse-edge ratio must be in (0, 1], got {}", self.rho),
+            ));
+        }
+        if self.repair && self.entry_points == 0 {
+            return Err(Error::invalid_param(
+                "entry_points",
+                "the connectivity repair makes every vertex reachable from the entry points, so \
+                 it needs at least one (or turn `repair` off)",
             ));
         }
         if self.max_pairs == Some(0) {
