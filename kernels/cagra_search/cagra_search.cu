@@ -19,6 +19,10 @@
 //      returned),
 //   5. picks the next parents: the first `width` entries of the top-L list that have not been
 //      parents (the id's most significant bit marks a parent).
+// The first gather holds the first `cand_cap` entry points (part 0 only; random ids fill the
+// rest). Part 0 then scores the remaining entry points in batches of `cand_cap` (steps 2-4 only,
+// with the table's clear check between batches) before it picks its first parents; these
+// batches do not count as iterations.
 // It stops when no parent is left (after `min_iter` iterations; before that it restarts from
 // random points) or after `max_iter` iterations. Random ids come from weft/rng.cuh keyed by
 // (seed, a hash of the query's bytes, part, counter), so a query's result does not depend on
@@ -125,6 +129,26 @@ __device__ __forceinline__ void merge_into(float* ld, u32* li, u32 len, const fl
     __syncthreads();
 }
 
+// Forgettable visited table: when inserting `cap` more ids could push it past half full, clears
+// it and refills it with the ids of the top list (and of the result list, `res_len` > 0), so that
+// no listed vertex is ever inserted again. `filled` counts the ids inserted since the last
+// clear; `cnt` is scratch. Every thread calls it with the same arguments.
+__device__ __forceinline__ void forget_if_full(u32* table, u32 hsize, u32 cap, const u32* top_i, u32 len,
+                                               const u32* res_i, u32 res_len, u32& filled, u32& cnt) {
+    if (filled + cap <= hsize / 2) return;
+    __syncthreads();
+    visited_clear(table, hsize);
+    __syncthreads();
+    if (threadIdx.x == 0) cnt = 0;
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < len + res_len; i += blockDim.x) {
+        const u32 id = key_id(i < len ? top_i[i] : res_i[i - len]);
+        if (id != INVALID && visited_insert(table, hsize - 1u, id)) atomicAdd(&cnt, 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) filled = cnt;
+}
+
 // 64 bits that depend only on the query's bytes (row of `words` u32 words): the RNG key that
 // makes the search independent of the batch. Every thread of warp 0 returns it.
 __device__ __forceinline__ u64 query_key(const u32* row, u32 words) {
@@ -173,8 +197,13 @@ __device__ void search(const Args& a) {
     __shared__ u32 s_cnt;
     __shared__ u32 s_np;
     __shared__ u32 s_filled;
+    // Entry points gathered so far (part 0; the other parts start at n_entries: they have none).
+    __shared__ u32 s_ent_next;
     __shared__ u64 s_key;
     __shared__ float s_qnorm;
+    // Statistics, kept by thread 0 alone (in shared memory, as s_ent_next: the loop is short of
+    // registers).
+    __shared__ u64 s_hops, s_dcs;
 
     const u32 L = a.itopk;
     const u32 C = a.cand_cap;
@@ -205,7 +234,7 @@ __device__ void search(const Args& a) {
     const u32 hmask = hsize - 1u;
     const u64 row_bytes = (u64)a.stride * sizeof(T);
 
-    u64 hops = 0, dcs = 0;
+    if (tid == 0) s_hops = s_dcs = 0;
     const u32 total = a.nq * a.num_cta;
     for (u32 w = blockIdx.x; w < total; w += gridDim.x) {
         const u32 q = w / a.num_cta;
@@ -238,6 +267,7 @@ __device__ void search(const Args& a) {
             if (tid == 0) {
                 s_key = key;
                 s_filled = 0;
+                s_ent_next = part == 0 ? min(a.n_entries, C) : a.n_entries;
             }
         }
         __syncthreads();
@@ -251,8 +281,9 @@ __device__ void search(const Args& a) {
         const u64 key = s_key;
         u64 counter = 0;  // random draws so far (the same in every thread)
 
-        // Initial candidates: the entry points (first part only), then random ids.
-        const u32 n_ent = part == 0 ? min(a.n_entries, C) : 0u;
+        // Initial candidates: the entry points (first part only), then random ids. With more than
+        // C entry points, the first C come here and the others in further batches (below).
+        const u32 n_ent = part == 0 ? a.n_entries : 0u;
         for (u32 s = tid; s < C; s += bd) {
             gathered[s] = s < n_ent ? a.entries[s]
                                     : (u32)below(hash3(a.seed, key, ((u64)part << 40) | (counter + s)), a.n);
@@ -319,7 +350,7 @@ __device__ void search(const Args& a) {
             }
             if (tid == 0) {
                 s_filled += cnt;
-                dcs += cnt;
+                s_dcs += cnt;
             }
             block_bitonic_sort(cand_d, cand_i, C);  // barriers on both sides
             merge_into(top_d, top_i, L, cand_d, cand_i, min(cnt, C), nullptr);
@@ -332,57 +363,59 @@ __device__ void search(const Args& a) {
                 }
                 merge_into(res_d, res_i, R, cand_d, cand_i, cnt, masks);
             }
-            ++iter;
-            if (iter >= a.max_iter) break;
+            // Entry points left (part 0): the next batch of up to C of them is scored like
+            // candidates, with no parents picked and no iteration counted.
+            const bool entry_batch = s_ent_next < a.n_entries;
+            u32 np = 0;
+            if (!entry_batch) {
+                ++iter;
+                if (iter >= a.max_iter) break;
 
-            // Parents: the first W unflagged entries of the top list, by one warp.
-            if (tid < 32) {
-                u32 np = 0;
-                for (u32 base = 0; base < L && np < W; base += 32) {
-                    const u32 i = base + lane;
-                    const u32 id = i < L ? top_i[i] : INVALID;
-                    const bool unflagged = (id & MSB) == 0;
-                    const u32 ballot = __ballot_sync(0xffffffffu, unflagged);
-                    const u32 before_me = __popc(ballot & ((1u << lane) - 1u));
-                    if (unflagged && np + before_me < W) {
-                        parents[np + before_me] = id;
-                        top_i[i] = id | MSB;
+                // Parents: the first W unflagged entries of the top list, by one warp.
+                if (tid < 32) {
+                    u32 found = 0;
+                    for (u32 base = 0; base < L && found < W; base += 32) {
+                        const u32 i = base + lane;
+                        const u32 id = i < L ? top_i[i] : INVALID;
+                        const bool unflagged = (id & MSB) == 0;
+                        const u32 ballot = __ballot_sync(0xffffffffu, unflagged);
+                        const u32 before_me = __popc(ballot & ((1u << lane) - 1u));
+                        if (unflagged && found + before_me < W) {
+                            parents[found + before_me] = id;
+                            top_i[i] = id | MSB;
+                        }
+                        found = min(W, found + __popc(ballot));
                     }
-                    np = min(W, np + __popc(ballot));
+                    if (lane == 0) s_np = found;
                 }
-                if (lane == 0) s_np = np;
+                __syncthreads();
+                np = s_np;
+                if (np == 0 && iter >= a.min_iter) break;
             }
-            __syncthreads();
-            const u32 np = s_np;
-            if (np == 0 && iter >= a.min_iter) break;
 
-            // Forgettable table: clear it before it is half full and refill it with the lists.
-            if (forgettable && s_filled + C > hsize / 2) {
-                __syncthreads();
-                visited_clear(table, hsize);
-                __syncthreads();
-                if (tid == 0) s_cnt = 0;
-                __syncthreads();
-                for (u32 i = tid; i < L + R; i += bd) {
-                    const u32 id = key_id(i < L ? top_i[i] : res_i[i - L]);
-                    if (id != INVALID && visited_insert(table, hmask, id)) atomicAdd(&s_cnt, 1u);
+            // Forgettable table: clear it before it is half full and refill it with the lists (also
+            // between batches of entry points, so that any number of them fits).
+            if (forgettable) forget_if_full(table, hsize, C, top_i, L, res_i, R, s_filled, s_cnt);
+            if (entry_batch) {
+                const u32 e0 = s_ent_next;
+                for (u32 s = tid; s < C; s += bd) {
+                    const u32 e = e0 + s;
+                    gathered[s] = e < a.n_entries ? a.entries[e] : INVALID;
                 }
-                __syncthreads();
-                if (tid == 0) s_filled = s_cnt;
-            }
-            if (np == 0) {
+            } else if (np == 0) {
                 // Converged before min_iter: restart from random points.
                 for (u32 s = tid; s < C; s += bd)
                     gathered[s] = (u32)below(hash3(a.seed, key, ((u64)part << 40) | (counter + s)), a.n);
                 counter += C;
             } else {
-                if (tid == 0) hops += np;
+                if (tid == 0) s_hops += np;
                 for (u32 s = tid; s < C; s += bd) {
                     const u32 p = s / a.degree;
                     gathered[s] = p < np ? a.graph[(u64)parents[p] * a.degree + (s - p * a.degree)] : INVALID;
                 }
             }
-            __syncthreads();
+            __syncthreads();  // also: every thread has read s_ent_next
+            if (entry_batch && tid == 0) s_ent_next = a.n_entries - s_ent_next > C ? s_ent_next + C : a.n_entries;
         }
 
         // Output: the first out_len distinct entries of the result list, by one warp.
@@ -412,8 +445,8 @@ __device__ void search(const Args& a) {
         }
     }
     if (tid == 0) {
-        atomicAdd(&a.counters[0], (unsigned long long)hops);
-        atomicAdd(&a.counters[1], (unsigned long long)dcs);
+        atomicAdd(&a.counters[0], (unsigned long long)s_hops);
+        atomicAdd(&a.counters[1], (unsigned long long)s_dcs);
     }
 }
 

@@ -6,7 +6,10 @@
 //! buffer of `search_width * degree` entries, parent selection of the first `search_width`
 //! entries not yet expanded, distances by teams of threads with 16-byte loads, a bitonic sort of
 //! the candidates and a merge into the list, a visited hash table (in shared memory and cleared
-//! when half full, or in global memory). Two modes:
+//! when half full, or in global memory). Every query starts from all the graph's entry points
+//! (the first block of each query scores them, in batches of the candidate buffer's size, before
+//! its first expansion; these batches do not count as iterations) and seeded random points. Two
+//! modes:
 //!
 //! - **single-CTA**: one block per query (lists of up to [`MAX_ITOPK`] entries); deterministic,
 //!   and a query's result depends only on the query, the data, the graph and the parameters
@@ -74,7 +77,8 @@ pub struct CagraSearchConfig {
     /// Parents expanded per iteration (1..=[`MAX_SEARCH_WIDTH`]). Default 1.
     pub search_width: usize,
     /// Iteration cap; 0 = automatic (single-CTA `1 + min(ceil(1.1 itopk / w), itopk / w + 10)`,
-    /// multi-CTA 36, at least `min_iterations`). Default 0.
+    /// multi-CTA 36, at least `min_iterations`). The batches that score the entry points before
+    /// the first expansion are not iterations. Default 0.
     pub max_iterations: usize,
     /// Iterations before the search may stop; a search that runs out of parents earlier
     /// restarts from random points. Default 0.
@@ -217,8 +221,8 @@ impl<'c> CagraSearchDevice<'c> {
         )
     }
 
-    /// Searches host data through a host graph (its entry points, when it has some, start the
-    /// search besides the random points). `filter`: a bitset of allowed ids (see
+    /// Searches host data through a host graph (all its entry points, when it has some, start
+    /// the search besides the random points). `filter`: a bitset of allowed ids (see
     /// [`CagraSearchDevice::search_device`]).
     #[allow(clippy::too_many_arguments)]
     pub fn search<T: Element>(
@@ -250,10 +254,11 @@ impl<'c> CagraSearchDevice<'c> {
 
     /// Searches data already on the device through a device graph; the results come back to
     /// the host. `entries`: vertices every query starts from besides the random ones (may be
-    /// empty). `filter`: a bitset of allowed ids, bit `i % 32` of word `i / 32` set when id `i`
-    /// may be returned (at least `ceil(n / 32)` words). Allocates its work buffers for this call
-    /// only; repeated searches should keep a [`CagraSearchBuffers`] and call
-    /// [`CagraSearchDevice::search_device_with`].
+    /// empty; any number, all scored before the first expansion in batches of the candidate
+    /// buffer's size that do not count towards `max_iterations`). `filter`: a bitset of allowed
+    /// ids, bit `i % 32` of word `i / 32` set when id `i` may be returned (at least
+    /// `ceil(n / 32)` words). Allocates its work buffers for this call only; repeated searches
+    /// should keep a [`CagraSearchBuffers`] and call [`CagraSearchDevice::search_device_with`].
     #[allow(clippy::too_many_arguments)]
     pub fn search_device<T: Element>(
         &self,
@@ -293,7 +298,8 @@ impl<'c> CagraSearchDevice<'c> {
         let n = data.rows();
         check_device_shapes(data, graph, queries)?;
         let nq = queries.rows();
-        let p = self.plan(
+        let p = plan_with_entries(
+            ctx.info().sm_count as usize,
             n,
             data.dim(),
             std::mem::size_of::<T>(),
@@ -302,6 +308,7 @@ impl<'c> CagraSearchDevice<'c> {
             k,
             cfg,
             filter.is_some(),
+            entries.len(),
         )?;
         check_filter(filter, n)?;
         check_entries(entries, n)?;
@@ -660,7 +667,8 @@ impl<T: Element> CagraSearchSession<T> {
     }
 }
 
-/// [`CagraSearchDevice::plan`] for a device of `sms` SMs.
+/// [`CagraSearchDevice::plan`] for a device of `sms` SMs (a search with at most
+/// `candidates` entry points; see [`plan_with_entries`]).
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     sms: usize,
@@ -672,6 +680,28 @@ pub fn plan(
     k: usize,
     cfg: &CagraSearchConfig,
     filtered: bool,
+) -> Result<CagraSearchPlan> {
+    plan_with_entries(sms, n, dim, elem_bytes, degree, nq, k, cfg, filtered, 0)
+}
+
+/// [`plan`] for a search that starts from `n_entries` entry points. Only multi-CTA's visited
+/// table depends on them: one table per query, never cleared during the search, so it also
+/// makes room for the entry points beyond the first `candidates` (those replace random points
+/// of the first gather, which the table already counts). The forgettable single-CTA table keeps
+/// its size: the kernel checks it between batches of entry points as between iterations, so it
+/// never fills past half however many entry points there are.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_with_entries(
+    sms: usize,
+    n: usize,
+    dim: usize,
+    elem_bytes: usize,
+    degree: usize,
+    nq: usize,
+    k: usize,
+    cfg: &CagraSearchConfig,
+    filtered: bool,
+    n_entries: usize,
 ) -> Result<CagraSearchPlan> {
     if n == 0 {
         return Err(Error::InvalidInput("cannot search an empty set".into()));
@@ -803,7 +833,8 @@ pub fn plan(
         ));
     }
     let (hash_bits, table_mode) = if multi {
-        let want = 2 * ctas * (list_len + degree * max_iterations);
+        let extra_entries = n_entries.saturating_sub(candidates);
+        let want = 2 * (ctas * (list_len + degree * max_iterations) + extra_entries);
         (want.next_power_of_two().trailing_zeros().clamp(11, 20), 2)
     } else {
         // Room for the lists and about eight iterations of candidates at half fill, so that
