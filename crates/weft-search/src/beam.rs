@@ -12,17 +12,42 @@ use weft_core::{
 };
 
 /// Where each query's search starts.
+///
+/// Every search graph weft builds (cagra, rnndescent, grnnd, ggnn) stores entry points spread
+/// over the data and is connected from them, so [`EntryPoints::Graph`] is right for it. A k-NN
+/// graph (nndescent, exact) stores none and is not connectivity-repaired: on clustered data it
+/// falls apart into one component per cluster, and a query entered in the wrong cluster never
+/// reaches its own. Search one with the search graphs' mechanism: [`EntryPoints::Fixed`] with
+/// [`weft_graph::connect::spread_entry_points`] computed once for the data (what `weft::Index`
+/// and the `weft` command line do), or [`EntryPoints::Spread`] (computed on every call).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryPoints {
-    /// The graph's own entry points ([`GraphView::entry_points`], e.g. a medoid); when the graph
-    /// has none, one seeded random vertex per query (as [`EntryPoints::Random`] with count 1).
+    /// The graph's own entry points ([`GraphView::entry_points`]: a search graph's spread entry
+    /// points, a medoid, ...). When the graph has none (a k-NN graph), one seeded random vertex
+    /// per query (as [`EntryPoints::Random`] with count 1): cheap, but on clustered data most
+    /// queries can be stranded in another cluster; see the [type docs](EntryPoints).
     #[default]
     Graph,
     /// `count` seeded random vertices per query, drawn from stream `(seed, query index)`, so the
-    /// result does not depend on the thread count.
+    /// result does not depend on the thread count (it does on the query's position in the
+    /// batch).
     Random {
         /// Vertices drawn per query (at least 1; duplicates are drawn only once).
+        count: usize,
+    },
+    /// `count` entry points spread over the data
+    /// ([`weft_graph::connect::spread_entry_points`] with the search's metric and seed; fewer
+    /// on small data), the same for every query: the entry mechanism of the search graphs, for
+    /// a graph that stores none. They are computed at the start of every
+    /// [`BeamSearch::search`] call, about `count * min(n, max(4096, 32 * count))` distance
+    /// evaluations (2M for the default 256 on 8192 or more vectors), which dwarfs a small
+    /// batch: when searching repeatedly, compute them once and pass [`EntryPoints::Fixed`]. A
+    /// query's result depends on the data, the metric and the seed, not on its batch.
+    Spread {
+        /// Entry points wanted (at least 1;
+        /// [`DEFAULT_ENTRY_POINTS`](weft_graph::connect::DEFAULT_ENTRY_POINTS) is what the
+        /// search-graph builders store).
         count: usize,
     },
     /// The same fixed list of vertices for every query.
@@ -41,7 +66,7 @@ pub struct BeamSearchParams {
     pub l: usize,
     /// Where searches start. Default: the graph's entry points.
     pub entry_points: EntryPoints,
-    /// Seed of the random entry points. Default 0.
+    /// Seed of the random and the spread entry points. Default 0.
     pub seed: u64,
     /// Stop a query after expanding this many vertices (`None`: run to convergence).
     pub max_hops: Option<usize>,
@@ -86,6 +111,14 @@ impl Params for BeamSearchParams {
                     return Err(Error::invalid_param(
                         "entry_points.count",
                         "at least one random entry point is needed",
+                    ));
+                }
+            }
+            EntryPoints::Spread { count } => {
+                if *count == 0 {
+                    return Err(Error::invalid_param(
+                        "entry_points.count",
+                        "at least one spread entry point is needed",
                     ));
                 }
             }
@@ -250,6 +283,8 @@ struct QueryCtx<'a, G: ?Sized, T> {
     data: DatasetView<'a, T>,
     dist: weft_core::distance::DistanceFn<T>,
     params: &'a BeamSearchParams,
+    /// The entry points of [`EntryPoints::Spread`], computed once per call (else empty).
+    spread: &'a [NodeId],
     row_bytes: usize,
     /// How many vectors ahead of the distance loop to prefetch.
     ahead: usize,
@@ -274,6 +309,7 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
                 s.fresh.extend_from_slice(graph_entries)
             }
             EntryPoints::Fixed { ids } => s.fresh.extend_from_slice(ids),
+            EntryPoints::Spread { .. } => s.fresh.extend_from_slice(self.spread),
             EntryPoints::Graph | EntryPoints::Random { .. } => {
                 let count = match self.params.entry_points {
                     EntryPoints::Random { count } => count,
@@ -395,11 +431,18 @@ impl<G: GraphView + ?Sized> Searcher<G> for BeamSearch {
         Self::check(graph, data, queries, params, &out)?;
         let n = data.rows();
         let k = out.k();
+        let spread = match params.entry_points {
+            EntryPoints::Spread { count } if queries.rows() > 0 => {
+                weft_graph::connect::spread_entry_points(data, metric, count, params.seed)?
+            }
+            _ => Vec::new(),
+        };
         let ctx = QueryCtx {
             graph,
             data,
             dist: metric.distance_fn::<T>(),
             params,
+            spread: &spread,
             row_bytes: data.dim() * std::mem::size_of::<T>(),
             ahead: (PREFETCH_BYTES / (data.dim() * std::mem::size_of::<T>()).max(1)).max(1),
         };
@@ -433,5 +476,82 @@ impl<G: GraphView + ?Sized> Searcher<G> for BeamSearch {
             }
         }
         Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_core::{Dataset, FixedDegreeGraph, Neighbors};
+
+    /// Two far-apart clusters whose graph rows stay inside their cluster: only spread (or
+    /// fixed) entry points reach both.
+    fn two_islands() -> (Dataset<f32>, Dataset<f32>, FixedDegreeGraph) {
+        let (n, dim) = (200usize, 4usize);
+        let mut rng = SplitMix64::new(3);
+        let mut v = Vec::with_capacity(n * dim);
+        for i in 0..n {
+            let centre = if i < n / 2 { 0.0 } else { 100.0 };
+            for _ in 0..dim {
+                v.push(centre + rng.next_gaussian() as f32);
+            }
+        }
+        let base = Dataset::from_vec(v, n, dim).unwrap();
+        let queries =
+            Dataset::from_vec([base.row(3), base.row(150)].concat().to_vec(), 2, dim).unwrap();
+        let half = (n / 2) as NodeId;
+        let lists: Vec<Vec<NodeId>> = (0..n as NodeId)
+            .map(|i| {
+                let lo = if i < half { 0 } else { half };
+                (1..=4).map(|j| lo + (i - lo + j) % half).collect()
+            })
+            .collect();
+        (
+            base,
+            queries,
+            FixedDegreeGraph::from_lists(&lists, 4).unwrap(),
+        )
+    }
+
+    fn run(
+        graph: &FixedDegreeGraph,
+        base: &Dataset<f32>,
+        queries: &Dataset<f32>,
+        entry_points: EntryPoints,
+    ) -> Result<Neighbors> {
+        let mut out = Neighbors::new(queries.rows(), 1);
+        let params = BeamSearchParams {
+            entry_points,
+            seed: 5,
+            ..BeamSearchParams::with_l(128) // more than an island: exhaustive within it
+        };
+        BeamSearch.search(
+            graph,
+            base.view(),
+            queries.view(),
+            Metric::L2Squared,
+            &params,
+            out.as_mut(),
+        )?;
+        Ok(out)
+    }
+
+    #[test]
+    fn spread_entry_points_equal_the_fixed_list_and_reach_every_island() {
+        let (base, queries, graph) = two_islands();
+        let spread = run(&graph, &base, &queries, EntryPoints::Spread { count: 8 }).unwrap();
+        let ids =
+            weft_graph::connect::spread_entry_points(base.view(), Metric::L2Squared, 8, 5).unwrap();
+        let fixed = run(&graph, &base, &queries, EntryPoints::Fixed { ids }).unwrap();
+        assert_eq!(spread, fixed);
+        assert_eq!(spread.ids, [3, 150]);
+        // One batch or two: the same answers.
+        let one = Dataset::from_vec(queries.row(1).to_vec(), 1, queries.dim()).unwrap();
+        let alone = run(&graph, &base, &one, EntryPoints::Spread { count: 8 }).unwrap();
+        assert_eq!(alone.ids, [150]);
+        assert!(matches!(
+            run(&graph, &base, &queries, EntryPoints::Spread { count: 0 }),
+            Err(Error::InvalidParams { .. })
+        ));
     }
 }

@@ -1,16 +1,18 @@
 //! The high-level index: data + graph + how it was built.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use weft_core::{
-    BuildCtx, DType, Dataset, DatasetView, Element, Error, Metric, Neighbors, Result, SearchStats,
-    Searcher,
+    BuildCtx, DType, Dataset, DatasetView, Element, Error, Metric, Neighbors, NodeId, Result,
+    SearchStats, Searcher,
 };
-use weft_graph::storage::{self, GraphMeta, LoadOptions, StoredGraph};
+use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
+use weft_graph::storage::{self, GraphKind, GraphMeta, LoadOptions, StoredGraph};
 use weft_io::{AnyDataset, Format, ReadOptions};
-use weft_search::{BeamSearch, BeamSearchParams, ExactSearcher};
+use weft_search::{BeamSearch, BeamSearchParams, EntryPoints, ExactSearcher};
 
 use crate::registry::{Backend, Registry, with_view};
 
@@ -22,7 +24,9 @@ pub struct SearchParams {
     pub beam_width: usize,
     /// Ignore the graph and compare with every vector (exact, for ground truth and checks).
     pub exact: bool,
-    /// Seed of the random entry points, when the graph has none.
+    /// Seed of the search's random choices: the entry points spread over the data when the graph
+    /// stores none (a k-NN graph; see [`Index::search_entry_points`]) and the GPU search's random
+    /// starting vertices. Default 0.
     pub seed: u64,
     /// Stop a query after this many expanded vertices (`None`: no limit).
     pub max_hops: Option<usize>,
@@ -119,17 +123,78 @@ pub struct SearchOutput {
     pub backend: &'static str,
 }
 
+/// Where the graph searches of an [`Index`] start: see [`Index::search_entry_points`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "source")]
+pub enum EntrySource {
+    /// The entry points stored with the graph (every search graph: cagra, rnndescent, grnnd,
+    /// ggnn).
+    Graph,
+    /// The graph stores none (a k-NN graph: nndescent, exact; or a graph saved without them):
+    /// entry points spread over the data by farthest-first traversal of a seeded sample
+    /// ([`weft_graph::connect::spread_entry_points`], [`DEFAULT_ENTRY_POINTS`] of them, the
+    /// mechanism of the search graphs), computed once per index and seed.
+    Spread {
+        /// The search seed they were sampled with.
+        seed: u64,
+    },
+}
+
+/// The entry points every graph search of an [`Index`] starts from (each query scores all of them
+/// and expands from the best).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchEntryPoints {
+    /// Where they come from.
+    pub source: EntrySource,
+    /// The vertices (for [`EntrySource::Graph`] a copy of the graph's own).
+    pub ids: Arc<[NodeId]>,
+}
+
 /// A searchable index: the vectors, the graph built on them, and the record of how. With the
 /// `cuda` feature, the first GPU search keeps its context, the data and the graph on the device
 /// (and its work buffers) for the later ones; they are freed with the index (a clone starts
 /// without them).
+///
+/// A graph that stores no entry points (a k-NN graph) is not a search graph: it is not
+/// connectivity-repaired, and on clustered data it falls apart into one component per cluster.
+/// Its searches (CPU and GPU) start from entry points spread over the data, computed on the first
+/// search (or [`Index::search_entry_points`]) and kept for the later ones of the same seed, so
+/// that every cluster holds an entry point; vertices unreachable from all of them still cannot be
+/// found.
 #[derive(Clone, Debug)]
 pub struct Index {
     data: AnyDataset,
     graph: StoredGraph,
     meta: GraphMeta,
+    /// The spread entry points of a graph without its own, once computed.
+    spread: SpreadCache,
     #[cfg(feature = "cuda")]
     gpu: GpuCache,
+}
+
+/// The last spread entry points an [`Index`] computed, with their seed. A clone keeps them.
+#[derive(Debug, Default)]
+struct SpreadCache(Mutex<Option<(u64, Arc<[NodeId]>)>>);
+
+impl Clone for SpreadCache {
+    fn clone(&self) -> Self {
+        SpreadCache(Mutex::new(self.get_any()))
+    }
+}
+
+impl SpreadCache {
+    fn get_any(&self) -> Option<(u64, Arc<[NodeId]>)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn get(&self, seed: u64) -> Option<Arc<[NodeId]>> {
+        self.get_any()
+            .and_then(|(s, ids)| (s == seed).then_some(ids))
+    }
+
+    fn set(&self, seed: u64, ids: Arc<[NodeId]>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((seed, ids));
+    }
 }
 
 /// The GPU state an [`Index`] keeps between searches: nothing before the first GPU search, then
@@ -146,8 +211,9 @@ enum GpuState {
     /// The probe failed with this message.
     Unavailable(String),
     /// The resident search session (`CagraSearchSession<T>`, or for a hierarchical graph
-    /// `GgnnSearchSession<T>`, boxed).
-    Ready(Box<dyn std::any::Any + Send>),
+    /// `GgnnSearchSession<T>`, boxed), and the seed of the spread entry points it was made with
+    /// (`None`: the graph's own).
+    Ready(Box<dyn std::any::Any + Send>, Option<u64>),
 }
 
 #[cfg(feature = "cuda")]
@@ -164,7 +230,7 @@ impl std::fmt::Debug for GpuCache {
         let state = match self.0.try_lock().as_deref() {
             Ok(None) => "empty",
             Ok(Some(GpuState::Unavailable(_))) => "unavailable",
-            Ok(Some(GpuState::Ready(_))) => "resident",
+            Ok(Some(GpuState::Ready(..))) => "resident",
             Err(_) => "busy",
         };
         write!(f, "GpuCache({state})")
@@ -238,6 +304,7 @@ impl Index {
             data,
             graph,
             meta,
+            spread: SpreadCache::default(),
             #[cfg(feature = "cuda")]
             gpu: GpuCache::default(),
         })
@@ -307,6 +374,7 @@ impl Index {
             data,
             graph,
             meta,
+            spread: SpreadCache::default(),
             #[cfg(feature = "cuda")]
             gpu: GpuCache::default(),
         })
@@ -330,6 +398,50 @@ impl Index {
     /// The metric distances are measured with.
     pub fn metric(&self) -> Metric {
         self.meta.metric
+    }
+
+    /// Which graph the index holds: [`GraphKind::Knn`] (nndescent, exact) is a k-NN graph, not a
+    /// search graph (no entry points, no connectivity repair); the others are search graphs.
+    pub fn graph_kind(&self) -> GraphKind {
+        self.graph.kind()
+    }
+
+    /// The entry points a graph search with seed `seed` starts from: the graph's own when it
+    /// stores some; else (a k-NN graph) [`DEFAULT_ENTRY_POINTS`] points spread over the data
+    /// (fewer on small data), computed here on the first call for a seed and kept until a search
+    /// asks for another seed. A query's result therefore depends only on the query, the index and
+    /// the seed, never on its batch. [`Index::search`] calls this itself; calling it first takes
+    /// the one-time cost (about `256 * min(n, 8192)` distances, in parallel) out of the first
+    /// search.
+    pub fn search_entry_points(&self, seed: u64) -> Result<SearchEntryPoints> {
+        let own = self.graph.as_view().entry_points();
+        if !own.is_empty() {
+            return Ok(SearchEntryPoints {
+                source: EntrySource::Graph,
+                ids: own.into(),
+            });
+        }
+        let ids = match self.spread.get(seed) {
+            Some(ids) => ids,
+            None => {
+                // Computed without holding the lock (it runs on the rayon pool, whose workers
+                // may be searching this index too); a concurrent first search may compute the
+                // same points twice.
+                let ids: Arc<[NodeId]> = with_view!(&self.data, |view| spread_entry_points(
+                    view,
+                    self.metric(),
+                    DEFAULT_ENTRY_POINTS,
+                    seed
+                ))?
+                .into();
+                self.spread.set(seed, ids.clone());
+                ids
+            }
+        };
+        Ok(SearchEntryPoints {
+            source: EntrySource::Spread { seed },
+            ids,
+        })
     }
 
     /// Searches `queries` (same element type and dimension as the data) for `k` neighbours each.
@@ -372,6 +484,12 @@ impl Index {
         queries.check_finite()?;
         let mut out = Neighbors::new(queries.rows(), k);
         let metric = self.metric();
+        // Outside the timed part: computed once per index and seed.
+        let entries = if params.exact {
+            None
+        } else {
+            Some(self.search_entry_points(params.seed)?)
+        };
         let start = Instant::now();
         let mut backend = "cpu";
         let stats = if params.exact {
@@ -383,12 +501,22 @@ impl Index {
                 &weft_core::NoParams {},
                 out.as_mut(),
             )?
-        } else if let Some(stats) = self.search_gpu(data, queries, k, params, &mut out)? {
+        } else if let Some(stats) =
+            self.search_gpu(data, queries, k, params, entries.as_ref(), &mut out)?
+        {
             backend = "gpu";
             stats
         } else {
+            let entry_points = match &entries {
+                Some(SearchEntryPoints {
+                    source: EntrySource::Spread { .. },
+                    ids,
+                }) => EntryPoints::Fixed { ids: ids.to_vec() },
+                _ => EntryPoints::Graph,
+            };
             let p = BeamSearchParams {
                 l: params.beam_width,
+                entry_points,
                 seed: params.seed,
                 max_hops: params.max_hops,
                 ..BeamSearchParams::with_l(params.beam_width)
@@ -411,13 +539,17 @@ impl Index {
     }
 
     /// The GPU search when `params.backend` asks for it and it can run (`None`: search on the
-    /// CPU); an error when [`SearchBackend::Gpu`] is asked for and it cannot run.
+    /// CPU); an error when [`SearchBackend::Gpu`] is asked for and it cannot run. `entries`: the
+    /// index's entry points for this search ([`Index::search_entry_points`]); spread ones are
+    /// handed to the CAGRA search session in place of the graph's (a session made with other
+    /// spread entry points is made again).
     fn search_gpu<T: Element>(
         &self,
         data: DatasetView<'_, T>,
         queries: DatasetView<'_, T>,
         k: usize,
         params: &SearchParams,
+        entries: Option<&SearchEntryPoints>,
         out: &mut Neighbors,
     ) -> Result<Option<SearchStats>> {
         let required = match params.backend {
@@ -448,18 +580,34 @@ impl Index {
                     format!("the list size itopk = {} is below k = {k}", p.itopk),
                 ));
             }
+            let spread = match entries {
+                Some(SearchEntryPoints {
+                    source: EntrySource::Spread { seed },
+                    ids,
+                }) => Some((*seed, ids)),
+                _ => None,
+            };
             self.search_resident_session::<T, CagraSearchSession<T>>(
                 required,
+                spread.map(|(seed, _)| seed),
                 out,
                 |ctx| {
                     let converted;
-                    let graph: &FixedDegreeGraph = match &self.graph {
-                        StoredGraph::Fixed(g) => g,
-                        StoredGraph::Knn(g) => {
-                            converted = g.to_fixed_degree(g.k())?;
+                    let graph: &FixedDegreeGraph = match (&self.graph, spread) {
+                        (StoredGraph::Fixed(g), None) => g,
+                        (StoredGraph::Fixed(g), Some((_, ids))) => {
+                            converted = g.clone().with_entry_points(ids.to_vec());
                             &converted
                         }
-                        StoredGraph::Hier(_) => {
+                        (StoredGraph::Knn(g), _) => {
+                            let fixed = g.to_fixed_degree(g.k())?;
+                            converted = match spread {
+                                Some((_, ids)) => fixed.with_entry_points(ids.to_vec()),
+                                None => fixed,
+                            };
+                            &converted
+                        }
+                        (StoredGraph::Hier(_), _) => {
                             return Err(Error::Unsupported(
                                 "the GPU search reads fixed-degree and k-NN graphs".into(),
                             ));
@@ -480,7 +628,7 @@ impl Index {
         }
         #[cfg(not(feature = "cuda"))]
         {
-            let _ = (data, queries, k, out);
+            let _ = (data, queries, k, entries, out);
             if required {
                 return Err(Error::Unsupported(
                     "this build of weft has no GPU support (cargo feature `cuda`)".into(),
@@ -523,6 +671,7 @@ impl Index {
         let k = out.k();
         self.search_resident_session::<T, weft_gpu::GgnnSearchSession<T>>(
             required,
+            None,
             out,
             |ctx| {
                 data.check_finite()?;
@@ -539,12 +688,16 @@ impl Index {
     /// cache (held for the whole call: searches take turns) and copies its neighbours into
     /// `out`. The first call probes the GPU and, when there is one, makes the session with
     /// `new_session`; its errors (e.g. out of device memory) are returned, not cached, while a
-    /// failed probe is cached. `None` when no GPU is usable and `required` is false; an error
-    /// when it is true, or when the resident session is not an `S` (other elements than `T`).
+    /// failed probe is cached. `spread_seed` is the seed of the spread entry points
+    /// `new_session` gives the session (`None`: the graph's own); a resident session made with
+    /// another is dropped and made again. `None` when no GPU is usable and `required` is false;
+    /// an error when it is true, or when the resident session is not an `S` (other elements than
+    /// `T`).
     #[cfg(feature = "cuda")]
     fn search_resident_session<T: Element, S: Send + 'static>(
         &self,
         required: bool,
+        spread_seed: Option<u64>,
         out: &mut Neighbors,
         new_session: impl FnOnce(weft_gpu::GpuContext) -> Result<S>,
         search: impl FnOnce(&mut S) -> Result<(Neighbors, SearchStats)>,
@@ -555,14 +708,18 @@ impl Index {
             *g = None;
             g
         });
+        if matches!(cache.as_ref(), Some(GpuState::Ready(_, seed)) if *seed != spread_seed) {
+            // Made with other spread entry points: free it before making the new one.
+            *cache = None;
+        }
         if cache.is_none() {
             *cache = Some(match weft_gpu::probe() {
                 Err(e) => GpuState::Unavailable(e.to_string()),
-                Ok(ctx) => GpuState::Ready(Box::new(new_session(ctx)?)),
+                Ok(ctx) => GpuState::Ready(Box::new(new_session(ctx)?), spread_seed),
             });
         }
         let session = match cache.as_mut() {
-            Some(GpuState::Ready(state)) => state.downcast_mut::<S>(),
+            Some(GpuState::Ready(state, _)) => state.downcast_mut::<S>(),
             Some(GpuState::Unavailable(e)) if required => {
                 return Err(Error::Unsupported(format!(
                     "the GPU search backend needs a usable CUDA GPU: {e}"

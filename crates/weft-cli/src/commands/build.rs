@@ -5,9 +5,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use weft::graph::stats::graph_stats;
-use weft::graph::storage;
+use weft::graph::storage::{self, GraphKind};
+use weft::index::EntrySource;
 use weft::{Backend, Index, Metric};
 
+use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
 use super::{Report, collect_params, parse_metric, read_vectors, secs};
 use crate::progress::Session;
 
@@ -101,13 +103,24 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     .with_context(|| format!("building `{}` on {}", args.algo, args.data.display()))?;
     let build_seconds = start.elapsed().as_secs_f64();
     s.done();
+    // Reachability from where `weft search` (default seed 0) starts: a k-NN graph stores no
+    // entry points, so from those it spreads over the data.
+    let (entries, entry_seconds) = entry_points(&index, 0, s)?;
     s.stage("graph statistics");
-    let stats = graph_stats(index.graph().as_view(), None)?;
+    let stats = graph_stats(index.graph().as_view(), Some(&entries.ids))?;
     s.done();
     storage::save(&args.out, index.graph(), index.meta())?;
     let meta = index.meta();
+    let knn = index.graph_kind() == GraphKind::Knn;
+    let from = match entries.source {
+        EntrySource::Graph => "the entry points".to_string(),
+        EntrySource::Spread { .. } => format!(
+            "the {} entry points a search spreads over the data",
+            entries.ids.len()
+        ),
+    };
     let text = format!(
-        "built {} on {} ({} x {} {}, {}) in {}\n  graph: {} vertices, degree {} (mean out-degree {:.1}), {:.4} reachable from the entry points, {} SCCs\n  wrote {}\n",
+        "built {} on {} ({} x {} {}, {}) in {}\n  graph: {} vertices, degree {} (mean out-degree {:.1}), {:.4} reachable from {from}, {} SCCs\n{}  wrote {}\n",
         args.algo,
         args.data.display(),
         index.data().rows(),
@@ -120,16 +133,25 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         stats.out_degree.mean,
         stats.reachable_fraction,
         stats.scc_count,
+        if knn {
+            format!("  {KNN_GRAPH_NOTE}\n")
+        } else {
+            String::new()
+        },
         args.out.display()
     );
-    Ok(Report {
-        json: serde_json::json!({
-            "algorithm": args.algo, "data": args.data, "rows": index.data().rows(), "dim": index.data().dim(),
-            "dtype": index.data().dtype(), "metric": args.metric, "seconds": build_seconds,
-            "params": meta.params_json()?, "stats": stats, "out": args.out,
-        }),
-        text,
-    })
+    let mut json = serde_json::json!({
+        "algorithm": args.algo, "data": args.data, "rows": index.data().rows(), "dim": index.data().dim(),
+        "dtype": index.data().dtype(), "metric": args.metric, "seconds": build_seconds,
+        "params": meta.params_json()?, "stats": stats, "out": args.out,
+        "entry_points": entry_points_json(&entries, entry_seconds),
+    });
+    let obj = json.as_object_mut().expect("an object");
+    obj.extend(graph_kind_fields(index.graph_kind()));
+    if knn {
+        obj.insert("note".into(), KNN_GRAPH_NOTE.into());
+    }
+    Ok(Report { json, text })
 }
 
 /// Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024), optionally

@@ -5,10 +5,12 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 use serde_json::json;
 use weft::graph::stats::graph_stats;
+use weft::graph::storage::GraphKind;
 use weft::io::{IdMatrix, Preset};
 use weft::{AnyDataset, Index, Produces, Registry};
 
 use super::eval::{Point, sweep, table};
+use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
 use super::{Report, secs};
 use crate::progress::Session;
 
@@ -105,7 +107,10 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         )?;
         let build_seconds = start.elapsed().as_secs_f64();
         s.done();
-        let stats = graph_stats(index.graph().as_view(), None)?;
+        // Where the searches below (seed 0) start: a k-NN graph's spread entry points.
+        let (entries, entry_seconds) = entry_points(&index, 0, s)?;
+        let stats = graph_stats(index.graph().as_view(), Some(&entries.ids))?;
+        let knn = index.graph_kind() == GraphKind::Knn;
         let truth = &gt;
         let points: Vec<Point> = if algo.name == "exact" {
             // The exact builder is the reference: search exhaustively on its own back end.
@@ -129,14 +134,30 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
             p
         };
         text += &format!(
-            "\n{} ({}): built in {}, degree {} (mean {:.1}), {:.4} reachable\n",
+            "\n{} ({}){}: built in {}, degree {} (mean {:.1}), {:.4} reachable{}\n",
             algo.name,
             algo.backend.name(),
+            if knn {
+                ", k-NN graph, not a search graph"
+            } else {
+                ""
+            },
             secs(build_seconds),
             stats.max_degree,
             stats.out_degree.mean,
-            stats.reachable_fraction
+            stats.reachable_fraction,
+            if knn {
+                format!(" from {} spread entry points", entries.ids.len())
+            } else {
+                String::new()
+            }
         );
+        if knn && algo.name != "exact" {
+            text += &format!(
+                "  searched from {} entry points spread over the data; no entry points stored, no connectivity repair\n",
+                entries.ids.len()
+            );
+        }
         if algo.name == "exact" {
             text += &format!(
                 "  exact search: recall@{} {:.4}, {:.0} queries/s\n",
@@ -145,10 +166,22 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         } else {
             text += &table(&points, args.k);
         }
-        results.push(json!({
+        let mut row = json!({
             "algorithm": algo.name, "backend": algo.backend, "build_seconds": build_seconds,
             "params": index.meta().params_json()?, "stats": stats, "search": points,
-        }));
+            // The exact builder's row is searched exhaustively, not from entry points.
+            "entry_points": if algo.name == "exact" {
+                serde_json::Value::Null
+            } else {
+                entry_points_json(&entries, entry_seconds)
+            },
+        });
+        let obj = row.as_object_mut().expect("an object");
+        obj.extend(graph_kind_fields(index.graph_kind()));
+        if knn {
+            obj.insert("note".into(), KNN_GRAPH_NOTE.into());
+        }
+        results.push(row);
     }
     Ok(Report {
         json: json!({

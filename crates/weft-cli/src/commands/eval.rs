@@ -7,7 +7,9 @@ use weft::graph::recall::search_recall;
 use weft::io::IdMatrix;
 use weft::{Index, SearchParams};
 
-use super::search::{GpuArgs, load_index};
+use super::search::{
+    GpuArgs, entry_points, entry_points_json, entry_points_text, graph_kind_fields, load_index,
+};
 use super::{Report, read_vectors};
 use crate::progress::Session;
 
@@ -35,6 +37,10 @@ pub struct Args {
     /// Timed runs per beam width (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Seed of the searches: the entry points spread over the data when the graph stores none
+    /// (a k-NN graph), the GPU search's random starting vertices.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     /// Where the searches run, and the GPU search's options (on the GPU each beam width is the
     /// itopk unless --itopk fixes it).
     #[command(flatten)]
@@ -169,25 +175,30 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
             queries.rows()
         );
     }
+    let (entries, entry_seconds) = entry_points(&index, args.seed, s)?;
     s.stage("sweeping the beam width");
-    let base = args.gpu.apply(SearchParams::default());
+    let mut base = args.gpu.apply(SearchParams::default());
+    base.seed = args.seed;
     let points = sweep_with(
         &index, &queries, &gt, args.k, &args.beam, args.runs, &base, s,
     )?;
     s.done();
     let text = format!(
-        "{} queries, k = {}, {} threads, median of {} runs\n{}",
+        "{}{} queries, k = {}, {} threads, median of {} runs\n{}",
+        entry_points_text(&index, &entries, entry_seconds),
         queries.rows(),
         args.k,
         s.threads(),
         args.runs,
         table(&points, args.k)
     );
-    Ok(Report {
-        json: serde_json::json!({
-            "queries": queries.rows(), "k": args.k, "threads": s.threads(), "runs": args.runs,
-            "algorithm": index.meta().algorithm(), "points": points,
-        }),
-        text,
-    })
+    let mut json = serde_json::json!({
+        "queries": queries.rows(), "k": args.k, "threads": s.threads(), "runs": args.runs,
+        "algorithm": index.meta().algorithm(), "points": points,
+        "entry_points": entry_points_json(&entries, entry_seconds),
+    });
+    json.as_object_mut()
+        .expect("an object")
+        .extend(graph_kind_fields(index.graph_kind()));
+    Ok(Report { json, text })
 }

@@ -1,10 +1,12 @@
 //! `weft search`.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
-use weft::graph::storage::{self, LoadOptions};
-use weft::index::{GpuSearchOptions, SearchBackend};
+use serde_json::{Value, json};
+use weft::graph::storage::{self, GraphKind, LoadOptions};
+use weft::index::{EntrySource, GpuSearchOptions, SearchBackend, SearchEntryPoints};
 use weft::io::IdMatrix;
 use weft::search::CagraSearchModeParam;
 use weft::{Index, SearchParams};
@@ -35,6 +37,10 @@ pub struct Args {
     /// Exhaustive search instead of the graph.
     #[arg(long)]
     pub exact: bool,
+    /// Seed of the search: the entry points spread over the data when the graph stores none (a
+    /// k-NN graph), the GPU search's random starting vertices.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     /// Output id file (ivecs, ibin or npy by extension).
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -131,6 +137,69 @@ pub fn load_index(data: &Path, graph: &Path) -> Result<Index> {
     Index::from_parts(vectors, g, meta).context("the graph does not belong to this data")
 }
 
+/// What a k-NN graph is not, for `weft build` and `weft demo`.
+pub const KNN_GRAPH_NOTE: &str = "k-NN graph, not a search graph: no entry points and no \
+    connectivity repair, so searching it may miss parts of the data on clustered sets (weft \
+    search starts from entry points spread over the data); for search, build cagra, \
+    rnndescent, grnnd or ggnn";
+
+/// The JSON fields that say which graph a command worked on: `graph_kind` (`knn`, `fixed` or
+/// `hier`) and `search_graph` (false for a k-NN graph).
+pub fn graph_kind_fields(kind: GraphKind) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("graph_kind".into(), json!(kind.name()));
+    m.insert("search_graph".into(), json!(kind != GraphKind::Knn));
+    m
+}
+
+/// The entry points the graph searches of `index` start from with `seed`, and the seconds their
+/// first computation took (spread entry points of a graph without its own are computed once,
+/// before the timed searches; 0 for the graph's own).
+pub fn entry_points(index: &Index, seed: u64, s: &Session) -> Result<(SearchEntryPoints, f64)> {
+    let spread = index.graph().as_view().entry_points().is_empty();
+    if spread {
+        s.stage("spreading entry points");
+    }
+    let start = Instant::now();
+    let entries = s.ctx(0).install(|| index.search_entry_points(seed))??;
+    let seconds = start.elapsed().as_secs_f64();
+    if spread {
+        s.done();
+    }
+    Ok((entries, seconds))
+}
+
+/// `{"source": "graph" | "spread", "count": .., "seed": .. (spread), "seconds": .. (spread)}`.
+pub fn entry_points_json(entries: &SearchEntryPoints, seconds: f64) -> Value {
+    let mut v = json!({ "source": "graph", "count": entries.ids.len() });
+    if let EntrySource::Spread { seed } = entries.source {
+        v = json!({
+            "source": "spread", "count": entries.ids.len(), "seed": seed, "seconds": seconds,
+        });
+    }
+    v
+}
+
+/// The line `weft search` and `weft eval` print about where the searches start: empty for a
+/// graph with its own entry points.
+pub fn entry_points_text(index: &Index, entries: &SearchEntryPoints, seconds: f64) -> String {
+    let EntrySource::Spread { seed } = entries.source else {
+        return String::new();
+    };
+    let what = if index.graph_kind() == GraphKind::Knn {
+        "k-NN graph, not a search graph"
+    } else {
+        "the graph"
+    };
+    format!(
+        "{what}: no entry points stored; searching from {} entry points spread over the data \
+         (seed {seed}, computed in {}); not connectivity-repaired: what they cannot reach is \
+         never found\n",
+        entries.ids.len(),
+        secs(seconds)
+    )
+}
+
 /// Searches and writes the neighbour ids.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let index = load_index(&args.data, &args.graph)?;
@@ -138,7 +207,18 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let params = if args.exact {
         SearchParams::exact()
     } else {
-        args.gpu.apply(SearchParams::with_beam_width(args.beam))
+        let mut p = args.gpu.apply(SearchParams::with_beam_width(args.beam));
+        p.seed = args.seed;
+        p
+    };
+    let (entries_json, entries_text) = if args.exact {
+        (Value::Null, String::new())
+    } else {
+        let (entries, seconds) = entry_points(&index, args.seed, s)?;
+        (
+            entry_points_json(&entries, seconds),
+            entry_points_text(&index, &entries, seconds),
+        )
     };
     s.stage("searching");
     let out = s
@@ -165,14 +245,19 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     } else {
         format!("beam L={}", args.beam)
     };
+    let mut json = json!({
+        "queries": queries.rows(), "k": args.k, "mode": mode, "backend": out.backend,
+        "seconds": seconds, "qps": qps,
+        "distance_computations": out.stats.distance_computations, "out": args.out,
+        "entry_points": entries_json,
+    });
+    json.as_object_mut()
+        .expect("an object")
+        .extend(graph_kind_fields(index.graph_kind()));
     Ok(Report {
-        json: serde_json::json!({
-            "queries": queries.rows(), "k": args.k, "mode": mode, "backend": out.backend,
-            "seconds": seconds, "qps": qps,
-            "distance_computations": out.stats.distance_computations, "out": args.out,
-        }),
+        json,
         text: format!(
-            "searched {} queries (k = {}, {mode}) in {} ({qps:.0} queries/s, {:.0} distances/query){}\n",
+            "{entries_text}searched {} queries (k = {}, {mode}) in {} ({qps:.0} queries/s, {:.0} distances/query){}\n",
             queries.rows(),
             args.k,
             secs(seconds),
