@@ -30,7 +30,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Write a synthetic dataset (SIFT-, DEEP-, GIST- or GloVe-like) and its queries.
+    /// Write a synthetic dataset (SIFT-, DEEP-, GIST-, GloVe-like or strongly clustered) and
+    /// its queries.
     Gen(commands::gen_cmd::Args),
     /// Describe a vector, id or graph file, or (without a file) this machine.
     Info(commands::info::Args),

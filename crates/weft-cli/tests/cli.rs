@@ -172,6 +172,164 @@ fn gen_gt_build_search_eval() {
 }
 
 #[test]
+fn gen_clustered_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (base, queries) = (p(d, "c.fbin"), p(d, "c.queries.fbin"));
+    let g = ok_json(&[
+        "gen",
+        "--preset",
+        "clustered",
+        "--clusters",
+        "20",
+        "--separation",
+        "2.5",
+        "-n",
+        "400",
+        "--queries",
+        "25",
+        "--seed",
+        "5",
+        "--out",
+        &base,
+    ]);
+    assert_eq!(g["preset"], "clustered");
+    assert_eq!(g["metric"], "l2_squared");
+    assert_eq!(g["clusters"], 20);
+    assert_eq!(g["separation"], 2.5);
+    assert_eq!(g["spec"]["clusters"], 20);
+    assert_eq!(g["files"][0]["rows"], 400);
+    assert_eq!(g["files"][1]["rows"], 25);
+    assert_eq!(g["files"][1]["path"], queries);
+    let info = ok_json(&["info", &base, &queries]);
+    assert_eq!(info[0]["dim"], 128);
+    assert_eq!(info[1]["rows"], 25);
+    // The files hold the library's rows for the same parameters and seed.
+    let generator = weft_io::SyntheticSpec::clustered(20, 2.5)
+        .generator(5)
+        .unwrap();
+    let opts = weft_io::ReadOptions::new();
+    let back: weft_core::Dataset<f32> = weft_io::read(&base, &opts).unwrap();
+    assert_eq!(back.as_slice(), generator.base(400).unwrap().as_slice());
+    let back: weft_core::Dataset<f32> = weft_io::read(&queries, &opts).unwrap();
+    assert_eq!(back.as_slice(), generator.queries(25).unwrap().as_slice());
+
+    // Defaults: 100 clusters, 4 diameters apart; the text names them.
+    let dflt = p(d, "dflt.fbin");
+    let g = ok_json(&[
+        "gen",
+        "--preset",
+        "clustered",
+        "-n",
+        "300",
+        "--queries",
+        "0",
+        "--out",
+        &dflt,
+    ]);
+    assert_eq!(
+        (g["clusters"].as_u64(), g["separation"].as_f64()),
+        (Some(100), Some(4.0))
+    );
+    let out = weft(&[
+        "gen",
+        "--preset",
+        "clustered",
+        "-n",
+        "10",
+        "--queries",
+        "0",
+        "--out",
+        &dflt,
+    ]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("100 clusters, separation 4"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // Bad options.
+    let x = p(d, "x.fbin");
+    fails_with(
+        &[
+            "gen",
+            "--preset",
+            "sift",
+            "--clusters",
+            "10",
+            "-n",
+            "10",
+            "--out",
+            &x,
+        ],
+        "--clusters applies only to --preset clustered",
+    );
+    fails_with(
+        &[
+            "gen",
+            "--preset",
+            "deep",
+            "--separation",
+            "2",
+            "-n",
+            "10",
+            "--out",
+            &x,
+        ],
+        "--separation applies only to --preset clustered",
+    );
+    fails_with(
+        &[
+            "gen",
+            "--preset",
+            "clustered",
+            "--clusters",
+            "0",
+            "-n",
+            "10",
+            "--out",
+            &x,
+        ],
+        "invalid parameter `clusters`",
+    );
+    for bad in ["0", "-1", "nan", "inf"] {
+        fails_with(
+            &[
+                "gen",
+                "--preset",
+                "clustered",
+                "--separation",
+                bad,
+                "-n",
+                "10",
+                "--out",
+                &x,
+            ],
+            "invalid parameter `separation`",
+        );
+    }
+    fails_with(
+        &[
+            "gen",
+            "--preset",
+            "clustered",
+            "--clusters",
+            "many",
+            "--out",
+            &x,
+        ],
+        "--clusters",
+    );
+    assert!(!Path::new(&x).exists());
+    let help = weft(&["gen", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--clusters") && help.contains("--separation") && help.contains("clustered")
+    );
+}
+
+#[test]
 fn demo_reports_exact_recall_one() {
     let d = ok_json(&["demo", "-n", "800", "--queries", "20", "--algos", "exact"]);
     let exact = &d["results"][0];

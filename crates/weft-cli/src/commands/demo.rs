@@ -17,7 +17,7 @@ use crate::progress::Session;
 /// Arguments of `weft demo`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Dataset preset: sift, deep, gist or glove.
+    /// Dataset preset: sift, deep, gist, glove or clustered.
     #[arg(long, default_value = "sift")]
     pub preset: String,
     /// Base vectors.

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result, anyhow};
-use weft::io::{Preset, Split, VectorWriter};
+use anyhow::{Context, Result, anyhow, bail};
+use weft::io::{Preset, Split, SyntheticSpec, VectorWriter};
 
 use super::{Report, secs};
 use crate::progress::Session;
@@ -12,9 +12,19 @@ use crate::progress::Session;
 /// Arguments of `weft gen`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Preset: sift (128-d), deep (96-d), gist (960-d) or glove (100-d, angular).
+    /// Preset: sift (128-d), deep (96-d), gist (960-d), glove (100-d, angular) or clustered
+    /// (128-d, L2: Gaussian clusters far apart, whose exact k-NN graph falls apart into one
+    /// component per cluster; see --clusters and --separation).
     #[arg(long, default_value = "sift")]
     pub preset: String,
+    /// Number of clusters (clustered preset only; default 100).
+    #[arg(long, value_name = "N")]
+    pub clusters: Option<usize>,
+    /// Distance between the two closest cluster centres, in diameters of the largest cluster
+    /// (twice its root-mean-square distance from its centre); above 1 the clusters do not
+    /// overlap (clustered preset only; default 4).
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    pub separation: Option<f32>,
     /// Number of base vectors.
     #[arg(long, short, default_value_t = 100_000)]
     pub n: u64,
@@ -46,10 +56,37 @@ fn default_queries_path(out: &Path) -> PathBuf {
 
 /// Streams the base and query sets to disk.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
-    let preset = Preset::from_name(&args.preset)
-        .ok_or_else(|| anyhow!("unknown preset `{}` (sift, deep, gist, glove)", args.preset))?;
-    let generator = preset.generator(args.seed)?;
-    let dim = generator.spec().dim;
+    let preset = Preset::from_name(&args.preset).ok_or_else(|| {
+        anyhow!(
+            "unknown preset `{}` (sift, deep, gist, glove, clustered)",
+            args.preset
+        )
+    })?;
+    let spec = if preset == Preset::Clustered {
+        SyntheticSpec::clustered(
+            args.clusters.unwrap_or(SyntheticSpec::CLUSTERED_CLUSTERS),
+            args.separation
+                .unwrap_or(SyntheticSpec::CLUSTERED_SEPARATION),
+        )
+    } else {
+        let given: Vec<&str> = [
+            ("--clusters", args.clusters.is_some()),
+            ("--separation", args.separation.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect();
+        if !given.is_empty() {
+            bail!(
+                "{} applies only to --preset clustered, not to `{}`",
+                given.join(" and "),
+                preset.name()
+            );
+        }
+        preset.spec()
+    };
+    let generator = spec.generator(args.seed)?;
+    let dim = spec.dim;
     let start = Instant::now();
     let queries_path = args
         .queries_out
@@ -85,17 +122,24 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         })
         .collect::<String>()
         + &format!(
-            "preset {} (metric {}), seed {}, in {}\n",
+            "preset {}{} (metric {}), seed {}, in {}\n",
             preset.name(),
-            preset.metric(),
+            match spec.separation {
+                Some(sep) => format!(": {} clusters, separation {sep}", spec.clusters),
+                None => String::new(),
+            },
+            spec.metric,
             args.seed,
             secs(elapsed)
         );
-    Ok(Report {
-        json: serde_json::json!({
-            "preset": preset.name(), "metric": preset.metric(), "seed": args.seed,
-            "files": written, "seconds": elapsed,
-        }),
-        text,
-    })
+    let mut json = serde_json::json!({
+        "preset": preset.name(), "metric": spec.metric, "seed": args.seed,
+        "spec": spec, "files": written, "seconds": elapsed,
+    });
+    if let Some(sep) = spec.separation {
+        json["clusters"] = spec.clusters.into();
+        // As written (an f32 widened to f64 would print 0.3 as 0.30000001192092896).
+        json["separation"] = sep.to_string().parse::<f64>().unwrap_or(sep as f64).into();
+    }
+    Ok(Report { json, text })
 }
