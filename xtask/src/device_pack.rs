@@ -459,8 +459,8 @@ if [ -n "$BENCH_SUITE" ]; then
   for f in "$HERE"/fonts/*.ttf; do [ -f "$f" ] && export WEFT_BENCH_FONT="$f"; done
   COMMIT="$(cat "$HERE/COMMIT" 2>/dev/null || echo unknown)"
   case "$BENCH_SUITE" in
-    quick) SETS="sift:100000 deep:100000 glove:100000" ;;
-    full) SETS="sift:1000000 deep:1000000 gist:1000000 glove:1000000" ;;
+    quick) SETS="sift:100000 deep:100000 glove:100000 clustered:100000" ;;
+    full) SETS="sift:1000000 deep:1000000 gist:1000000 glove:1000000 clustered:1000000" ;;
     *) echo "unknown bench suite $BENCH_SUITE (quick, full)"; exit 2 ;;
   esac
   bstart=$(date +%s)
@@ -468,7 +468,8 @@ if [ -n "$BENCH_SUITE" ]; then
   for s in ${BENCH_SETS:-$SETS}; do
     p="${s%%:*}"; n="${s##*:}"
     if [ $((n % 1000000)) -eq 0 ]; then h="$((n / 1000000))m"; elif [ $((n % 1000)) -eq 0 ]; then h="$((n / 1000))k"; else h="$n"; fi
-    name="$p-like-$h"
+    # The benchmark-shaped presets are named <preset>-like-<n>; clustered imitates no real set.
+    if [ "$p" = clustered ]; then name="$p-$h"; else name="$p-like-$h"; fi
     "$HERE/bin/weft-bench" prepare --out "$DATA/$name" --name "$name" --preset "$p" --n "$n" --nq 10000 >> "$B/log.txt" 2>&1 \
       || record "bench prepare $name failed"
     DIRS="$DIRS --data $DATA/$name"

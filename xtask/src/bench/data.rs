@@ -19,7 +19,7 @@ pub const FASHION_PACKAGE: &str = "dataset-fashion-mnist";
 pub enum Source {
     /// A weft-io synthetic preset with `n` base rows and 10,000 queries.
     Preset {
-        /// `sift`, `deep`, `gist` or `glove`.
+        /// `sift`, `deep`, `gist`, `glove` or `clustered`.
         preset: String,
         /// Base rows.
         n: usize,
@@ -84,7 +84,8 @@ fn size_name(n: usize) -> String {
 }
 
 /// Parses one `--data` value:
-/// - `sift-100k`, `deep-1m`, `gist-10m`, `glove-1m`: synthetic presets (`<preset>-<n>`);
+/// - `sift-100k`, `deep-1m`, `gist-10m`, `glove-1m`: synthetic presets (`<preset>-<n>`, named
+///   `<preset>-like-<n>`); `clustered-100k`: the strongly clustered preset (named as written);
 /// - `glove50-angular`, `glove50-l2` (optionally `-<n>` for a base subset): GloVe-6B-50d;
 /// - `fashion-mnist`;
 /// - `BASE[,QUERIES[,GT]]`: vector files (fvecs, fbin, u8bin, npy, ...; ground truth ivecs or
@@ -132,11 +133,13 @@ pub fn parse_spec(s: &str) -> Result<Spec> {
         }
     }
     if let Some((preset, n)) = lower.split_once('-')
-        && ["sift", "deep", "gist", "glove"].contains(&preset)
+        && ["sift", "deep", "gist", "glove", "clustered"].contains(&preset)
     {
         let n = parse_count(n)?;
+        // The benchmark-shaped presets imitate a real set; the clustered one imitates none.
+        let like = if preset == "clustered" { "" } else { "-like" };
         return Ok(Spec {
-            name: format!("{preset}-like-{}", size_name(n)),
+            name: format!("{preset}{like}-{}", size_name(n)),
             source: Source::Preset {
                 preset: preset.into(),
                 n,
@@ -144,20 +147,27 @@ pub fn parse_spec(s: &str) -> Result<Spec> {
         });
     }
     bail!(
-        "unknown dataset `{s}`: use <sift|deep|gist|glove>-<n> (e.g. sift-100k), glove50-angular[-n], glove50-l2[-n], fashion-mnist, or BASE[,QUERIES[,GT]] files"
+        "unknown dataset `{s}`: use <sift|deep|gist|glove|clustered>-<n> (e.g. sift-100k), glove50-angular[-n], glove50-l2[-n], fashion-mnist, or BASE[,QUERIES[,GT]] files"
     )
 }
 
 /// The datasets of a suite.
 pub fn suite_datasets(suite: &str) -> Result<Vec<&'static str>> {
     Ok(match suite {
-        // Sized to finish, with --peers, in under 15 minutes on a 2-core machine.
-        "quick" => vec!["sift-100k", "glove50-angular-50k", "fashion-mnist"],
+        // Sized for a 2-core machine: with --peers, under 15 minutes for the other three sets;
+        // clustered-100k costs about what sift-100k does, so about 20 minutes in all.
+        "quick" => vec![
+            "sift-100k",
+            "clustered-100k",
+            "glove50-angular-50k",
+            "fashion-mnist",
+        ],
         "full" => vec![
             "sift-1m",
             "deep-1m",
             "gist-1m",
             "glove-1m",
+            "clustered-1m",
             "glove50-angular",
             "glove50-l2",
             "fashion-mnist",
@@ -302,6 +312,24 @@ mod tests {
             }
         );
         assert_eq!(parse_spec("GIST-1m").unwrap().name, "gist-like-1m");
+        let c = parse_spec("clustered-100k").unwrap();
+        assert_eq!(c.name, "clustered-100k");
+        assert_eq!(
+            c.source,
+            Source::Preset {
+                preset: "clustered".into(),
+                n: 100_000
+            }
+        );
+        for suite in ["quick", "full"] {
+            assert!(
+                suite_datasets(suite)
+                    .unwrap()
+                    .iter()
+                    .any(|d| d.starts_with("clustered-")),
+                "{suite}"
+            );
+        }
         assert_eq!(
             parse_spec("glove50-angular-100k").unwrap().source,
             Source::Glove {

@@ -61,17 +61,20 @@ usage: cargo xtask bench [--suite quick|full|kernels|peers] [options]
 
 suites:
   quick    datasets x algorithms x backends: builds, graph quality, search sweeps, memory;
-           JSON lines + report + plots under bench-out/quick (sift-100k, glove50-angular-50k,
-           fashion-mnist; a second timed build only when the first took under 30 s; batch 1
-           on the first 1,000 queries)
-  full     the same on sift/deep/gist/glove-like 1M, GloVe-50d (angular and L2), Fashion-MNIST
+           JSON lines + report + plots under bench-out/quick (sift-100k, clustered-100k,
+           glove50-angular-50k, fashion-mnist; a second timed build only when the first took
+           under 30 s; batch 1 on the first 1,000 queries)
+  full     the same on sift/deep/gist/glove-like 1M, clustered-1m, GloVe-50d (angular and
+           L2), Fashion-MNIST
   kernels  distance kernels vs the measured FMA peak (criterion)
   peers    exact k-NN vs faiss, NN-Descent vs pynndescent, RNN-Descent vs hnswlib/faiss HNSW
 
 options (quick/full):
-  --data D        a dataset instead of the suite's (repeatable): <sift|deep|gist|glove>-<n>
-                  (synthetic presets, e.g. sift-100k, deep-1m, gist-10m), glove50-angular[-n],
-                  glove50-l2[-n], fashion-mnist, or BASE[,QUERIES[,GT]] vector files
+  --data D        a dataset instead of the suite's (repeatable):
+                  <sift|deep|gist|glove|clustered>-<n> (synthetic presets, e.g. sift-100k,
+                  deep-1m, gist-10m, clustered-100k: 100 Gaussian clusters 4 diameters apart),
+                  glove50-angular[-n], glove50-l2[-n], fashion-mnist, or BASE[,QUERIES[,GT]]
+                  vector files
   --algo a,b      only these registered algorithms (default: all but the CPU brute force exact)
   --backend b     cpu,gpu (default: both; GPU ones run where a GPU is present)
   --peers         also hnswlib, faiss-cpu, pynndescent (pinned, in target/peers-venv)
