@@ -236,7 +236,7 @@ pub struct GrnndStats {
     pub entry_point: NodeId,
     /// Vertices unreachable from the entry point before the repair.
     pub unreachable: usize,
-    /// Edges the repair wrote (its local links, and two per bridge).
+    /// Edges the repair needed (its local links and bridges).
     pub repair_links: usize,
     /// Vertices still unreachable after the repair (0 unless the repair was off or gave up).
     pub unreachable_after: usize,
@@ -401,7 +401,7 @@ impl<'c> Grnnd<'c> {
             |a, b| dist.eval(vectors.row(a as usize), vectors.row(b as usize)),
             build.cancel_token(),
         )?;
-        stats.repair_links = report.local_links + 2 * report.bridges;
+        stats.repair_links = report.local_links + report.bridges;
         stats.unreachable_after = report.unreachable_after;
         let ids = ctx.upload(&ids)?;
         Ok((DeviceFixedGraph::from_parts(n, config.degree, ids)?, stats))

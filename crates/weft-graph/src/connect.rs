@@ -15,10 +15,13 @@
 //!   An unreachable vertex whose row holds a reachable vertex `r` gets the reverse edge `r -> u`
 //!   (a near neighbour of `u`: cheap and local). A component with no edge out of it gets a bridge
 //!   from the reachable vertex nearest to it, found by a beam search over the reachable graph,
-//!   and the bridge's reverse edge, so that a search can leave the component too. Edges are
-//!   written into free slots, else over a row's farthest edge whose target keeps another in-edge.
+//!   and, where it costs no needed edge, the bridge's reverse edge, so that a search can leave the
+//!   component too. Edges are written into free slots, else over a row's farthest edge that is
+//!   not an edge of the breadth-first tree of what is reached (so no reached vertex is cut off).
 //!
 //! Both are deterministic for a seed and independent of the thread count.
+
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use rayon::prelude::*;
 use weft_core::rng::{SplitMix64, hash3};
@@ -37,6 +40,8 @@ const SAMPLE_PER_ENTRY: usize = 32;
 const MIN_ENTRY_SAMPLE: usize = 4096;
 /// List size of the beam search that finds a bridge's reachable end.
 const BRIDGE_BEAM: usize = 32;
+/// Frontier vertices per parallel task of the breadth-first search.
+const REACH_CHUNK: usize = 256;
 /// Passes of [`repair_connectivity`] before it reports what is left.
 const REPAIR_PASSES: usize = 16;
 
@@ -163,8 +168,8 @@ pub struct RepairReport {
     pub unreachable_before: usize,
     /// Reverse edges `r -> u` written from a reachable out-neighbour `r` of an unreachable `u`.
     pub local_links: usize,
-    /// Components linked by a bridge from the reachable vertex nearest to them (each bridge also
-    /// gets its reverse edge).
+    /// Components linked by a bridge from the reachable vertex nearest to them (with the
+    /// bridge's reverse edge where it costs no needed edge).
     pub bridges: usize,
     /// Edges of the input that a new edge replaced (rows were full).
     pub replaced: usize,
@@ -237,58 +242,94 @@ pub fn repair_rows<D: Fn(NodeId, NodeId) -> f32>(
         )));
     }
     let mut rows = Rows { ids, degree, n };
-    let mut in_degree = rows.in_degrees()?;
-    let mut seen = rows.reach(entries);
-    report.unreachable_before = seen.iter().filter(|&&s| !s).count();
-    if entries.is_empty() {
+    rows.check_ids()?;
+    let mut tree = rows.reach(entries);
+    report.unreachable_before = tree.unreachable();
+    if entries.is_empty() || report.unreachable_before == 0 {
         report.unreachable_after = report.unreachable_before;
         return Ok(report);
     }
     let mut stack = Vec::new();
     let mut search = BridgeSearch::new(n);
-    while report.passes < REPAIR_PASSES && seen.iter().any(|&s| !s) {
+    while report.passes < REPAIR_PASSES && tree.unreachable() > 0 {
         report.passes += 1;
-        // Local links: an unreachable vertex with a reachable out-neighbour r gets r -> u from
-        // the closest such r.
+        // Local links: an unreachable vertex with a reachable out-neighbour r gets r -> u.
         for u in 0..n {
-            if seen[u] {
-                continue;
+            if !tree.reached(u)
+                && let Some((r, replaced)) = rows.local_link(u, &tree)
+            {
+                report.replaced += usize::from(replaced);
+                report.local_links += 1;
+                rows.flood(r, u as NodeId, &mut tree, &mut stack);
             }
-            let Some(r) = rows.row(u).iter().copied().find(|&w| {
-                let w = w as usize;
-                w < n && seen[w]
-            }) else {
-                continue;
-            };
-            report.replaced += usize::from(rows.link(r as usize, u as NodeId, &mut in_degree));
-            report.local_links += 1;
-            rows.flood(u as NodeId, &mut seen, &mut stack);
         }
         // Bridges: the rest lie in components with no edge out to the reachable part.
         for u in 0..n {
-            if seen[u] {
+            if tree.reached(u) {
                 continue;
             }
             cancel.check()?;
-            if let Some(r) = rows.row(u).iter().copied().find(|&w| {
-                let w = w as usize;
-                w < n && seen[w]
-            }) {
-                report.replaced += usize::from(rows.link(r as usize, u as NodeId, &mut in_degree));
+            if let Some((r, replaced)) = rows.local_link(u, &tree) {
+                report.replaced += usize::from(replaced);
                 report.local_links += 1;
-            } else {
-                let r = search.nearest_reachable(&rows, entries, &seen, u as NodeId, &dist);
-                report.replaced += usize::from(rows.link(r as usize, u as NodeId, &mut in_degree));
-                report.replaced += usize::from(rows.link(u, r, &mut in_degree));
-                report.bridges += 1;
+                rows.flood(r, u as NodeId, &mut tree, &mut stack);
+                continue;
             }
-            rows.flood(u as NodeId, &mut seen, &mut stack);
+            let near = search.nearest_reachable(&rows, entries, &tree, u as NodeId, &dist);
+            // The nearest found with room for the edge; else the nearest of all reachable
+            // vertices with room (a scan, rare: only rows full of tree edges); else the nearest
+            // found, over its last edge (the next pass repairs what that cuts off).
+            let has_room = |r: NodeId| rows.slot_for(r as usize, &tree).is_some();
+            let r = near
+                .iter()
+                .copied()
+                .find(|&r| has_room(r))
+                .or_else(|| {
+                    (0..n as NodeId)
+                        .filter(|&r| tree.reached(r as usize) && has_room(r))
+                        .map(|r| (dist(u as NodeId, r), r))
+                        .min_by(|a, b| a.0.total_cmp(&b.0))
+                        .map(|(_, r)| r)
+                })
+                .unwrap_or(near[0]);
+            report.replaced += usize::from(rows.link(r as usize, u as NodeId, &tree));
+            // The way back, only where it costs no edge the graph needs.
+            if let Some(slot) = rows.back_slot(u, &tree) {
+                report.replaced += usize::from(rows.write(u, slot, r));
+            }
+            report.bridges += 1;
+            rows.flood(r, u as NodeId, &mut tree, &mut stack);
         }
-        // A replaced edge can have cut its old target off: start the next pass afresh.
-        seen = rows.reach(entries);
+        // A forced replacement can have cut a subtree off: start the next pass afresh.
+        tree = rows.reach(entries);
     }
-    report.unreachable_after = seen.iter().filter(|&&s| !s).count();
+    report.unreachable_after = tree.unreachable();
     Ok(report)
+}
+
+/// A spanning tree of what the entry points reach: `parent[v]` is the vertex whose edge first
+/// reached `v` ([`ROOT`] for an entry point, [`INVALID`] while unreached). Replacing an edge that
+/// is not a tree edge never makes a reached vertex unreachable.
+struct Tree {
+    parent: Vec<NodeId>,
+}
+
+/// The parent of an entry point in a [`Tree`].
+const ROOT: NodeId = INVALID - 1;
+
+impl Tree {
+    fn reached(&self, v: usize) -> bool {
+        self.parent[v] != INVALID
+    }
+
+    fn unreachable(&self) -> usize {
+        self.parent.iter().filter(|&&p| p == INVALID).count()
+    }
+
+    /// Whether the edge `from -> to` is a tree edge.
+    fn is_tree_edge(&self, from: usize, to: NodeId) -> bool {
+        self.parent[to as usize] as usize == from
+    }
 }
 
 /// The rows being repaired.
@@ -303,70 +344,139 @@ impl Rows<'_> {
         &self.ids[v * self.degree..(v + 1) * self.degree]
     }
 
-    fn in_degrees(&self) -> Result<Vec<u32>> {
-        let mut d = vec![0u32; self.n];
-        for (i, &w) in self.ids.iter().enumerate() {
-            if w == INVALID {
-                continue;
-            }
-            let slot = d.get_mut(w as usize).ok_or_else(|| {
-                Error::InvalidGraph(format!(
-                    "vertex {} has neighbour {w}, out of range (n = {})",
-                    i / self.degree,
-                    self.n
-                ))
-            })?;
-            *slot += 1;
+    /// Fails on an id that is neither a vertex nor padding (checked in parallel).
+    fn check_ids(&self) -> Result<()> {
+        let n = self.n;
+        let bad = self
+            .ids
+            .par_iter()
+            .with_min_len(1 << 14)
+            .position_first(|&w| w != INVALID && w as usize >= n);
+        match bad {
+            Some(i) => Err(Error::InvalidGraph(format!(
+                "vertex {} has neighbour {}, out of range (n = {n})",
+                i / self.degree,
+                self.ids[i]
+            ))),
+            None => Ok(()),
         }
-        Ok(d)
     }
 
-    /// Marks what `entries` reach.
-    fn reach(&self, entries: &[NodeId]) -> Vec<bool> {
-        let mut seen = vec![false; self.n];
-        let mut stack = Vec::new();
+    /// The breadth-first tree of what `entries` reach, level by level, each level's vertices
+    /// expanded in parallel. A vertex's parent is the smallest vertex of the previous level with
+    /// an edge to it, so the tree does not depend on the order of the parallel work.
+    fn reach(&self, entries: &[NodeId]) -> Tree {
+        const UNSEEN: u32 = u32::MAX;
+        let level: Vec<AtomicU32> = (0..self.n).map(|_| AtomicU32::new(UNSEEN)).collect();
+        let parent: Vec<AtomicU32> = (0..self.n).map(|_| AtomicU32::new(INVALID)).collect();
+        let mut frontier: Vec<NodeId> = Vec::new();
         for &e in entries {
-            self.flood(e, &mut seen, &mut stack);
+            if level[e as usize].swap(0, Ordering::Relaxed) == UNSEEN {
+                parent[e as usize].store(ROOT, Ordering::Relaxed);
+                frontier.push(e);
+            }
         }
-        seen
+        let mut depth = 0u32;
+        while !frontier.is_empty() {
+            depth += 1;
+            frontier = frontier
+                .par_chunks(REACH_CHUNK)
+                .flat_map_iter(|chunk| {
+                    let mut next = Vec::new();
+                    for &v in chunk {
+                        for &w in self.row(v as usize) {
+                            let wi = w as usize;
+                            if wi >= self.n {
+                                continue;
+                            }
+                            let claimed = match level[wi].compare_exchange(
+                                UNSEEN,
+                                depth,
+                                Ordering::Relaxed,
+                                Ordering::Relaxed,
+                            ) {
+                                Ok(_) => {
+                                    next.push(w);
+                                    true
+                                }
+                                Err(l) => l == depth,
+                            };
+                            if claimed {
+                                parent[wi].fetch_min(v, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    next
+                })
+                .collect();
+        }
+        Tree {
+            parent: parent.into_iter().map(AtomicU32::into_inner).collect(),
+        }
     }
 
-    /// Marks `from` and everything it reaches through unmarked vertices.
-    fn flood(&self, from: NodeId, seen: &mut [bool], stack: &mut Vec<NodeId>) {
-        if seen[from as usize] {
+    /// Marks `from` (just linked from the reached vertex `via`) and everything it reaches
+    /// through unreached vertices, with their tree parents.
+    fn flood(&self, via: NodeId, from: NodeId, tree: &mut Tree, stack: &mut Vec<NodeId>) {
+        if tree.reached(from as usize) {
             return;
         }
-        seen[from as usize] = true;
+        tree.parent[from as usize] = via;
         stack.push(from);
         while let Some(v) = stack.pop() {
             for &w in self.row(v as usize) {
                 let wi = w as usize;
-                if wi < self.n && !seen[wi] {
-                    seen[wi] = true;
+                if wi < self.n && !tree.reached(wi) {
+                    tree.parent[wi] = v;
                     stack.push(w);
                 }
             }
         }
     }
 
-    /// Writes the edge `from -> to` (absent, `from != to`): into the row's first free slot,
-    /// else over its farthest edge whose target keeps another in-edge (over the very last edge
-    /// when none does). Returns whether an edge was replaced.
-    fn link(&mut self, from: usize, to: NodeId, in_degree: &mut [u32]) -> bool {
-        let d = self.degree;
-        let row = &mut self.ids[from * d..(from + 1) * d];
-        in_degree[to as usize] += 1;
-        if let Some(slot) = row.iter().position(|&w| w == INVALID) {
-            row[slot] = to;
-            return false;
+    /// Where row `from` can take a new edge without cutting anything: its first free slot,
+    /// else its farthest edge that is not a tree edge.
+    fn slot_for(&self, from: usize, tree: &Tree) -> Option<usize> {
+        let row = self.row(from);
+        row.iter().position(|&w| w == INVALID).or_else(|| {
+            (0..self.degree)
+                .rev()
+                .find(|&j| !tree.is_tree_edge(from, row[j]))
+        })
+    }
+
+    /// Where row `u` can take an optional edge: a free slot that leaves another one free, or
+    /// (in a full row) an edge that is not a tree edge.
+    fn back_slot(&self, u: usize, tree: &Tree) -> Option<usize> {
+        match self.row(u).iter().position(|&w| w == INVALID) {
+            Some(slot) => (slot + 1 < self.degree).then_some(slot),
+            None => self.slot_for(u, tree),
         }
-        let slot = (0..d)
-            .rev()
-            .find(|&j| in_degree[row[j] as usize] > 1)
-            .unwrap_or(d - 1);
-        in_degree[row[slot] as usize] -= 1;
-        row[slot] = to;
-        true
+    }
+
+    /// Writes `to` into slot `slot` of row `from`; returns whether an edge was replaced.
+    fn write(&mut self, from: usize, slot: usize, to: NodeId) -> bool {
+        std::mem::replace(&mut self.ids[from * self.degree + slot], to) != INVALID
+    }
+
+    /// Writes the edge `from -> to` (absent, `from != to`) where [`Rows::slot_for`] says, else
+    /// over the row's last edge. Returns whether an edge was replaced.
+    fn link(&mut self, from: usize, to: NodeId, tree: &Tree) -> bool {
+        let slot = self.slot_for(from, tree).unwrap_or(self.degree - 1);
+        self.write(from, slot, to)
+    }
+
+    /// For an unreached `u`: the edge `r -> u` from the first (closest) reached out-neighbour
+    /// `r` of `u` with room for it. `None` when there is none (the caller bridges); else `r`
+    /// and whether an edge was replaced.
+    fn local_link(&mut self, u: usize, tree: &Tree) -> Option<(NodeId, bool)> {
+        let r = self
+            .row(u)
+            .iter()
+            .copied()
+            .filter(|&w| (w as usize) < self.n && tree.reached(w as usize))
+            .find(|&r| self.slot_for(r as usize, tree).is_some())?;
+        Some((r, self.link(r as usize, u as NodeId, tree)))
     }
 }
 
@@ -386,16 +496,16 @@ impl BridgeSearch {
         }
     }
 
-    /// The reachable vertex closest to `u` that a beam search from the entry points finds
-    /// (following only reachable vertices).
+    /// The reachable vertices closest to `u` that a beam search from the entry points finds
+    /// (following only reachable vertices), nearest first; never empty.
     fn nearest_reachable<D: Fn(NodeId, NodeId) -> f32>(
         &mut self,
         rows: &Rows<'_>,
         entries: &[NodeId],
-        seen: &[bool],
+        tree: &Tree,
         u: NodeId,
         dist: &D,
-    ) -> NodeId {
+    ) -> Vec<NodeId> {
         if self.generation == u32::MAX {
             self.stamp.fill(0);
             self.generation = 0;
@@ -405,7 +515,7 @@ impl BridgeSearch {
         self.pool.clear();
         let offer = |pool: &mut Vec<(f32, NodeId, bool)>, stamp: &mut [u32], w: NodeId| {
             let wi = w as usize;
-            if wi >= rows.n || !seen[wi] || stamp[wi] == g {
+            if wi >= rows.n || !tree.reached(wi) || stamp[wi] == g {
                 return;
             }
             stamp[wi] = g;
@@ -433,7 +543,7 @@ impl BridgeSearch {
             }
         }
         // Entries are reachable and valid, so the pool is never empty.
-        self.pool.first().map_or(entries[0], |c| c.1)
+        self.pool.iter().map(|c| c.1).collect()
     }
 }
 
@@ -501,6 +611,71 @@ mod tests {
             assert!(!row.contains(&(v as NodeId)));
             let valid = row.iter().take_while(|&&w| w != INVALID).count();
             assert!(row[valid..].iter().all(|&w| w == INVALID));
+        }
+    }
+
+    #[test]
+    fn repair_rejects_out_of_range_ids() {
+        let mut ids = vec![1, 7, 0, INVALID];
+        let r = repair_rows(&mut ids, 2, &[0], |_, _| 0.0, &CancelToken::new());
+        assert!(matches!(r, Err(Error::InvalidGraph(_))));
+        let mut ids = vec![1, INVALID, 0, INVALID];
+        let r = repair_rows(&mut ids, 2, &[5], |_, _| 0.0, &CancelToken::new());
+        assert!(matches!(r, Err(Error::InvalidGraph(_))));
+    }
+
+    #[test]
+    fn repair_honours_cancellation() {
+        let mut ids = vec![INVALID; 8];
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        let r = repair_rows(&mut ids, 2, &[0], |_, _| 0.0, &cancel);
+        assert!(matches!(r, Err(Error::Cancelled)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn repair_makes_every_vertex_reachable(
+            n in 1usize..120,
+            degree in 1usize..6,
+            fill in 0usize..7,
+            entries in 1usize..4,
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            // Random rows (distinct, no self-loop, padding last) over points on a line.
+            let mut rng = SplitMix64::new(seed);
+            let mut ids = vec![INVALID; n * degree];
+            for v in 0..n {
+                let want = fill.min(degree).min(n - 1);
+                let mut row: Vec<NodeId> = Vec::new();
+                while row.len() < want {
+                    let w = rng.below(n as u64) as NodeId;
+                    if w as usize != v && !row.contains(&w) {
+                        row.push(w);
+                    }
+                }
+                ids[v * degree..v * degree + row.len()].copy_from_slice(&row);
+            }
+            let entry_ids: Vec<NodeId> =
+                (0..entries).map(|_| rng.below(n as u64) as NodeId).collect();
+            let xs: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32).collect();
+            let dist = |a: NodeId, b: NodeId| (xs[a as usize] - xs[b as usize]).abs();
+            let report =
+                repair_rows(&mut ids, degree, &entry_ids, dist, &CancelToken::new()).unwrap();
+            let rows = Rows { ids: &mut ids, degree, n };
+            let tree = rows.reach(&entry_ids);
+            proptest::prop_assert_eq!(tree.unreachable(), 0, "{:?}", report);
+            proptest::prop_assert_eq!(report.unreachable_after, 0);
+            for v in 0..n {
+                let row = rows.row(v);
+                let valid = row.iter().take_while(|&&w| w != INVALID).count();
+                proptest::prop_assert!(row[valid..].iter().all(|&w| w == INVALID));
+                let mut sorted: Vec<NodeId> = row[..valid].to_vec();
+                proptest::prop_assert!(!sorted.contains(&(v as NodeId)));
+                sorted.sort_unstable();
+                sorted.dedup();
+                proptest::prop_assert_eq!(sorted.len(), valid);
+            }
         }
     }
 }

@@ -123,10 +123,7 @@ fn builds_end_to_end_with_beam_search_and_rows_are_sorted() {
         .build(base.view(), Metric::L2Squared, &params, &BuildCtx::new(4))
         .unwrap();
     graph.validate().unwrap();
-    assert_eq!(
-        graph.entry_points().len(),
-        weft_graph::connect::DEFAULT_ENTRY_POINTS
-    );
+    assert_eq!(graph.entry_points().len(), params.entry_points);
     // Rows are ascending by distance from their vertex (nothing was unreachable here, so the
     // connectivity repair changed no row).
     let dist = Metric::L2Squared.distance_fn::<f32>();
