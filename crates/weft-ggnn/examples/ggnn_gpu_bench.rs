@@ -157,6 +157,7 @@ fn main() -> weft_core::Result<()> {
                 "build_s": { "min": times[0], "median": times[times.len() / 2], "runs": runs },
                 "c_at_10_sample": c10, "sample": picks.len(),
                 "mean_nn1": stats.mean_nn1, "max_nn1": stats.max_nn1, "dropped_links": stats.dropped_links,
+                "repair": stats.repair, "entry_points": graph.entry_points().len(),
             })
         );
         for _ in 0..timed {

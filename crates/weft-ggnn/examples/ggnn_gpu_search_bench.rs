@@ -21,8 +21,8 @@
 //!
 //! With `--compare`: builds a CAGRA graph (GNND k = 64, optimised to degree 32) and a GRNND
 //! graph (defaults, degree 32) of the same data on the GPU and searches the three graphs both
-//! with the GGNN query (entered from the GGNN top-layer points, tau sweep) and with the CAGRA
-//! single-CTA search (the GGNN top-layer points as entry points besides its random ones, itopk
+//! with the GGNN query (entered from the GGNN hierarchy's entry points, tau sweep) and with the
+//! CAGRA single-CTA search (the GGNN entry points besides its random ones, itopk
 //! sweep `--itopk`). With `--f16`: the GGNN sweep (first block and team size) again on f16
 //! copies of base and queries, over the same graph (recall against the f32 truth).
 

@@ -18,10 +18,12 @@ use weft_core::{
     BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, INVALID, MAX_NODES, Metric, NodeId,
     Params, Result,
 };
+use weft_graph::connect::RepairReport;
 use weft_graph::hier::{HierGraph, HierLayer};
 
 use crate::GgnnParams;
 use crate::cache::Cache;
+use crate::connect::{hierarchy_entry_points, repair_layers, total};
 use crate::sizing::Sizing;
 
 /// Pops per layer of a merge query (the authors' `MAX_ITERATIONS`).
@@ -82,6 +84,10 @@ pub struct GgnnStats {
     pub max_nn1: f32,
     /// Inverse links dropped because every candidate's slots were full.
     pub dropped_links: u64,
+    /// What the connectivity repair did, summed over the layers (`passes`: the most any layer
+    /// ran; all zero with [`GgnnParams::repair`] off). `unreachable_before` counts the vertices
+    /// of every layer that its entry points (`crate::layer_entry_points`) did not reach.
+    pub repair: RepairReport,
 }
 
 impl<'a, T: Element> Build<'a, T> {
@@ -541,38 +547,64 @@ fn run<T: Element>(
     }
     progress.end();
     let max_nn1 = b.update_stats();
-    let stats = GgnnStats {
-        mean_nn1: b.mean_nn1,
-        max_nn1,
-        dropped_links: dropped,
-    };
+    let mean_nn1 = b.mean_nn1;
     let layers = std::mem::take(&mut b.layers)
         .into_iter()
         .map(|l| (l.ids, l.global))
         .collect();
-    Ok((assemble(z, k, layers)?, stats))
+    let (graph, repair, _) = assemble(z, k, layers, None, data, metric, params, ctx)?;
+    let stats = GgnnStats {
+        mean_nn1,
+        max_nn1,
+        dropped_links: dropped,
+        repair,
+    };
+    Ok((graph, stats))
 }
 
 /// The `HierGraph` of finished layers (bottom first; `(ids, global ids)`, rows of `k` slots
-/// not yet compacted): rows compacted, the top layer's points as entry points.
-pub(crate) fn assemble(
+/// not yet compacted) over `data`: rows compacted, the entry points of
+/// [`GgnnParams::entry_points`] (`entry_points` when the caller picked them already), and, with
+/// [`GgnnParams::repair`], every layer repaired to be reachable from its
+/// `crate::layer_entry_points` (see `crate::connect`). Returns the repair's report summed over
+/// the layers and the seconds spent choosing the entry points and repairing.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn assemble<T: Element>(
     z: Sizing,
     k: usize,
-    layers: Vec<(Vec<NodeId>, Vec<NodeId>)>,
-) -> Result<HierGraph> {
+    mut layers: Vec<(Vec<NodeId>, Vec<NodeId>)>,
+    entry_points: Option<Vec<NodeId>>,
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    params: &GgnnParams,
+    ctx: &BuildCtx,
+) -> Result<(HierGraph, RepairReport, f64)> {
+    layers
+        .par_iter_mut()
+        .with_max_len(1)
+        .for_each(|(ids, _)| compact(ids, k));
+    let connect_start = std::time::Instant::now();
+    let entry_points = match entry_points {
+        Some(e) => e,
+        None => {
+            let top_global = (layers.len() > 1).then(|| layers[layers.len() - 1].1.as_slice());
+            hierarchy_entry_points(data, metric, params, ctx, top_global)?
+        }
+    };
+    let reports = if params.repair {
+        repair_layers(&mut layers, k, &entry_points, data, metric, ctx)?
+    } else {
+        Vec::new()
+    };
+    let connect_s = connect_start.elapsed().as_secs_f64();
     let mut layer_vec = layers.into_iter();
-    let mut base_ids = layer_vec.next().map(|l| l.0).unwrap_or_default();
-    compact(&mut base_ids, k);
+    let base_ids = layer_vec.next().map(|l| l.0).unwrap_or_default();
     let base = FixedDegreeGraph::new(z.n, k, base_ids)?;
     let mut upper = Vec::new();
-    for (mut ids, global) in layer_vec {
-        compact(&mut ids, k);
+    for (ids, global) in layer_vec {
         let g = FixedDegreeGraph::new(global.len(), k, ids)?;
         upper.push(HierLayer::new(g, global)?);
     }
-    let entry_points = match upper.last() {
-        Some(top) => top.global_ids().to_vec(),
-        None => (0..z.n.min(z.s) as NodeId).collect(),
-    };
-    HierGraph::new(base, upper, entry_points)
+    let graph = HierGraph::new(base, upper, entry_points)?;
+    Ok((graph, total(&reports), connect_s))
 }

@@ -26,6 +26,7 @@ use weft_gpu::{DeviceMatrix, GpuContext};
 use weft_graph::hier::HierGraph;
 
 use crate::build::{assemble, check_inputs};
+use crate::connect::hierarchy_entry_points;
 use crate::{GgnnParams, GgnnStats, Sizing};
 
 /// The GGNN construction on one GPU (name `ggnn`, GPU back end); see the [module docs](self).
@@ -133,19 +134,47 @@ impl GgnnGpu {
             refinement: params.refinement_iterations,
             seed: ctx.seed(),
         };
-        let out =
-            self.device()
-                .with_timing(timing)
-                .build(data, metric, &Self::shape(&z), &cfg, ctx)?;
-        let stats = GgnnStats {
-            mean_nn1: out.mean_nn1,
-            max_nn1: out.max_nn1,
-            dropped_links: out.dropped_links,
+        // The spread entry points depend on the data alone: the host picks them while the
+        // device builds (this thread only waits on the device).
+        let (out, spread) = std::thread::scope(|s| {
+            let spread = (params.entry_points > 0).then(|| {
+                s.spawn(|| {
+                    let start = Instant::now();
+                    let e = hierarchy_entry_points(data_host, metric, params, ctx, None);
+                    (e, start.elapsed().as_secs_f64())
+                })
+            });
+            let out =
+                self.device()
+                    .with_timing(timing)
+                    .build(data, metric, &Self::shape(&z), &cfg, ctx);
+            let spread = spread.map(|h| h.join().expect("the entry-point thread panicked"));
+            (out, spread)
+        });
+        let out = out?;
+        let (entry_points, spread_s) = match spread {
+            Some((e, s)) => (Some(e?), s),
+            None => (None, 0.0),
         };
         let mut phases = out.phases;
         let assemble_start = Instant::now();
         let layers = out.layers.into_iter().map(|l| (l.ids, l.global)).collect();
-        let graph = assemble(z, params.k_build, layers)?;
+        let (graph, repair, connect_s) = assemble(
+            z,
+            params.k_build,
+            layers,
+            entry_points,
+            data_host,
+            metric,
+            params,
+            ctx,
+        )?;
+        let stats = GgnnStats {
+            mean_nn1: out.mean_nn1,
+            max_nn1: out.max_nn1,
+            dropped_links: out.dropped_links,
+            repair,
+        };
         if timing {
             let host = |phase, seconds| GgnnPhaseTime {
                 phase,
@@ -157,7 +186,13 @@ impl GgnnGpu {
                 by_layer: Vec::new(),
             };
             phases.insert(0, host("check", check_s));
-            phases.push(host("assemble", assemble_start.elapsed().as_secs_f64()));
+            // On the host: the spread entry points (`entry_points`, picked while the device
+            // built: not on the build's critical path), the connectivity repair (`connect`),
+            // then row compaction and the hierarchy's assembly (`assemble`).
+            phases.push(host("entry_points", spread_s));
+            phases.push(host("connect", connect_s));
+            let assemble_s = assemble_start.elapsed().as_secs_f64() - connect_s;
+            phases.push(host("assemble", assemble_s));
         }
         Ok((graph, stats, phases))
     }

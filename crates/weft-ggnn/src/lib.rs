@@ -12,14 +12,25 @@
 //! randomness only from `weft_core::rng::hash3`. `docs/ggnn.md` records the
 //! choices and how the digest's ambiguities were resolved. Defaults follow
 //! `shared/algorithms/ggnn.md` §4.1 (SIFT1M: k = 24, s = 32, L = 4, tau_b = 0.5, r = 2).
+//!
+//! **Connectivity** (both back ends, on by default): the hierarchy's entry points are spread
+//! over the data (`weft_graph::connect::spread_entry_points`, [`GgnnParams::entry_points`] of
+//! them) instead of the paper's top-layer points, and every layer leaves the builder with
+//! every vertex reachable from the points a search enters it at ([`layer_entry_points`]):
+//! layer 0 from the hierarchy's entry points, an upper layer below the top from the points of
+//! the layer above it (where a descent enters it), the top layer from all its points. So on
+//! clustered data, where the nearest-neighbour rows never leave a cluster, no query and no
+//! point is stranded. [`GgnnParams::repair`] turns the repair off.
 
 mod build;
 mod cache;
+mod connect;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 mod sizing;
 
 pub use build::{GgnnStats, MERGE_CACHE, MERGE_MAX_POPS, MIDPOINT, SYM_CACHE, SYM_MAX_POPS};
+pub use connect::{connect_hierarchy, layer_entry_points};
 #[cfg(feature = "cuda")]
 pub use gpu::GgnnGpu;
 pub use sizing::Sizing;
@@ -27,6 +38,7 @@ pub use sizing::Sizing;
 use serde::{Deserialize, Serialize};
 use weft_core::{BuildCtx, DatasetView, Element, GraphBuilder, Metric};
 use weft_core::{Error, Params, Result};
+use weft_graph::connect::DEFAULT_ENTRY_POINTS;
 use weft_graph::hier::HierGraph;
 
 /// Parameters of the GGNN construction (shared by its GPU back end and CPU reference).
@@ -36,7 +48,7 @@ pub struct GgnnParams {
     /// Out-degree `k_build` of every layer (the paper uses 20–96).
     pub k_build: usize,
     /// Segment size `s` (a multiple of 32, above `k_build / 2`; also the number of top-layer
-    /// entry points).
+    /// points, the paper's entry points).
     pub segment_size: usize,
     /// Layers `L` of the hierarchy (4 is "ideal for most datasets").
     pub layers: usize,
@@ -44,6 +56,17 @@ pub struct GgnnParams {
     pub tau_build: f32,
     /// Refinement passes `r`.
     pub refinement_iterations: usize,
+    /// Connectivity repair (default on): every layer leaves the builder with every vertex
+    /// reachable from [`layer_entry_points`] (`weft_graph::connect::repair_rows`). Off: the
+    /// layers are the GGNN construction's as they are (on clustered data whole clusters are
+    /// then unreachable).
+    pub repair: bool,
+    /// Entry points of the hierarchy, spread over the data by farthest-first traversal
+    /// (`weft_graph::connect::spread_entry_points`, seeded by the build's seed; default
+    /// [`DEFAULT_ENTRY_POINTS`] = 256, at most the number of vectors are picked). A search of
+    /// layer 0 scores them all and starts from the best. 0: the top layer's points, as in the
+    /// paper (only with `repair` off, since the repair makes layer 0 reachable from them).
+    pub entry_points: usize,
 }
 
 impl Default for GgnnParams {
@@ -54,6 +77,8 @@ impl Default for GgnnParams {
             layers: 4,
             tau_build: 0.5,
             refinement_iterations: 2,
+            repair: true,
+            entry_points: DEFAULT_ENTRY_POINTS,
         }
     }
 }
@@ -98,6 +123,12 @@ impl Params for GgnnParams {
             return Err(Error::invalid_param(
                 "tau_build",
                 format!("{} is not a finite slack >= 0", self.tau_build),
+            ));
+        }
+        if self.repair && self.entry_points == 0 {
+            return Err(Error::invalid_param(
+                "entry_points",
+                "the connectivity repair needs at least 1 entry point (or set repair = false)",
             ));
         }
         Ok(())
@@ -175,6 +206,10 @@ mod tests {
                 tau_build: -1.0,
                 ..Default::default()
             },
+            GgnnParams {
+                entry_points: 0,
+                ..Default::default()
+            },
         ];
         for p in bad {
             assert!(
@@ -182,5 +217,13 @@ mod tests {
                 "{p:?}"
             );
         }
+        // Without the repair the paper's top-layer entry points are allowed.
+        GgnnParams {
+            repair: false,
+            entry_points: 0,
+            ..Default::default()
+        }
+        .validate(1_000_000, 128)
+        .unwrap();
     }
 }

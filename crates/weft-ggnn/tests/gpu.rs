@@ -259,3 +259,123 @@ fn ggnn_search_over_a_gpu_built_hierarchy() {
     println!("ggnn search over the GPU graph: recall@10 {recall:.4}");
     assert!(recall >= 0.9, "recall@10 {recall}");
 }
+
+/// Vertices of every layer of `g` that its entry points (`weft_ggnn::layer_entry_points`) do
+/// not reach.
+fn unreachable_per_layer(g: &HierGraph) -> Vec<usize> {
+    (0..g.num_layers())
+        .map(|l| {
+            let graph = g.layer_graph(l).unwrap();
+            let entries = weft_ggnn::layer_entry_points(g, l);
+            let r = weft_graph::stats::Reachability::new(graph, &entries).unwrap();
+            graph.n() - r.num_reachable()
+        })
+        .collect()
+}
+
+/// Recall@10 of the GPU GGNN search (`weft_gpu::ggnn_search`, the device side of
+/// `weft_search::GgnnSearchGpu`) over `g` from its entry points, for each `tau`.
+fn gpu_search_recalls(
+    b: &GgnnGpu,
+    g: &HierGraph,
+    base: &weft_core::Dataset<f32>,
+    queries: &weft_core::Dataset<f32>,
+    metric: Metric,
+    taus: &[f32],
+) -> Vec<f64> {
+    use weft_gpu::ggnn_search::{GgnnSearchConfig, GgnnSearchDevice};
+    use weft_testkit::graph::recall_at_k;
+    let truth = ground_truth(base.view(), queries.view(), metric, 10).unwrap();
+    taus.iter()
+        .map(|&tau| {
+            let cfg = GgnnSearchConfig {
+                tau,
+                ..Default::default()
+            };
+            let (out, _) = GgnnSearchDevice::new(b.context())
+                .search(
+                    base.view(),
+                    g.base(),
+                    g.entry_points(),
+                    queries.view(),
+                    metric,
+                    10,
+                    &cfg,
+                )
+                .unwrap();
+            recall_at_k(&out, &truth, 10)
+        })
+        .collect()
+}
+
+/// Issue 16 on the GPU: on strongly clustered data (40 Gaussian clusters, the exact k-NN
+/// graph one component per cluster) the GPU build leaves every layer reachable from its entry
+/// points, and the GPU GGNN search from the spread entry points reaches recall@10 >= 0.99; the
+/// paper's top-layer entry points (repair off) strand queries.
+#[test]
+fn gpu_build_on_clustered_data_is_connected_and_the_gpu_search_finds_every_cluster() {
+    let Some(b) =
+        gpu("gpu_build_on_clustered_data_is_connected_and_the_gpu_search_finds_every_cluster")
+    else {
+        return;
+    };
+    let (base, queries) = gaussian_mixture::<f32>(5000, 200, 32, 40, 41);
+    let (g, stats) = b
+        .build_with_stats(
+            base.view(),
+            Metric::L2Squared,
+            &GgnnParams::default(),
+            &BuildCtx::new(5),
+        )
+        .unwrap();
+    g.validate().unwrap();
+    assert_eq!(g.entry_points().len(), 256);
+    assert_eq!(unreachable_per_layer(&g), vec![0; g.num_layers()]);
+    assert_eq!(stats.repair.unreachable_after, 0, "{:?}", stats.repair);
+    let recalls = gpu_search_recalls(&b, &g, &base, &queries, Metric::L2Squared, &[0.0, 0.5]);
+    println!(
+        "clustered, GPU build + GPU search: repair {:?}, recall@10 at tau 0 / 0.5 {recalls:?}",
+        stats.repair
+    );
+    assert!(recalls[1] >= 0.99, "{recalls:?}");
+
+    // The paper's entry points (the top layer's 32 points) and no repair: stranded.
+    let paper = GgnnParams {
+        repair: false,
+        entry_points: 0,
+        ..Default::default()
+    };
+    let g = b
+        .build(base.view(), Metric::L2Squared, &paper, &BuildCtx::new(5))
+        .unwrap();
+    let before = unreachable_per_layer(&g);
+    let r = gpu_search_recalls(&b, &g, &base, &queries, Metric::L2Squared, &[0.5]);
+    println!("clustered, paper's entry points: unreachable per layer {before:?}, recall@10 {r:?}");
+    assert!(before[0] > 1000 && r[0] < 0.8, "{before:?} {r:?}");
+}
+
+/// GloVe-like angular data (cosine): GPU build + GPU search reach recall@10 >= 0.99.
+#[test]
+fn gpu_build_and_search_on_glove_like_angular_data() {
+    let Some(b) = gpu("gpu_build_and_search_on_glove_like_angular_data") else {
+        return;
+    };
+    let generator = weft_io::synthetic::Preset::Glove.generator(7).unwrap();
+    let base = generator.base(20_000).unwrap();
+    let queries = generator.queries(500).unwrap();
+    let (g, stats) = b
+        .build_with_stats(
+            base.view(),
+            Metric::Cosine,
+            &GgnnParams::default(),
+            &BuildCtx::new(3),
+        )
+        .unwrap();
+    assert_eq!(unreachable_per_layer(&g), vec![0; g.num_layers()]);
+    let recalls = gpu_search_recalls(&b, &g, &base, &queries, Metric::Cosine, &[0.5, 1.0, 2.0]);
+    println!(
+        "GloVe-like 20,000 x 100, GPU build + GPU search: repair {:?}, recall@10 {recalls:?}",
+        stats.repair
+    );
+    assert!(recalls.iter().any(|&r| r >= 0.99), "{recalls:?}");
+}

@@ -298,7 +298,7 @@ impl<'c> GgnnSearchDevice<'c> {
     }
 
     /// Searches host data through a host graph of fixed degree (layer 0 of a GGNN hierarchy,
-    /// say), starting every query from `entries` (the hierarchy's top-layer points; when empty,
+    /// say), starting every query from `entries` (the hierarchy's entry points; when empty,
     /// from 32 random points per query drawn as the CPU search draws them). Data, graph and
     /// queries are uploaded for this call after checking that they fit.
     #[allow(clippy::too_many_arguments)]

@@ -5,11 +5,16 @@
 //! - each upper layer `l >= 1` ([`HierLayer`]) holds a subset of the points of layer `l - 1`: a
 //!   [`FixedDegreeGraph`] on *local* ids `0..m_l`, plus the map from local to global ids (and the
 //!   inverse lookup, for descending from layer `l` to layer `l - 1`);
-//! - the entry points are global ids of points in the top layer.
+//! - the entry points are global ids: where a search of layer 0 starts.
 //!
-//! A search starts at the entry points in the top layer, greedily descends layer by layer
-//! (translating its current best points through [`HierGraph::local_id`]) and finishes on layer
-//! 0. As a [`GraphView`] a `HierGraph` is its layer 0 with the hierarchy's entry points.
+//! A descending search starts at the top layer (all of its points), greedily descends layer by
+//! layer (translating its current best points through [`HierGraph::local_id`]) and finishes on
+//! layer 0. The GGNN query (and any search of the [`GraphView`]) searches layer 0 from the
+//! entry points instead: as a [`GraphView`] a `HierGraph` is its layer 0 with the hierarchy's
+//! entry points. The entry points may be the top layer's points (the paper's choice) or any
+//! other points, e.g. points spread over the data (`weft_graph::connect::spread_entry_points`),
+//! which clustered data needs: a top layer of a few dozen points cannot hold a point of every
+//! cluster.
 //!
 //! The entry points of the layer graphs themselves are not part of the hierarchy: the
 //! constructors drop them.
@@ -108,10 +113,10 @@ pub struct HierGraph {
 
 impl HierGraph {
     /// Assembles a hierarchy from layer 0 (`base`, global ids), the upper layers bottom to top
-    /// and the entry points (global ids, all in the top layer).
+    /// and the entry points (global ids of any points; see the [module docs](self)).
     ///
     /// Checks the cheap invariants: upper layers non-empty and no larger than the layer below,
-    /// their global ids in range, entry points in range and in the top layer. Call
+    /// their global ids in range, entry points in range. Call
     /// [`HierGraph::validate`] for the full check. The layer graphs' own entry points are dropped.
     pub fn new(
         base: FixedDegreeGraph,
@@ -139,25 +144,16 @@ impl HierGraph {
             }
             below = layer.len();
         }
-        let g = HierGraph {
+        if let Some(&e) = entry_points.iter().find(|&&e| e as usize >= n) {
+            return Err(Error::InvalidGraph(format!(
+                "entry point {e} is out of range (n = {n})"
+            )));
+        }
+        Ok(HierGraph {
             base: base.with_entry_points(Vec::new()),
             upper,
             entry_points,
-        };
-        let top = g.num_layers() - 1;
-        for &e in &g.entry_points {
-            if e as usize >= n {
-                return Err(Error::InvalidGraph(format!(
-                    "entry point {e} is out of range (n = {n})"
-                )));
-            }
-            if g.local_id(top, e).is_none() {
-                return Err(Error::InvalidGraph(format!(
-                    "entry point {e} is not in the top layer {top}"
-                )));
-            }
-        }
-        Ok(g)
+        })
     }
 
     /// A single-layer hierarchy (layer 0 only) whose entry points are `base`'s.
@@ -228,13 +224,13 @@ impl HierGraph {
         }
     }
 
-    /// The entry points: global ids of points in the top layer.
+    /// The entry points: global ids of the points where a search of layer 0 starts.
     pub fn entry_points(&self) -> &[NodeId] {
         &self.entry_points
     }
 
     /// Full check: every layer graph valid, every upper layer a subset of the layer below (so
-    /// descending always succeeds), entry points in the top layer.
+    /// descending always succeeds), entry points in range.
     pub fn validate(&self) -> Result<()> {
         self.base.validate().map_err(|e| in_layer(0, e))?;
         for (i, layer) in self.upper.iter().enumerate() {
@@ -255,14 +251,10 @@ impl HierGraph {
                 }
             }
         }
-        let top = self.num_layers() - 1;
-        if let Some(&e) = self
-            .entry_points
-            .iter()
-            .find(|&&e| self.local_id(top, e).is_none())
-        {
+        if let Some(&e) = self.entry_points.iter().find(|&&e| e as usize >= self.n()) {
             return Err(Error::InvalidGraph(format!(
-                "entry point {e} is not in the top layer {top}"
+                "entry point {e} is out of range (n = {})",
+                self.n()
             )));
         }
         Ok(())

@@ -10,6 +10,7 @@ use weft_core::{
     DatasetView, Element, Error, GraphView, INVALID, Metric, NeighborsMut, NodeId, Params, Result,
     SearchStats, Searcher,
 };
+use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 
 /// Parameters of [`GgnnSearch`]. Defaults: the paper's SIFT1M k = 10 configuration (Table 6:
 /// prioq 54, visited 384, 400 iterations) with `tau = 0.5`.
@@ -29,8 +30,33 @@ pub struct GgnnSearchParams {
     /// `d+nn1`, the largest 1-NN distance of the data (real, not squared), capping the slack
     /// (`None`: no cap; `weft_ggnn::GgnnCpu::build_with_stats` reports it).
     pub max_nn1: Option<f32>,
-    /// Seed of the random entry points used when the graph has none.
+    /// Entry points used when the graph has none: this many points spread over the data by
+    /// farthest-first traversal (`weft_graph::connect::spread_entry_points` seeded by `seed`,
+    /// picked once per call, the same for every query; default
+    /// [`DEFAULT_ENTRY_POINTS`] = 256), so that every well-separated cluster holds one. 0: 32
+    /// random points per query, drawn with `hash3(seed, query index, j)` (on clustered data
+    /// most queries then start outside their cluster and cannot reach it). A graph's own entry
+    /// points always take precedence.
+    pub entry_points: usize,
+    /// Seed of the entry points used when the graph has none.
     pub seed: u64,
+}
+
+/// Random entry points per query when the graph has none and
+/// [`GgnnSearchParams::entry_points`] is 0 (the GPU kernel draws the same).
+pub(crate) const RANDOM_ENTRIES: u64 = 32;
+
+/// The entry points every query of a call starts from when the graph has none (see
+/// [`GgnnSearchParams::entry_points`]): `None` for the per-query random ones.
+pub(crate) fn fallback_entry_points<T: Element>(
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    params: &GgnnSearchParams,
+) -> Result<Option<Vec<NodeId>>> {
+    if params.entry_points == 0 {
+        return Ok(None);
+    }
+    spread_entry_points(data, metric, params.entry_points, params.seed).map(Some)
 }
 
 impl Default for GgnnSearchParams {
@@ -42,6 +68,7 @@ impl Default for GgnnSearchParams {
             visited: 384,
             max_iterations: 400,
             max_nn1: None,
+            entry_points: DEFAULT_ENTRY_POINTS,
             seed: 0,
         }
     }
@@ -77,8 +104,11 @@ impl Params for GgnnSearchParams {
 }
 
 /// The GGNN query on the CPU (name `ggnn`), over any [`GraphView`]; for a
-/// `weft_graph::hier::HierGraph` that is its layer 0 entered from the top-layer points (the
-/// paper's query does not descend through the layers, §3.4).
+/// `weft_graph::hier::HierGraph` that is its layer 0 entered from the hierarchy's entry points
+/// (the paper's query does not descend through the layers, §3.4; `weft_ggnn` spreads the entry
+/// points over the data, so that on clustered data every cluster holds one). A graph without
+/// entry points is entered from [`GgnnSearchParams::entry_points`] points spread over the
+/// data, picked once per call (so a query's result does not depend on its batch).
 ///
 /// Per query: a sorted best list, a sorted bounded priority queue that drops its worst entry,
 /// and a FIFO visited ring; a candidate is skipped while its id is in any of the three. The
@@ -174,6 +204,11 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
         let guard = params.max_nn1.unwrap_or(f32::INFINITY);
         let tau = params.tau;
         let dist = metric.distance_fn::<T>();
+        let spread = if graph.entry_points().is_empty() {
+            fallback_entry_points(data, metric, params)?
+        } else {
+            None
+        };
         let slots: Vec<Mutex<Option<Cache>>> = (0..rayon::current_num_threads().max(1))
             .map(|_| Mutex::new(None))
             .collect();
@@ -194,8 +229,10 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                 let q = queries.row(qi);
                 let mut dc = 0u64;
                 c.fresh.clear();
-                if graph.entry_points().is_empty() {
-                    for j in 0..32u64 {
+                if let Some(spread) = &spread {
+                    c.fresh.extend_from_slice(spread);
+                } else if graph.entry_points().is_empty() {
+                    for j in 0..RANDOM_ENTRIES {
                         let v = below(hash3(params.seed, qi as u64, j), n as u64) as NodeId;
                         c.fresh.push(v);
                     }

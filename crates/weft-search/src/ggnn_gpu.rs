@@ -12,13 +12,15 @@ use weft_graph::hier::HierGraph;
 
 use crate::check::check_search_inputs;
 use crate::copy::copy_results;
-use crate::ggnn::GgnnSearchParams;
+use crate::ggnn::{GgnnSearchParams, fallback_entry_points};
 
 /// The GGNN query on a GPU (name `ggnn_gpu`): one thread block per query, the CPU search's
 /// parameters ([`GgnnSearchParams`]) and stop rule (squared slack for L2, linear for inner
-/// product and cosine), over a `HierGraph` (its layer 0 entered from the top-layer points) or
-/// a [`FixedDegreeGraph`] (its entry points, or 32 random points per query drawn as
-/// [`crate::GgnnSearch`] draws them). The data, graph and queries are uploaded for each call;
+/// product and cosine), over a `HierGraph` (its layer 0 entered from the hierarchy's entry
+/// points) or a [`FixedDegreeGraph`] (its entry points; without any, the same entry points as
+/// [`crate::GgnnSearch`]: [`GgnnSearchParams::entry_points`] points spread over the data,
+/// picked on the host once per call, or with `entry_points = 0` 32 random points per query
+/// drawn as the CPU draws them). The data, graph and queries are uploaded for each call;
 /// `weft_gpu::ggnn_search::GgnnSearchDevice::search_device_with` searches sets already on the
 /// device with reused buffers.
 ///
@@ -93,6 +95,12 @@ impl<'c> GgnnSearchGpu<'c> {
             ));
         }
         let cfg = self.device_config(params);
+        let spread = if entries.is_empty() {
+            fallback_entry_points(data, metric, params)?
+        } else {
+            None
+        };
+        let entries = spread.as_deref().unwrap_or(entries);
         let (nb, stats) = GgnnSearchDevice::new(self.ctx)
             .search(data, base, entries, queries, metric, k, &cfg)?;
         copy_results(&nb, &mut out);

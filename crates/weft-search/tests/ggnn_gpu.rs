@@ -83,6 +83,17 @@ fn is_tied(d: &[f32], j: usize) -> bool {
     (j > 0 && d[j - 1] == d[j]) || (j + 1 < d.len() && d[j + 1] == d[j]) || j + 1 == d.len()
 }
 
+/// Where the oracle's queries start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entries {
+    /// The graph's entry point.
+    Graph,
+    /// No graph entry points: 32 random points per query (`entry_points = 0`).
+    Random,
+    /// No graph entry points: points spread over the data (the default `entry_points`).
+    Spread,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn oracle_case<T: Element>(
     ctx: &GpuContext,
@@ -92,14 +103,14 @@ fn oracle_case<T: Element>(
     tau: f32,
     best: usize,
     iters: usize,
-    random_entries: bool,
+    entries: Entries,
     block: usize,
 ) -> Result<(), TestCaseError> {
     let base = integer_set::<T>(n, dim, seed);
     let queries = integer_set::<T>(40, dim, seed ^ 0xabc);
     let metric = Metric::L2Squared;
     let mut graph = known_good_graph(base.view(), metric, seed);
-    if random_entries {
+    if entries != Entries::Graph {
         graph = graph.with_entry_points(Vec::new());
     }
     let k = 10;
@@ -110,6 +121,13 @@ fn oracle_case<T: Element>(
         visited: iters,
         max_iterations: iters,
         max_nn1: None,
+        // The spread points of a graph without any (picked on the host for the GPU), or the
+        // per-query random points the kernel draws as the CPU does.
+        entry_points: if entries == Entries::Random {
+            0
+        } else {
+            weft_graph::connect::DEFAULT_ENTRY_POINTS
+        },
         seed,
     };
     let (cpu, cst) = run_search(
@@ -137,7 +155,7 @@ fn oracle_case<T: Element>(
     prop_assert!(
         differing * 25 <= queries.rows(),
         "{differing} of {} queries differ ({:?}, tau {tau}, best {best}, iterations {iters}, \
-         random entries {random_entries}, block {block}); CPU {cst:?}, GPU {gst:?}",
+         entries {entries:?}, block {block}); CPU {cst:?}, GPU {gst:?}",
         queries.rows(),
         T::DTYPE
     );
@@ -156,8 +174,9 @@ fn oracle_case<T: Element>(
 proptest! {
     #![proptest_config(ProptestConfig { cases: gpu_cases(8), ..ProptestConfig::default() })]
 
-    /// The oracle of the module documentation, for every element type, both entry kinds
-    /// (the graph's entry point, or the CPU's seeded random points) and every block size.
+    /// The oracle of the module documentation, for every element type, every entry kind (the
+    /// graph's entry point, the CPU's seeded random points, or points spread over the data)
+    /// and every block size.
     #[test]
     fn ggnn_gpu_equals_cpu_when_nothing_is_forgotten(
         n in 150usize..700,
@@ -166,7 +185,7 @@ proptest! {
         tau in prop::sample::select(vec![0.0f32, 0.2, 0.5, 1.0]),
         best in 10usize..24,
         iters in prop::sample::select(vec![5usize, 30, 400]),
-        random_entries in any::<bool>(),
+        entries in prop::sample::select(vec![Entries::Graph, Entries::Random, Entries::Spread]),
         dtype in 0usize..4,
         block in prop::sample::select(vec![32usize, 64, 128]),
     ) {
@@ -176,10 +195,10 @@ proptest! {
         // The merge holds best + queue + candidates <= 8 x block entries.
         let n = n.min(8 * block - best - 32);
         match dtype {
-            0 => oracle_case::<f32>(&ctx, n, dim, seed, tau, best, iters, random_entries, block)?,
-            1 => oracle_case::<f16>(&ctx, n, dim, seed, tau, best, iters, random_entries, block)?,
-            2 => oracle_case::<u8>(&ctx, n, dim, seed, tau, best, iters, random_entries, block)?,
-            _ => oracle_case::<i8>(&ctx, n, dim, seed, tau, best, iters, random_entries, block)?,
+            0 => oracle_case::<f32>(&ctx, n, dim, seed, tau, best, iters, entries, block)?,
+            1 => oracle_case::<f16>(&ctx, n, dim, seed, tau, best, iters, entries, block)?,
+            2 => oracle_case::<u8>(&ctx, n, dim, seed, tau, best, iters, entries, block)?,
+            _ => oracle_case::<i8>(&ctx, n, dim, seed, tau, best, iters, entries, block)?,
         }
     }
 
@@ -302,6 +321,46 @@ fn ggnn_gpu_searches_a_hierarchy_from_its_top_layer() {
     let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, 10).unwrap();
     let r = recall_at_k(&a, &truth, 10);
     assert!(r >= 0.99, "recall {r}");
+}
+
+/// A graph without entry points over strongly clustered data (the exact 20-NN graph of 40
+/// well-separated Gaussian clusters, one component per cluster): the GPU search starts from the
+/// same spread points as the CPU search (picked on the host once per call) and reaches
+/// recall@10 >= 0.99; a query's result does not depend on its batch.
+#[test]
+fn ggnn_gpu_enters_a_clustered_graph_without_entry_points_at_spread_points() {
+    let Some(ctx) =
+        gpu_or_skip("ggnn_gpu_enters_a_clustered_graph_without_entry_points_at_spread_points")
+    else {
+        return;
+    };
+    let (base, queries) = gaussian_mixture::<f32>(5000, 200, 32, 40, 41);
+    let metric = Metric::L2Squared;
+    let knn =
+        weft_graph::exact::exact_knn_graph(base.view(), metric, 20, &weft_core::BuildCtx::new(0))
+            .unwrap();
+    let g = knn.to_fixed_degree(20).unwrap();
+    let truth = ground_truth(base.view(), queries.view(), metric, 10).unwrap();
+    let s = GgnnSearchGpu::new(&ctx);
+    let p = GgnnSearchParams::default();
+    let (gpu, _) = run_search(&s, &g, base.view(), queries.view(), metric, 10, &p).unwrap();
+    let (cpu, _) =
+        run_search(&GgnnSearch, &g, base.view(), queries.view(), metric, 10, &p).unwrap();
+    let (rg, rc) = (recall_at_k(&gpu, &truth, 10), recall_at_k(&cpu, &truth, 10));
+    let random = GgnnSearchParams {
+        entry_points: 0,
+        ..Default::default()
+    };
+    let (gr, _) = run_search(&s, &g, base.view(), queries.view(), metric, 10, &random).unwrap();
+    let rr = recall_at_k(&gr, &truth, 10);
+    println!("clustered graph without entry points: GPU {rg:.4}, CPU {rc:.4}, GPU random {rr:.4}");
+    assert!(rg >= 0.99, "GPU recall@10 {rg}");
+    assert!(rg >= rc - 0.01, "GPU {rg} vs CPU {rc}");
+    let part = queries.view().slice_rows(50..80).unwrap();
+    let (out, _) = run_search(&s, &g, base.view(), part, metric, 10, &p).unwrap();
+    for q in 0..30 {
+        assert_eq!(out.row_ids(q), gpu.row_ids(50 + q), "query {}", 50 + q);
+    }
 }
 
 #[test]
