@@ -113,9 +113,10 @@ fn construction_errors() {
     // Global id out of range.
     let far = HierLayer::new(g2(), vec![0, 9]).unwrap();
     assert!(HierGraph::new(base(), vec![far], vec![]).is_err());
-    // Entry point not in the top layer, or out of range.
+    // Entry points may be any vertex (spread over the data, not only top-layer points), but
+    // not out of range.
     let l = HierLayer::new(g2(), vec![0, 2]).unwrap();
-    assert!(HierGraph::new(base(), vec![l.clone()], vec![1]).is_err());
+    assert!(HierGraph::new(base(), vec![l.clone()], vec![1]).is_ok());
     assert!(HierGraph::new(base(), vec![l.clone()], vec![7]).is_err());
     assert!(HierGraph::new(base(), vec![l], vec![2]).is_ok());
     // Empty layer.
