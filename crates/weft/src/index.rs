@@ -639,7 +639,7 @@ impl Index {
     }
 
     /// The GGNN search on the GPU over a hierarchical graph (its layer 0 entered from the
-    /// top-layer points), the parameters of `weft_search::GgnnSearchGpu`: the beam width as its
+    /// hierarchy's entry points: spread over the data for a graph built now), the parameters of `weft_search::GgnnSearchGpu`: the beam width as its
     /// queue size, `params.gpu.tau` as its slack and `params.gpu.max_iterations` (0: 400) as its
     /// expansion cap. The first search uploads the data and the base layer into a
     /// `weft_gpu::GgnnSearchSession` kept in the index's GPU cache; later ones upload only their
