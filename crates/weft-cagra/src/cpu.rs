@@ -205,16 +205,11 @@ pub fn connect<T: Element>(
     params: &CagraParams,
     ctx: &BuildCtx,
 ) -> Result<FixedDegreeGraph> {
-    ctx.check_cancelled()?;
     let progress = ctx.progress();
     progress.begin("cagra: entry points and connectivity", None);
-    let entries = ctx.install(|| {
-        weft_graph::connect::spread_entry_points(data, metric, params.entry_points, ctx.seed())
+    let (graph, _) = ctx.install(|| {
+        weft_graph::connect_graph(graph, data, metric, params.entry_points, params.repair, ctx)
     })??;
-    let mut graph = graph.with_entry_points(entries);
-    if params.repair {
-        weft_graph::connect::repair_connectivity(&mut graph, data, metric, ctx.cancel_token())?;
-    }
     progress.end();
     Ok(graph)
 }

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use rayon::prelude::*;
 use weft_core::rng::{SplitMix64, hash3};
 use weft_core::{
-    CancelToken, DatasetView, Element, Error, FixedDegreeGraph, GraphView, INVALID, Metric, NodeId,
-    Result,
+    BuildCtx, CancelToken, DatasetView, Element, Error, FixedDegreeGraph, GraphView, INVALID,
+    Metric, NodeId, Result,
 };
 
 /// The default number of spread entry points of a search graph.
@@ -137,6 +137,30 @@ pub fn spread_entry_points<T: Element>(
         picks.push(last);
     }
     Ok(picks)
+}
+
+/// The last step of a fixed-degree search-graph builder: gives `graph` (built over `data`)
+/// `entry_points` entry points spread over the data ([`spread_entry_points`], seeded by the
+/// build's seed) and, with `repair`, makes every vertex reachable from them
+/// ([`repair_connectivity`]; the report is all zero when `repair` is off). Runs on the current
+/// rayon pool: call it inside [`BuildCtx::install`].
+pub fn connect_graph<T: Element>(
+    graph: FixedDegreeGraph,
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    entry_points: usize,
+    repair: bool,
+    ctx: &BuildCtx,
+) -> Result<(FixedDegreeGraph, RepairReport)> {
+    ctx.check_cancelled()?;
+    let entries = spread_entry_points(data, metric, entry_points, ctx.seed())?;
+    let mut graph = graph.with_entry_points(entries);
+    let report = if repair {
+        repair_connectivity(&mut graph, data, metric, ctx.cancel_token())?
+    } else {
+        RepairReport::default()
+    };
+    Ok((graph, report))
 }
 
 /// Position of the smallest value (the first among equals; NaN never wins).

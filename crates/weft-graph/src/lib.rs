@@ -21,7 +21,7 @@ pub mod recall;
 pub mod stats;
 pub mod storage;
 
-pub use connect::{RepairReport, repair_connectivity, spread_entry_points};
+pub use connect::{RepairReport, connect_graph, repair_connectivity, spread_entry_points};
 pub use hier::{HierGraph, HierLayer};
 pub use recall::{Recall, SampledTruth, Ties};
 pub use stats::{GraphStats, Reachability, graph_stats, reachable_from};

@@ -215,22 +215,15 @@ impl<'a, T: Element> Builder<'a, T> {
                     *slot = e.id;
                 }
             });
-        self.ctx.check_cancelled()?;
-        let entries = weft_graph::connect::spread_entry_points(
+        let (graph, repair) = weft_graph::connect_graph(
+            FixedDegreeGraph::new(n, degree, ids)?,
             self.data,
             self.metric,
             p.entry_points,
-            self.ctx.seed(),
+            p.repair,
+            self.ctx,
         )?;
-        let mut graph = FixedDegreeGraph::new(n, degree, ids)?.with_entry_points(entries);
-        if p.repair {
-            self.stats.repair = weft_graph::connect::repair_connectivity(
-                &mut graph,
-                self.data,
-                self.metric,
-                self.ctx.cancel_token(),
-            )?;
-        }
+        self.stats.repair = repair;
         Ok((graph, self.stats))
     }
 

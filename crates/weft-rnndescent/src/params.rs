@@ -85,10 +85,10 @@ pub struct RnnDescentParams {
     /// Entry points stored with the graph, spread over the data by farthest-first traversal of
     /// a seeded sample ([`weft_graph::connect::spread_entry_points`]; the first is the sample's
     /// most central point). A search scores them all and starts from the best. Default 16: the
-    /// RNG-pruned graph keeps long edges between clusters, so it navigates from anywhere
-    /// (measured on the clustered preset, 100k x 128, 100 clusters: recall@10 0.858 / 0.929 /
-    /// 0.985 at beams 10 / 16 / 32 with 1, 32 or 256 entry points alike, while 256 cost 184
-    /// more distance evaluations per query than 1). 0 only with `repair` off.
+    /// RNG-pruned graph keeps long edges between clusters, so it navigates from anywhere; 1, 32
+    /// and 256 entry points gave the same recall on the clustered preset while 256 cost 184 more
+    /// distance evaluations per query than 1 (docs/benchmarks.md, "Strongly clustered data ...
+    /// on the 2-core machine"). 0 only with `repair` off.
     pub entry_points: usize,
     /// Make every vertex reachable from the entry points before the graph leaves the builder
     /// ([`weft_graph::connect::repair_connectivity`]): nothing in RNN-Descent guarantees it.
