@@ -100,6 +100,15 @@ fn main() {
     let edges: usize = (0..n)
         .map(|v| weft_core::GraphView::neighbors(&graph, v as u32).len())
         .sum();
+    // FNV-1a over every row and the entry points: equal hashes, equal graphs (determinism checks).
+    let mut graph_hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let rows_and_entries = (0..n)
+        .flat_map(|v| weft_core::GraphView::neighbors(&graph, v as u32).to_vec())
+        .chain([u32::MAX])
+        .chain(weft_core::GraphView::entry_points(&graph).to_vec());
+    for id in rows_and_entries {
+        graph_hash = (graph_hash ^ u64::from(id)).wrapping_mul(0x0100_0000_01b3);
+    }
 
     let mut rows = Vec::new();
     for l in ls.split(',').map(|s| s.trim().parse::<usize>().expect("L")) {
@@ -154,7 +163,7 @@ fn main() {
         "{{\"algorithm\": \"rnndescent\", \"n\": {n}, \"dim\": {dim}, \"threads\": {threads}, \
          \"s\": {}, \"r\": {}, \"t1\": {}, \"t2\": {}, \"degree\": {}, \"truncate\": {}, \
          \"build_s\": {build_s:.3}, \"build_cpu_s\": {build_cpu_s:.3}, \"build_distances\": {}, \
-         \"avg_degree\": {:.2}, \"sweep\": [{}]}}",
+         \"graph_hash\": \"{graph_hash:016x}\", \"avg_degree\": {:.2}, \"sweep\": [{}]}}",
         params.s,
         params.r,
         params.t1,
