@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 
 use crate::check::check_search_inputs;
+use crate::entry_layer::{EntryLayer, EntryLayerParams, distinct};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::rng::{SplitMix64, hash3};
@@ -72,6 +73,13 @@ pub struct BeamSearchParams {
     pub max_hops: Option<usize>,
     /// Stop a query after this many distance evaluations (`None`: no budget).
     pub max_distance_computations: Option<usize>,
+    /// How a query with many entry points (the graph's, spread or fixed ones; never random
+    /// ones) picks where to start: `Some`: when there are enough of them
+    /// ([`EntryLayerParams::applies_to`]), by a small beam search over an [`EntryLayer`] built
+    /// over them (once per [`BeamSearch::search`] call, or once for many with
+    /// [`BeamSearch::search_with_entry_layer`]), scoring a fraction of them; `None`: every
+    /// query scores every entry point. Default: `Some` with the default parameters.
+    pub entry_layer: Option<EntryLayerParams>,
 }
 
 impl Default for BeamSearchParams {
@@ -82,6 +90,7 @@ impl Default for BeamSearchParams {
             seed: 0,
             max_hops: None,
             max_distance_computations: None,
+            entry_layer: Some(EntryLayerParams::default()),
         }
     }
 }
@@ -149,6 +158,9 @@ impl Params for BeamSearchParams {
                 "must be at least 1 (leave it unset for no limit)",
             ));
         }
+        if let Some(layer) = &self.entry_layer {
+            layer.validate("entry_layer.")?;
+        }
         Ok(())
     }
 }
@@ -156,7 +168,10 @@ impl Params for BeamSearchParams {
 /// Greedy best-first beam search (name `beam`), the search of HNSW's bottom layer, NSG, and
 /// RNN-Descent's reference code.
 ///
-/// Per query it keeps a sorted candidate list of at most `L` vertices, repeatedly expands the
+/// Per query it scores the entry points (many of them, such as a search graph's 256 spread
+/// ones, through a small navigable [`EntryLayer`] over them: see
+/// [`BeamSearchParams::entry_layer`]), keeps a sorted candidate list of at most `L` vertices
+/// seeded with the best, repeatedly expands the
 /// closest unexpanded one (computing distances to its unvisited out-neighbours and inserting
 /// those that beat the current worst) and stops when every candidate is expanded or a budget
 /// runs out; the first `k` candidates are the answer, ascending by distance, without duplicates,
@@ -164,7 +179,7 @@ impl Params for BeamSearchParams {
 ///
 /// Queries run in parallel on the current rayon pool (call it inside
 /// [`BuildCtx::install`](weft_core::BuildCtx::install) to choose the thread count). Each worker
-/// thread owns a generation-stamped visited array and candidate buffers, created for this call
+/// thread owns a visited bitset and candidate buffers, created for this call
 /// and reused across its queries. Results are deterministic: each query depends only on its own
 /// inputs and the seed.
 #[derive(Clone, Copy, Debug, Default)]
@@ -178,35 +193,78 @@ struct Cand {
     expanded: bool,
 }
 
+/// A set of vertex ids as a bitset, cleared in time proportional to what was inserted (the
+/// words touched since the last clear), so that it costs `n / 8` bytes, stays in cache, and
+/// needs no per-query pass over all `n`.
+struct VisitedSet {
+    bits: Vec<u64>,
+    /// The words of `bits` made non-zero since the last clear.
+    touched: Vec<u32>,
+}
+
+impl VisitedSet {
+    fn new(n: usize) -> Self {
+        VisitedSet {
+            bits: vec![0; n.div_ceil(64)],
+            touched: Vec::new(),
+        }
+    }
+
+    /// Inserts `v`; returns whether it was absent.
+    #[inline(always)]
+    fn insert(&mut self, v: usize) -> bool {
+        let (w, bit) = (v >> 6, 1u64 << (v & 63));
+        let word = &mut self.bits[w];
+        if *word & bit != 0 {
+            return false;
+        }
+        if *word == 0 {
+            self.touched.push(w as u32);
+        }
+        *word |= bit;
+        true
+    }
+
+    /// Empties the set.
+    fn clear(&mut self) {
+        for &w in &self.touched {
+            self.bits[w as usize] = 0;
+        }
+        self.touched.clear();
+    }
+}
+
 /// Per-thread buffers, reused across the queries of one search call.
 struct Scratch {
-    /// `visited[v] == stamp` iff `v` was seen by the current query.
-    visited: Vec<u32>,
-    stamp: u32,
+    /// The vertices seen by the current query.
+    visited: VisitedSet,
+    /// The same for the entry layer's local vertices.
+    layer_visited: VisitedSet,
     pool: Vec<Cand>,
+    /// The entry layer search's candidate list (ids are local to the layer).
+    layer_pool: Vec<Cand>,
     fresh: Vec<NodeId>,
     stats: SearchStats,
 }
 
 impl Scratch {
-    fn new(n: usize, l: usize) -> Self {
+    fn new(n: usize, l: usize, layer_len: usize) -> Self {
         Scratch {
-            visited: vec![0; n],
-            stamp: 0,
+            visited: VisitedSet::new(n),
+            layer_visited: VisitedSet::new(layer_len),
             pool: Vec::with_capacity(l + 1),
+            layer_pool: Vec::new(),
             fresh: Vec::new(),
             stats: SearchStats::default(),
         }
     }
 
-    /// Starts a new query: a fresh stamp (clearing the array only when the stamp wraps).
+    /// Starts a new query: empty visited sets and candidate lists.
     fn next_query(&mut self) {
-        if self.stamp == u32::MAX {
-            self.visited.fill(0);
-            self.stamp = 0;
-        }
-        self.stamp += 1;
+        self.visited.clear();
+        self.layer_visited.clear();
         self.pool.clear();
+        self.layer_pool.clear();
     }
 }
 
@@ -285,6 +343,8 @@ struct QueryCtx<'a, G: ?Sized, T> {
     params: &'a BeamSearchParams,
     /// The entry points of [`EntryPoints::Spread`], computed once per call (else empty).
     spread: &'a [NodeId],
+    /// The entry layer over the entry points, when the search uses one.
+    layer: Option<&'a EntryLayer>,
     row_bytes: usize,
     /// How many vectors ahead of the distance loop to prefetch.
     ahead: usize,
@@ -298,39 +358,60 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
         let max_hops = self.params.max_hops.unwrap_or(usize::MAX);
         let budget = self.params.max_distance_computations.unwrap_or(usize::MAX);
         s.next_query();
-        let stamp = s.stamp;
         let mut dc = 0usize;
 
-        // Entry points.
-        s.fresh.clear();
-        let graph_entries = self.graph.entry_points();
-        match &self.params.entry_points {
-            EntryPoints::Graph if !graph_entries.is_empty() => {
-                s.fresh.extend_from_slice(graph_entries)
-            }
-            EntryPoints::Fixed { ids } => s.fresh.extend_from_slice(ids),
-            EntryPoints::Spread { .. } => s.fresh.extend_from_slice(self.spread),
-            EntryPoints::Graph | EntryPoints::Random { .. } => {
-                let count = match self.params.entry_points {
-                    EntryPoints::Random { count } => count,
-                    _ => 1,
-                };
-                let mut rng = SplitMix64::new(hash3(self.params.seed, qi as u64, 0xe7));
-                for _ in 0..count {
-                    s.fresh.push(rng.below(n as u64) as NodeId);
+        // Entry points: through the layer, or all scored.
+        if let Some(layer) = self.layer {
+            dc += self.enter_through_layer(layer, s, query, budget);
+        } else {
+            s.fresh.clear();
+            let graph_entries = self.graph.entry_points();
+            match &self.params.entry_points {
+                EntryPoints::Graph if !graph_entries.is_empty() => {
+                    s.fresh.extend_from_slice(graph_entries)
+                }
+                EntryPoints::Fixed { ids } => s.fresh.extend_from_slice(ids),
+                EntryPoints::Spread { .. } => s.fresh.extend_from_slice(self.spread),
+                EntryPoints::Graph | EntryPoints::Random { .. } => {
+                    let count = match self.params.entry_points {
+                        EntryPoints::Random { count } => count,
+                        _ => 1,
+                    };
+                    let mut rng = SplitMix64::new(hash3(self.params.seed, qi as u64, 0xe7));
+                    for _ in 0..count {
+                        s.fresh.push(rng.below(n as u64) as NodeId);
+                    }
                 }
             }
-        }
-        for i in 0..s.fresh.len() {
-            let e = s.fresh[i];
-            let slot = &mut s.visited[e as usize];
-            if *slot == stamp {
-                continue;
+            // The distinct ones, all scored (whatever the budget), four at a time.
+            let mut m = 0;
+            for i in 0..s.fresh.len() {
+                let e = s.fresh[i];
+                if s.visited.insert(e as usize) {
+                    s.fresh[m] = e;
+                    m += 1;
+                }
             }
-            *slot = stamp;
-            let d = self.dist.eval(query, self.data.row(e as usize));
-            dc += 1;
-            insert(&mut s.pool, l, d, e);
+            let mut j = 0;
+            while j < m {
+                let ids = &s.fresh[j..(j + 4).min(m)];
+                let d4 = if ids.len() == 1 {
+                    [
+                        self.dist.eval(query, self.data.row(ids[0] as usize)),
+                        0.0,
+                        0.0,
+                        0.0,
+                    ]
+                } else {
+                    let row = |i: usize| self.data.row(ids[i.min(ids.len() - 1)] as usize);
+                    self.dist.eval_x4(query, [row(0), row(1), row(2), row(3)])
+                };
+                for (&e, &d) in ids.iter().zip(&d4) {
+                    insert(&mut s.pool, l, d, e);
+                }
+                j += ids.len();
+            }
+            dc += m;
         }
 
         let mut hops = 0usize;
@@ -351,9 +432,7 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
                 if ui >= n {
                     continue; // padding or a corrupt id: never followed
                 }
-                let slot = &mut s.visited[ui];
-                if *slot != stamp {
-                    *slot = stamp;
+                if s.visited.insert(ui) {
                     s.fresh.push(u);
                 }
             }
@@ -410,6 +489,75 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
         s.stats.hops += hops as u64;
         s.stats.distance_computations += dc as u64;
     }
+
+    /// The entry phase through `layer`: a beam search of the layer's list size from its first
+    /// vertex; every entry point it scores is marked visited and offered to `s.pool`. Returns
+    /// the distance evaluations (at most `budget`, at least 1).
+    fn enter_through_layer(
+        &self,
+        layer: &EntryLayer,
+        s: &mut Scratch,
+        query: &[T],
+        budget: usize,
+    ) -> usize {
+        let l = self.params.l;
+        let beam = layer.params().beam;
+        let ids = layer.ids();
+        let row = |local: u32| self.data.row(ids[local as usize] as usize);
+        let d0 = self.dist.eval(query, row(0));
+        let mut dc = 1usize;
+        s.layer_visited.insert(0);
+        s.visited.insert(ids[0] as usize);
+        insert(&mut s.layer_pool, beam, d0, 0);
+        insert(&mut s.pool, l, d0, ids[0]);
+        let mut cur = 0usize;
+        let mut fresh = [0u32; 4];
+        while cur < s.layer_pool.len() && dc < budget {
+            if s.layer_pool[cur].expanded {
+                cur += 1;
+                continue;
+            }
+            s.layer_pool[cur].expanded = true;
+            let v = s.layer_pool[cur].id as usize;
+            let mut best = usize::MAX;
+            let mut nb = layer.neighbors(v).iter();
+            loop {
+                // Up to four unvisited neighbours, then their distances in one kernel call.
+                let mut cnt = 0;
+                while cnt < 4 && dc + cnt < budget {
+                    let Some(&u) = nb.next() else { break };
+                    if s.layer_visited.insert(u as usize) {
+                        fresh[cnt] = u;
+                        cnt += 1;
+                    }
+                }
+                if cnt == 0 {
+                    break;
+                }
+                let d4 = if cnt == 1 {
+                    [self.dist.eval(query, row(fresh[0])), 0.0, 0.0, 0.0]
+                } else {
+                    let r = |i: usize| row(fresh[i.min(cnt - 1)]);
+                    self.dist.eval_x4(query, [r(0), r(1), r(2), r(3)])
+                };
+                dc += cnt;
+                for (&u, &d) in fresh[..cnt].iter().zip(&d4) {
+                    let g = ids[u as usize];
+                    s.visited.insert(g as usize);
+                    insert(&mut s.pool, l, d, g);
+                    if let Some(p) = insert(&mut s.layer_pool, beam, d, u) {
+                        best = best.min(p);
+                    }
+                }
+            }
+            if best <= cur {
+                cur = best;
+            } else {
+                cur += 1;
+            }
+        }
+        dc
+    }
 }
 
 impl<G: GraphView + ?Sized> Searcher<G> for BeamSearch {
@@ -426,6 +574,50 @@ impl<G: GraphView + ?Sized> Searcher<G> for BeamSearch {
         queries: DatasetView<'_, T>,
         metric: Metric,
         params: &BeamSearchParams,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        self.search_with_entry_layer(graph, data, queries, metric, params, None, out)
+    }
+}
+
+impl BeamSearch {
+    /// The entry layer a [`BeamSearch::search`] with `params` would build over `entries`, the
+    /// entry points it resolves to (the graph's, the fixed list or the spread points): `None`
+    /// when it scores every entry point (`params.entry_layer` is `None`, or
+    /// [`EntryLayerParams::applies_to`] is false for the number of distinct entry points).
+    /// Build it once and pass it to [`BeamSearch::search_with_entry_layer`] to search
+    /// repeatedly without building it each call.
+    pub fn entry_layer_for<T: Element>(
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        entries: &[NodeId],
+        params: &BeamSearchParams,
+    ) -> Result<Option<EntryLayer>> {
+        match &params.entry_layer {
+            Some(p) if p.applies_to(distinct(entries).len()) => {
+                EntryLayer::build(data, metric, entries, p).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// [`BeamSearch::search`] with a prepared entry layer: `Some(layer)` (built by
+    /// [`BeamSearch::entry_layer_for`] or [`EntryLayer::build`]) is used in place of scoring
+    /// the entry points, whatever `params.entry_layer` says, and must be built over the entry
+    /// points the search resolves to (the same distinct ids in the same order, else
+    /// [`Error::InvalidInput`]) for `metric`; `None` builds one when `params` ask for it, as
+    /// [`BeamSearch::search`] does. The results are those of [`BeamSearch::search`] with the
+    /// layer's parameters. Random entry points ([`EntryPoints::Random`], or a graph without
+    /// entry points under [`EntryPoints::Graph`]) take no layer.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_with_entry_layer<G: GraphView + ?Sized, T: Element>(
+        &self,
+        graph: &G,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &BeamSearchParams,
+        layer: Option<&EntryLayer>,
         mut out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
         Self::check(graph, data, queries, params, &out)?;
@@ -437,15 +629,46 @@ impl<G: GraphView + ?Sized> Searcher<G> for BeamSearch {
             }
             _ => Vec::new(),
         };
+        let graph_entries = graph.entry_points();
+        let entries: Option<&[NodeId]> = match &params.entry_points {
+            EntryPoints::Graph if !graph_entries.is_empty() => Some(graph_entries),
+            EntryPoints::Fixed { ids } => Some(ids),
+            EntryPoints::Spread { .. } => Some(&spread),
+            EntryPoints::Graph | EntryPoints::Random { .. } => None,
+        };
+        let built;
+        let layer = match (layer, entries) {
+            (Some(layer), Some(entries)) => {
+                if layer.metric() != metric || layer.ids() != distinct(entries) {
+                    return Err(Error::InvalidInput(
+                        "the entry layer was not built over this search's entry points and metric"
+                            .into(),
+                    ));
+                }
+                Some(layer)
+            }
+            (Some(_), None) => {
+                return Err(Error::InvalidInput(
+                    "an entry layer was given to a search from random entry points".into(),
+                ));
+            }
+            (None, Some(entries)) if queries.rows() > 0 => {
+                built = Self::entry_layer_for(data, metric, entries, params)?;
+                built.as_ref()
+            }
+            (None, _) => None,
+        };
         let ctx = QueryCtx {
             graph,
             data,
             dist: metric.distance_fn::<T>(),
             params,
             spread: &spread,
+            layer,
             row_bytes: data.dim() * std::mem::size_of::<T>(),
             ahead: (PREFETCH_BYTES / (data.dim() * std::mem::size_of::<T>()).max(1)).max(1),
         };
+        let layer_len = layer.map_or(0, |l| l.ids().len());
         let slots: Vec<Mutex<Option<Scratch>>> = (0..rayon::current_num_threads().max(1))
             .map(|_| Mutex::new(None))
             .collect();
@@ -454,7 +677,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for BeamSearch {
             .for_each(|(qi, (ids, dists))| {
                 let t = rayon::current_thread_index().unwrap_or(0) % slots.len();
                 let mut guard = slots[t].lock().unwrap_or_else(|e| e.into_inner());
-                let s = guard.get_or_insert_with(|| Scratch::new(n, params.l));
+                let s = guard.get_or_insert_with(|| Scratch::new(n, params.l, layer_len));
                 ctx.run(s, qi, queries.row(qi));
                 for j in 0..k {
                     match s.pool.get(j) {

@@ -13,12 +13,15 @@
 //! - `GgnnSearchGpu` (feature `cuda`): the GGNN query on the GPU (name `ggnn_gpu`), one
 //!   thread block per query, with [`GgnnSearchParams`].
 //! - [`medoid`]: an approximate medoid (seeded sample), the usual search entry point.
+//! - [`EntryLayer`]: a small navigable graph over many entry points, searched per query by
+//!   [`BeamSearch`] in place of scoring every entry point ([`entry_layer`]).
 
 mod beam;
 mod cagra_gpu_params;
 mod check;
 mod copy;
 mod entry;
+pub mod entry_layer;
 mod exact;
 mod ggnn;
 #[cfg(feature = "cuda")]
@@ -29,6 +32,7 @@ mod gpu;
 pub use beam::{BeamSearch, BeamSearchParams, EntryPoints};
 pub use cagra_gpu_params::{CAGRA_GPU_MAX_ITOPK, CagraSearchModeParam, CagraSearchParams};
 pub use entry::medoid;
+pub use entry_layer::{EntryLayer, EntryLayerParams};
 pub use exact::ExactSearcher;
 pub use ggnn::{GgnnSearch, GgnnSearchParams};
 #[cfg(feature = "cuda")]

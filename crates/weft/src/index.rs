@@ -12,7 +12,9 @@ use weft_core::{
 use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 use weft_graph::storage::{self, GraphKind, GraphMeta, LoadOptions, StoredGraph};
 use weft_io::{AnyDataset, Format, ReadOptions};
-use weft_search::{BeamSearch, BeamSearchParams, EntryPoints, ExactSearcher};
+use weft_search::{
+    BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints, ExactSearcher,
+};
 
 use crate::registry::{Backend, Registry, with_view};
 
@@ -30,6 +32,12 @@ pub struct SearchParams {
     pub seed: u64,
     /// Stop a query after this many expanded vertices (`None`: no limit).
     pub max_hops: Option<usize>,
+    /// How the CPU beam search picks where to start among many entry points (see
+    /// `weft_search::BeamSearchParams::entry_layer`): `Some`: by a small beam search over an
+    /// entry layer built once per index (and seed, for spread entry points) and kept for the later
+    /// searches; `None`: every query scores every entry point. Default: `Some` with the default
+    /// parameters. Validated by each search, never adjusted.
+    pub entry_layer: Option<EntryLayerParams>,
     /// Where the graph search runs (default: the CPU).
     pub backend: SearchBackend,
     /// Options of the GPU search (used when it runs on the GPU).
@@ -96,6 +104,7 @@ impl SearchParams {
             exact: false,
             seed: 0,
             max_hops: None,
+            entry_layer: Some(EntryLayerParams::default()),
             backend: SearchBackend::Cpu,
             gpu: GpuSearchOptions::default(),
         }
@@ -140,8 +149,10 @@ pub enum EntrySource {
     },
 }
 
-/// The entry points every graph search of an [`Index`] starts from (each query scores all of them
-/// and expands from the best).
+/// The entry points every graph search of an [`Index`] starts from (each query expands from the
+/// best of them: on the CPU, with the default [`SearchParams::entry_layer`], found by a small
+/// beam search over an entry layer built over them when there are many, else by scoring them
+/// all).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SearchEntryPoints {
     /// Where they come from.
@@ -168,6 +179,8 @@ pub struct Index {
     meta: GraphMeta,
     /// The spread entry points of a graph without its own, once computed.
     spread: SpreadCache,
+    /// The CPU beam search's entry layer, once built.
+    layer: LayerCache,
     #[cfg(feature = "cuda")]
     gpu: GpuCache,
 }
@@ -194,6 +207,36 @@ impl SpreadCache {
 
     fn set(&self, seed: u64, ids: Arc<[NodeId]>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((seed, ids));
+    }
+}
+
+/// What an entry layer was built for: the entry points (`None`: the graph's own; `Some(seed)`:
+/// the spread ones of that seed) and the layer's parameters.
+type LayerKey = (Option<u64>, EntryLayerParams);
+
+/// The last entry layer an [`Index`] built for its CPU searches (`None` inside: the search
+/// scores every entry point), with what it was built for. A clone keeps it.
+#[derive(Debug, Default)]
+struct LayerCache(Mutex<Option<(LayerKey, Option<Arc<EntryLayer>>)>>);
+
+impl Clone for LayerCache {
+    fn clone(&self) -> Self {
+        LayerCache(Mutex::new(
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        ))
+    }
+}
+
+impl LayerCache {
+    fn get(&self, key: &LayerKey) -> Option<Option<Arc<EntryLayer>>> {
+        match &*self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((k, layer)) if k == key => Some(layer.clone()),
+            _ => None,
+        }
+    }
+
+    fn set(&self, key: LayerKey, layer: Option<Arc<EntryLayer>>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, layer));
     }
 }
 
@@ -305,6 +348,7 @@ impl Index {
             graph,
             meta,
             spread: SpreadCache::default(),
+            layer: LayerCache::default(),
             #[cfg(feature = "cuda")]
             gpu: GpuCache::default(),
         })
@@ -375,6 +419,7 @@ impl Index {
             graph,
             meta,
             spread: SpreadCache::default(),
+            layer: LayerCache::default(),
             #[cfg(feature = "cuda")]
             gpu: GpuCache::default(),
         })
@@ -490,6 +535,35 @@ impl Index {
         } else {
             Some(self.search_entry_points(params.seed)?)
         };
+        let beam = |entry_points| BeamSearchParams {
+            l: params.beam_width,
+            entry_points,
+            seed: params.seed,
+            max_hops: params.max_hops,
+            entry_layer: params.entry_layer,
+            ..BeamSearchParams::with_l(params.beam_width)
+        };
+        let cpu_params = entries.as_ref().map(|e| {
+            beam(match e.source {
+                EntrySource::Spread { .. } => EntryPoints::Fixed {
+                    ids: e.ids.to_vec(),
+                },
+                EntrySource::Graph => EntryPoints::Graph,
+            })
+        });
+        // The CPU search's entry layer, built once per index, seed and layer parameters: outside
+        // the timed part for a CPU search; when the GPU may search, only if it does not (a GPU
+        // search does not use it).
+        let cpu_layer = |entries: &Option<SearchEntryPoints>, p: &Option<BeamSearchParams>| match (
+            entries, p,
+        ) {
+            (Some(e), Some(p)) => self.entry_layer(data, e, p),
+            _ => Ok(None),
+        };
+        let layer = match params.backend {
+            SearchBackend::Cpu => Some(cpu_layer(&entries, &cpu_params)?),
+            SearchBackend::Auto | SearchBackend::Gpu => None,
+        };
         let start = Instant::now();
         let mut backend = "cpu";
         let stats = if params.exact {
@@ -507,26 +581,21 @@ impl Index {
             backend = "gpu";
             stats
         } else {
-            let entry_points = match &entries {
-                Some(SearchEntryPoints {
-                    source: EntrySource::Spread { .. },
-                    ids,
-                }) => EntryPoints::Fixed { ids: ids.to_vec() },
-                _ => EntryPoints::Graph,
+            let layer = match layer {
+                Some(layer) => layer,
+                None => cpu_layer(&entries, &cpu_params)?,
             };
-            let p = BeamSearchParams {
-                l: params.beam_width,
-                entry_points,
-                seed: params.seed,
-                max_hops: params.max_hops,
-                ..BeamSearchParams::with_l(params.beam_width)
+            let p = match cpu_params {
+                Some(p) => p,
+                None => beam(EntryPoints::Graph),
             };
-            BeamSearch.search(
+            BeamSearch.search_with_entry_layer(
                 self.graph.as_view(),
                 data,
                 queries,
                 metric,
                 &p,
+                layer.as_deref(),
                 out.as_mut(),
             )?
         };
@@ -536,6 +605,34 @@ impl Index {
             elapsed: start.elapsed(),
             backend,
         })
+    }
+
+    /// The entry layer of a CPU search from `entries` with `params` (`None`: it scores every
+    /// entry point), from the cache or built and kept there.
+    fn entry_layer<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        entries: &SearchEntryPoints,
+        params: &BeamSearchParams,
+    ) -> Result<Option<Arc<EntryLayer>>> {
+        let Some(lp) = params.entry_layer else {
+            return Ok(None);
+        };
+        lp.validate("entry_layer.")?;
+        let key = (
+            match entries.source {
+                EntrySource::Graph => None,
+                EntrySource::Spread { seed } => Some(seed),
+            },
+            lp,
+        );
+        if let Some(layer) = self.layer.get(&key) {
+            return Ok(layer);
+        }
+        let layer =
+            BeamSearch::entry_layer_for(data, self.metric(), &entries.ids, params)?.map(Arc::new);
+        self.layer.set(key, layer.clone());
+        Ok(layer)
     }
 
     /// The GPU search when `params.backend` asks for it and it can run (`None`: search on the

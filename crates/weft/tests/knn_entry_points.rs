@@ -241,3 +241,72 @@ fn knn_graph_gpu_search_starts_from_spread_entry_points() {
     let d = index.search(queries.view(), 10, &params).unwrap();
     assert_eq!(d.neighbors, a.neighbors);
 }
+
+/// The CPU search's entry layer (the default): built once per index and seed, as good as scoring
+/// every spread entry point at a fraction of their distances, and a query's answer is the same
+/// alone or in a batch and equal to the beam search's own with the same entry points.
+#[test]
+fn index_searches_many_entry_points_through_the_entry_layer() {
+    let (base, queries) = gaussian_mixture(6000, 200, 32, 30, 11);
+    let ctx = BuildCtx::new(3);
+    let truth =
+        weft::graph::exact::exact_search(base.view(), queries.view(), Metric::L2Squared, 10, &ctx)
+            .unwrap();
+    let index = Index::build_from_view(
+        base.view(),
+        Metric::L2Squared,
+        "nndescent",
+        &serde_json::json!({}),
+        Some(16),
+        &ctx,
+    )
+    .unwrap();
+    let layered = SearchParams::with_beam_width(48);
+    assert!(layered.entry_layer.is_some());
+    let all = SearchParams {
+        entry_layer: None,
+        ..layered.clone()
+    };
+    let a = index.search(queries.view(), 10, &all).unwrap();
+    let b = index.search(queries.view(), 10, &layered).unwrap();
+    let (r_all, r_layer) = (recall(&a.neighbors, &truth), recall(&b.neighbors, &truth));
+    let per_query = |o: &weft::index::SearchOutput| {
+        o.stats.distance_computations as f64 / o.stats.queries as f64
+    };
+    println!(
+        "k-NN graph, 30 clusters, L = 48: recall@10 {r_all:.4} scoring all {DEFAULT_ENTRY_POINTS} entry points ({:.0} distances per query), {r_layer:.4} through the entry layer ({:.0})",
+        per_query(&a),
+        per_query(&b)
+    );
+    assert!(
+        r_all >= 0.95 && r_layer >= r_all - 0.005,
+        "{r_layer} against {r_all}"
+    );
+    assert!(per_query(&b) + 64.0 <= per_query(&a));
+
+    // The same as the beam search's own layer over the same entry points.
+    let ids = index.search_entry_points(0).unwrap().ids.to_vec();
+    let mut direct = Neighbors::new(queries.rows(), 10);
+    BeamSearch
+        .search(
+            index.graph().as_view(),
+            base.view(),
+            queries.view(),
+            Metric::L2Squared,
+            &BeamSearchParams {
+                entry_points: EntryPoints::Fixed { ids },
+                ..BeamSearchParams::with_l(48)
+            },
+            direct.as_mut(),
+        )
+        .unwrap();
+    assert_eq!(direct, b.neighbors);
+    // One query per call (the cached layer) gives each query's batch answer; so does a clone.
+    let clone = index.clone();
+    for q in [0usize, 57, 199] {
+        let one = Dataset::from_vec(queries.row(q).to_vec(), 1, 32).unwrap();
+        let alone = clone.search(one.view(), 10, &layered).unwrap().neighbors;
+        assert_eq!(alone.row_ids(0), b.neighbors.row_ids(q), "query {q}");
+        assert_eq!(alone.row_dists(0), b.neighbors.row_dists(q), "query {q}");
+    }
+}
