@@ -214,6 +214,33 @@ pub fn connect<T: Element>(
     Ok(graph)
 }
 
+/// [`connect`] with the entry points already picked
+/// ([`weft_graph::connect::spread_entry_points`] with [`CagraParams::entry_points`] and the
+/// build's seed), as the GPU optimiser does while the device works.
+pub fn connect_with_entries<T: Element>(
+    graph: FixedDegreeGraph,
+    entries: Vec<NodeId>,
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    params: &CagraParams,
+    ctx: &BuildCtx,
+) -> Result<FixedDegreeGraph> {
+    let progress = ctx.progress();
+    progress.begin("cagra: connectivity", None);
+    let (graph, _) = ctx.install(|| {
+        weft_graph::connect::connect_graph_with_entries(
+            graph,
+            entries,
+            data,
+            metric,
+            params.repair,
+            ctx,
+        )
+    })??;
+    progress.end();
+    Ok(graph)
+}
+
 /// Every intermediate result of the optimisation, for tests and for the GPU oracle.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stages {

@@ -7,7 +7,8 @@ use weft_core::{
 use weft_gpu::{CagraOptimizer, DeviceKnnGraph, GpuContext};
 
 use crate::CagraParams;
-use crate::cpu::{check_input, check_optimize_inputs, connect};
+use crate::cpu::{check_input, check_optimize_inputs, connect, connect_with_entries};
+use weft_graph::connect::spread_entry_points;
 
 /// CAGRA graph optimisation on a GPU, name `cagra`: the same output as
 /// [`CagraCpu`](crate::CagraCpu), bit for bit (detour counts, pruned rows, reverse rows and the
@@ -65,11 +66,18 @@ impl<'c> CagraGpu<'c> {
         ctx.check_cancelled()?;
         ctx.progress().begin("cagra: GPU optimisation", None);
         let opt = CagraOptimizer::new(self.ctx);
-        let graph = opt
-            .optimize_device(knn, degree)
-            .and_then(|g| g.download(self.ctx));
+        // The entry points need only the data: the host picks them while the device works.
+        let (graph, entries) = ctx.install(|| {
+            rayon::join(
+                || {
+                    opt.optimize_device(knn, degree)
+                        .and_then(|g| g.download(self.ctx))
+                },
+                || spread_entry_points(data, metric, params.entry_points, ctx.seed()),
+            )
+        })?;
         ctx.progress().end();
-        connect(graph?, data, metric, params, ctx)
+        connect_with_entries(graph?, entries?, data, metric, params, ctx)
     }
 }
 

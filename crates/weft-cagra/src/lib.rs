@@ -65,7 +65,7 @@ mod cpu;
 #[cfg(feature = "cuda")]
 mod gpu;
 
-pub use cpu::{CagraCpu, Stages, connect, optimize_stages, reverse_graph};
+pub use cpu::{CagraCpu, Stages, connect, connect_with_entries, optimize_stages, reverse_graph};
 #[cfg(feature = "cuda")]
 pub use gpu::CagraGpu;
 

@@ -21,7 +21,7 @@
 //!
 //! Both are deterministic for a seed and independent of the thread count.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use rayon::prelude::*;
 use weft_core::rng::{SplitMix64, hash3};
@@ -154,6 +154,22 @@ pub fn connect_graph<T: Element>(
 ) -> Result<(FixedDegreeGraph, RepairReport)> {
     ctx.check_cancelled()?;
     let entries = spread_entry_points(data, metric, entry_points, ctx.seed())?;
+    connect_graph_with_entries(graph, entries, data, metric, repair, ctx)
+}
+
+/// [`connect_graph`] with the entry points already picked by [`spread_entry_points`] (for a
+/// builder that computes them on the host while a device builds the graph): gives `graph` the
+/// `entries` and, with `repair`, makes every vertex reachable from them. Runs on the current
+/// rayon pool.
+pub fn connect_graph_with_entries<T: Element>(
+    graph: FixedDegreeGraph,
+    entries: Vec<NodeId>,
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    repair: bool,
+    ctx: &BuildCtx,
+) -> Result<(FixedDegreeGraph, RepairReport)> {
+    ctx.check_cancelled()?;
     let mut graph = graph.with_entry_points(entries);
     let report = if repair {
         repair_connectivity(&mut graph, data, metric, ctx.cancel_token())?
@@ -267,12 +283,14 @@ pub fn repair_rows<D: Fn(NodeId, NodeId) -> f32>(
     }
     let mut rows = Rows { ids, degree, n };
     rows.check_ids()?;
-    let mut tree = rows.reach(entries);
-    report.unreachable_before = tree.unreachable();
+    // The common case, a graph already connected, needs no tree: count what the entry points
+    // reach first (cheaper: no parents), and build the tree only when something is missing.
+    report.unreachable_before = n - rows.count_reached(entries);
     if entries.is_empty() || report.unreachable_before == 0 {
         report.unreachable_after = report.unreachable_before;
         return Ok(report);
     }
+    let mut tree = rows.reach(entries);
     let mut stack = Vec::new();
     let mut search = BridgeSearch::new(n);
     while report.passes < REPAIR_PASSES && tree.unreachable() > 0 {
@@ -386,6 +404,41 @@ impl Rows<'_> {
         }
     }
 
+    /// How many vertices `entries` reach (a parallel breadth-first search that records no
+    /// parents; each vertex is claimed once, by whichever thread gets there first).
+    fn count_reached(&self, entries: &[NodeId]) -> usize {
+        let seen: Vec<AtomicBool> = (0..self.n).map(|_| AtomicBool::new(false)).collect();
+        let mut frontier: Vec<NodeId> = entries
+            .iter()
+            .copied()
+            .filter(|&e| !seen[e as usize].swap(true, Ordering::Relaxed))
+            .collect();
+        let mut reached = frontier.len();
+        while !frontier.is_empty() {
+            frontier = frontier
+                .par_chunks(REACH_CHUNK)
+                .flat_map_iter(|chunk| {
+                    let mut next = Vec::new();
+                    for &v in chunk {
+                        for &w in self.row(v as usize) {
+                            let Some(flag) = seen.get(w as usize) else {
+                                continue;
+                            };
+                            // A plain load first: most edges lead to vertices already seen.
+                            if !flag.load(Ordering::Relaxed) && !flag.swap(true, Ordering::Relaxed)
+                            {
+                                next.push(w);
+                            }
+                        }
+                    }
+                    next
+                })
+                .collect();
+            reached += frontier.len();
+        }
+        reached
+    }
+
     /// The breadth-first tree of what `entries` reach, level by level, each level's vertices
     /// expanded in parallel. A vertex's parent is the smallest vertex of the previous level with
     /// an edge to it, so the tree does not depend on the order of the parallel work.
@@ -411,6 +464,11 @@ impl Rows<'_> {
                         for &w in self.row(v as usize) {
                             let wi = w as usize;
                             if wi >= self.n {
+                                continue;
+                            }
+                            // Reached at an earlier level: nothing to claim (a plain load).
+                            let seen_at = level[wi].load(Ordering::Relaxed);
+                            if seen_at != UNSEEN && seen_at != depth {
                                 continue;
                             }
                             let claimed = match level[wi].compare_exchange(
@@ -684,8 +742,13 @@ mod tests {
                 (0..entries).map(|_| rng.below(n as u64) as NodeId).collect();
             let xs: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32).collect();
             let dist = |a: NodeId, b: NodeId| (xs[a as usize] - xs[b as usize]).abs();
+            // The parent-free count agrees with the tree on the graph as drawn.
+            let before = Rows { ids: &mut ids, degree, n };
+            let reached = before.count_reached(&entry_ids);
+            proptest::prop_assert_eq!(n - reached, before.reach(&entry_ids).unreachable());
             let report =
                 repair_rows(&mut ids, degree, &entry_ids, dist, &CancelToken::new()).unwrap();
+            proptest::prop_assert_eq!(report.unreachable_before, n - reached);
             let rows = Rows { ids: &mut ids, degree, n };
             let tree = rows.reach(&entry_ids);
             proptest::prop_assert_eq!(tree.unreachable(), 0, "{:?}", report);
