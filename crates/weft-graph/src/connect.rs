@@ -295,6 +295,7 @@ pub fn repair_rows<D: Fn(NodeId, NodeId) -> f32>(
     let mut search = BridgeSearch::new(n);
     while report.passes < REPAIR_PASSES && tree.unreachable() > 0 {
         report.passes += 1;
+        let mut forced = false;
         // Local links: an unreachable vertex with a reachable out-neighbour r gets r -> u.
         for u in 0..n {
             if !tree.reached(u)
@@ -334,6 +335,8 @@ pub fn repair_rows<D: Fn(NodeId, NodeId) -> f32>(
                         .map(|(_, r)| r)
                 })
                 .unwrap_or(near[0]);
+            // Only a link over a tree edge can cut reached vertices off.
+            forced |= !has_room(r);
             report.replaced += usize::from(rows.link(r as usize, u as NodeId, &tree));
             // The way back, only where it costs no edge the graph needs.
             if let Some(slot) = rows.back_slot(u, &tree) {
@@ -342,8 +345,11 @@ pub fn repair_rows<D: Fn(NodeId, NodeId) -> f32>(
             report.bridges += 1;
             rows.flood(r, u as NodeId, &mut tree, &mut stack);
         }
-        // A forced replacement can have cut a subtree off: start the next pass afresh.
-        tree = rows.reach(entries);
+        // A forced replacement can have cut a subtree off: start the next pass afresh. Without
+        // one, every edge replaced was off the tree, which now spans every vertex.
+        if forced {
+            tree = rows.reach(entries);
+        }
     }
     report.unreachable_after = tree.unreachable();
     Ok(report)
@@ -389,11 +395,16 @@ impl Rows<'_> {
     /// Fails on an id that is neither a vertex nor padding (checked in parallel).
     fn check_ids(&self) -> Result<()> {
         let n = self.n;
-        let bad = self
+        // A branch-free scan first (the common case: nothing wrong), the position only after.
+        let out_of_range = |w: &NodeId| *w != INVALID && *w as usize >= n;
+        let any_bad = self
             .ids
-            .par_iter()
-            .with_min_len(1 << 14)
-            .position_first(|&w| w != INVALID && w as usize >= n);
+            .par_chunks(1 << 16)
+            .any(|chunk| chunk.iter().fold(false, |acc, w| acc | out_of_range(w)));
+        if !any_bad {
+            return Ok(());
+        }
+        let bad = self.ids.iter().position(out_of_range);
         match bad {
             Some(i) => Err(Error::InvalidGraph(format!(
                 "vertex {} has neighbour {}, out of range (n = {n})",
