@@ -18,8 +18,44 @@ struct Entry {
     new: bool,
 }
 
-/// One work item's output of a scatter: `(target, entry)` pairs per target block.
-type Buckets = Vec<Vec<(NodeId, Entry)>>;
+/// One work item's output of a scatter: `(target, entry)` pairs grouped by target block (in
+/// emission order within a block), in one allocation.
+struct Buckets {
+    items: Vec<(NodeId, Entry)>,
+    /// Block `b`'s pairs are `items[starts[b]..starts[b + 1]]`.
+    starts: Vec<u32>,
+}
+
+impl Buckets {
+    /// Groups `pairs` by target block (a stable counting sort).
+    fn new(pairs: &[(NodeId, Entry)], nblocks: usize, block_len: usize) -> Self {
+        let mut starts = vec![0u32; nblocks + 1];
+        for &(t, _) in pairs {
+            starts[t as usize / block_len + 1] += 1;
+        }
+        for b in 0..nblocks {
+            starts[b + 1] += starts[b];
+        }
+        let mut next = starts.clone();
+        let none = Entry {
+            id: INVALID,
+            dist: 0.0,
+            new: false,
+        };
+        let mut items = vec![(INVALID, none); pairs.len()];
+        for &(t, e) in pairs {
+            let slot = &mut next[t as usize / block_len];
+            items[*slot as usize] = (t, e);
+            *slot += 1;
+        }
+        Buckets { items, starts }
+    }
+
+    /// The pairs of target block `b`.
+    fn block(&self, b: usize) -> &[(NodeId, Entry)] {
+        &self.items[self.starts[b] as usize..self.starts[b + 1] as usize]
+    }
+}
 
 /// Number of target blocks of the deterministic scatter (fixed, so results do not depend on the
 /// thread count).
@@ -175,19 +211,75 @@ pub struct BuildStats {
     pub repair: weft_graph::RepairReport,
 }
 
-/// Sorts `list` by (distance, id) and removes repeated ids, keeping one copy (the "new" one if
-/// any copy is new, the smallest distance).
-fn sort_dedup(list: &mut Vec<Entry>) {
-    list.sort_unstable_by(|a, b| a.id.cmp(&b.id).then(a.dist.total_cmp(&b.dist)));
-    list.dedup_by(|later, kept| {
-        if later.id == kept.id {
-            kept.new |= later.new;
-            true
-        } else {
-            false
+/// A key whose unsigned order is the order of `(dist.total_cmp, id)`.
+#[inline]
+fn dist_id_key(e: &Entry) -> u64 {
+    let bits = e.dist.to_bits();
+    // Negative values (sign set): all bits flipped; others: sign set. As `f32::total_cmp`.
+    let ordered = if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 0x8000_0000
+    };
+    (u64::from(ordered) << 32) | u64::from(e.id)
+}
+
+std::thread_local! {
+    /// Per thread, for [`sort_dedup`]: `1 + position` of an id in the list being deduplicated,
+    /// 0 when absent (reset after each list).
+    static SLOTS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Removes every copy of an id but the first from `list`, keeping the order.
+fn dedup_keep_first(list: &mut Vec<Entry>) {
+    SLOTS.with_borrow_mut(|slots| {
+        let mut len = 0;
+        for i in 0..list.len() {
+            let e = list[i];
+            let id = e.id as usize;
+            if id >= slots.len() {
+                slots.resize(id + 1, 0);
+            }
+            if slots[id] == 0 {
+                slots[id] = 1;
+                list[len] = e;
+                len += 1;
+            }
+        }
+        list.truncate(len);
+        for e in list.iter() {
+            slots[e.id as usize] = 0;
         }
     });
-    list.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
+}
+
+/// Sorts `list` by (distance, id) and removes repeated ids, keeping one copy (the "new" one if
+/// any copy is new, the smallest distance): one sort, then the first copy of each id in that
+/// order is kept.
+fn sort_dedup(list: &mut Vec<Entry>) {
+    list.sort_unstable_by_key(dist_id_key);
+    SLOTS.with_borrow_mut(|slots| {
+        let mut len = 0;
+        for i in 0..list.len() {
+            let e = list[i];
+            let id = e.id as usize;
+            if id >= slots.len() {
+                slots.resize(id + 1, 0);
+            }
+            match slots[id] {
+                0 => {
+                    slots[id] = len as u32 + 1;
+                    list[len] = e;
+                    len += 1;
+                }
+                s => list[s as usize - 1].new |= e.new,
+            }
+        }
+        list.truncate(len);
+        for e in list.iter() {
+            slots[e.id as usize] = 0;
+        }
+    });
 }
 
 /// Hints the CPU to start loading `v` into the cache (a no-op off x86-64).
@@ -220,7 +312,7 @@ fn scatter(lists: &mut [Vec<Entry>], items: &[Buckets]) {
         .for_each(|(b, block)| {
             let base = b * block_len;
             for chunk in items {
-                for &(t, e) in &chunk[b] {
+                for &(t, e) in chunk.block(b) {
                     block[t as usize - base].push(e);
                 }
             }
@@ -349,7 +441,7 @@ impl<'a, T: Element> Builder<'a, T> {
         let (redirects, counts): (Vec<Buckets>, Vec<u64>) = lists
             .par_chunks_mut(SRC_CHUNK)
             .map(|chunk| {
-                let mut out: Vec<Vec<(NodeId, Entry)>> = vec![Vec::new(); nblocks];
+                let mut out: Vec<(NodeId, Entry)> = Vec::new();
                 let mut kept: Vec<Entry> = Vec::new();
                 let mut count = 0u64;
                 for j in 0..chunk.len() {
@@ -388,7 +480,7 @@ impl<'a, T: Element> Builder<'a, T> {
                             };
                             if prune {
                                 keep = false;
-                                out[k.id as usize / block_len].push((
+                                out.push((
                                     k.id,
                                     Entry {
                                         id: e.id,
@@ -406,7 +498,7 @@ impl<'a, T: Element> Builder<'a, T> {
                     list.clear();
                     list.extend(kept.iter().map(|e| Entry { new: false, ..*e }));
                 }
-                (out, count)
+                (Buckets::new(&out, nblocks, block_len), count)
             })
             .unzip();
         self.stats.distance_computations += counts.iter().sum::<u64>();
@@ -434,22 +526,12 @@ impl<'a, T: Element> Builder<'a, T> {
             .for_each(|(rv, out)| {
                 rv.extend(out.into_iter().map(|e| Entry { new: true, ..e }));
                 // A pair adjacent both ways yields one edge `w -> u` that already exists: it keeps
-                // its own flag (the incoming copy), only true reverse edges are new.
-                let mut order: Vec<(u32, usize)> =
-                    rv.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
-                order.sort_unstable();
-                let mut merged: Vec<Entry> = Vec::with_capacity(rv.len());
-                for (j, &(id, i)) in order.iter().enumerate() {
-                    if j > 0 && order[j - 1].0 == id {
-                        continue;
-                    }
-                    // The first copy in (id, index) order is the incoming one when there is one
-                    // (incoming entries precede the outgoing ones in `rv`).
-                    merged.push(rv[i]);
-                }
-                merged.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
-                merged.truncate(r);
-                *rv = merged;
+                // its own flag (the incoming copy), only true reverse edges are new. The first
+                // copy of an id is the incoming one when there is one (incoming entries precede
+                // the outgoing ones in `rv`).
+                dedup_keep_first(rv);
+                rv.sort_unstable_by_key(dist_id_key);
+                rv.truncate(r);
             });
         // N_w += (u, d, flag) for every w in rev[u].
         self.lists = rev;
@@ -472,19 +554,20 @@ impl<'a, T: Element> Builder<'a, T> {
         block_len: usize,
         f: impl Fn(NodeId, Entry) -> (NodeId, Entry) + Sync,
     ) -> Vec<Buckets> {
+        let f = &f;
         self.lists
             .par_chunks(SRC_CHUNK)
             .enumerate()
             .map(|(c, chunk)| {
-                let mut out: Vec<Vec<(NodeId, Entry)>> = vec![Vec::new(); nblocks];
-                for (i, list) in chunk.iter().enumerate() {
-                    let u = (c * SRC_CHUNK + i) as NodeId;
-                    for &e in list {
-                        let (t, x) = f(u, e);
-                        out[t as usize / block_len].push((t, x));
-                    }
-                }
-                out
+                let out: Vec<(NodeId, Entry)> = chunk
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, list)| {
+                        let u = (c * SRC_CHUNK + i) as NodeId;
+                        list.iter().map(move |&e| f(u, e))
+                    })
+                    .collect();
+                Buckets::new(&out, nblocks, block_len)
             })
             .collect()
     }
@@ -494,6 +577,44 @@ impl<'a, T: Element> Builder<'a, T> {
 mod tests {
     use super::*;
     use weft_core::GraphView;
+
+    /// The two-sort version `sort_dedup` replaced.
+    fn sort_dedup_reference(list: &mut Vec<Entry>) {
+        list.sort_unstable_by(|a, b| a.id.cmp(&b.id).then(a.dist.total_cmp(&b.dist)));
+        list.dedup_by(|later, kept| {
+            if later.id == kept.id {
+                kept.new |= later.new;
+                true
+            } else {
+                false
+            }
+        });
+        list.sort_unstable_by(|a, b| a.dist.total_cmp(&b.dist).then(a.id.cmp(&b.id)));
+    }
+
+    #[test]
+    fn sort_dedup_matches_the_two_sort_version() {
+        let dists = [-1.5, -0.0, 0.0, 0.25, 0.25, 1.0, 3.5, f32::INFINITY];
+        let mut rng = SplitMix64::new(11);
+        for round in 0..2000 {
+            let len = rng.below(40) as usize;
+            let ids = 1 + rng.below(30);
+            let list: Vec<Entry> = (0..len)
+                .map(|_| Entry {
+                    id: rng.below(ids) as NodeId,
+                    dist: dists[rng.below(dists.len() as u64) as usize],
+                    new: rng.below(2) == 1,
+                })
+                .collect();
+            let (mut a, mut b) = (list.clone(), list);
+            sort_dedup(&mut a);
+            sort_dedup_reference(&mut b);
+            let key = |l: &[Entry]| -> Vec<(NodeId, u32, bool)> {
+                l.iter().map(|e| (e.id, e.dist.to_bits(), e.new)).collect()
+            };
+            assert_eq!(key(&a), key(&b), "round {round}");
+        }
+    }
 
     #[test]
     fn the_huge_page_copy_gives_the_same_graph() {
