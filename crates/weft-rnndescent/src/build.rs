@@ -224,33 +224,50 @@ fn dist_id_key(e: &Entry) -> u64 {
     (u64::from(ordered) << 32) | u64::from(e.id)
 }
 
-std::thread_local! {
-    /// Per thread, for [`sort_dedup`]: `1 + position` of an id in the list being deduplicated,
-    /// 0 when absent (reset after each list).
-    static SLOTS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Removes every copy of an id but the first from `list`, keeping the order.
-fn dedup_keep_first(list: &mut Vec<Entry>) {
-    SLOTS.with_borrow_mut(|slots| {
-        let mut len = 0;
-        for i in 0..list.len() {
-            let e = list[i];
-            let id = e.id as usize;
-            if id >= slots.len() {
-                slots.resize(id + 1, 0);
-            }
-            if slots[id] == 0 {
-                slots[id] = 1;
-                list[len] = e;
-                len += 1;
+/// Removes repeated ids from `list`, keeping the first copy of each in place and the order of
+/// the kept ones; with `merge_new` a kept copy is "new" when any copy was. The ids seen go
+/// through a small open-addressing table that stays in the L1 cache (an id-indexed array of all
+/// vertices missed the cache on nearly every lookup).
+fn dedup_ids(list: &mut Vec<Entry>, merge_new: bool) {
+    let m = list.len();
+    if m < 2 {
+        return;
+    }
+    let bits = (2 * m).next_power_of_two().trailing_zeros().max(4);
+    let size = 1usize << bits;
+    let mut on_stack = [0u32; 256];
+    let mut on_heap = Vec::new();
+    let table: &mut [u32] = if size <= on_stack.len() {
+        &mut on_stack[..size]
+    } else {
+        on_heap.resize(size, 0);
+        &mut on_heap
+    };
+    let mask = size - 1;
+    let mut len = 0;
+    for i in 0..m {
+        let e = list[i];
+        let mut h = (e.id.wrapping_mul(0x9e37_79b1) >> (32 - bits)) as usize;
+        loop {
+            match table[h] {
+                0 => {
+                    // Slots hold `1 + position` of a kept entry (positions below `i`).
+                    table[h] = len as u32 + 1;
+                    list[len] = e;
+                    len += 1;
+                    break;
+                }
+                s if list[s as usize - 1].id == e.id => {
+                    if merge_new {
+                        list[s as usize - 1].new |= e.new;
+                    }
+                    break;
+                }
+                _ => h = (h + 1) & mask,
             }
         }
-        list.truncate(len);
-        for e in list.iter() {
-            slots[e.id as usize] = 0;
-        }
-    });
+    }
+    list.truncate(len);
 }
 
 /// Sorts `list` by (distance, id) and removes repeated ids, keeping one copy (the "new" one if
@@ -258,28 +275,7 @@ fn dedup_keep_first(list: &mut Vec<Entry>) {
 /// order is kept.
 fn sort_dedup(list: &mut Vec<Entry>) {
     list.sort_unstable_by_key(dist_id_key);
-    SLOTS.with_borrow_mut(|slots| {
-        let mut len = 0;
-        for i in 0..list.len() {
-            let e = list[i];
-            let id = e.id as usize;
-            if id >= slots.len() {
-                slots.resize(id + 1, 0);
-            }
-            match slots[id] {
-                0 => {
-                    slots[id] = len as u32 + 1;
-                    list[len] = e;
-                    len += 1;
-                }
-                s => list[s as usize - 1].new |= e.new,
-            }
-        }
-        list.truncate(len);
-        for e in list.iter() {
-            slots[e.id as usize] = 0;
-        }
-    });
+    dedup_ids(list, true);
 }
 
 /// Hints the CPU to start loading `v` into the cache (a no-op off x86-64).
@@ -529,7 +525,7 @@ impl<'a, T: Element> Builder<'a, T> {
                 // its own flag (the incoming copy), only true reverse edges are new. The first
                 // copy of an id is the incoming one when there is one (incoming entries precede
                 // the outgoing ones in `rv`).
-                dedup_keep_first(rv);
+                dedup_ids(rv, false);
                 rv.sort_unstable_by_key(dist_id_key);
                 rv.truncate(r);
             });
@@ -613,6 +609,35 @@ mod tests {
                 l.iter().map(|e| (e.id, e.dist.to_bits(), e.new)).collect()
             };
             assert_eq!(key(&a), key(&b), "round {round}");
+        }
+    }
+
+    #[test]
+    fn dedup_ids_keeps_first_copies_in_order() {
+        let mut rng = SplitMix64::new(5);
+        for len in [0usize, 1, 2, 7, 100, 127, 128, 129, 300, 1000] {
+            let list: Vec<Entry> = (0..len)
+                .map(|_| Entry {
+                    id: rng.below(1 + len as u64 / 2) as NodeId,
+                    dist: 1.0,
+                    new: rng.below(2) == 1,
+                })
+                .collect();
+            for merge_new in [false, true] {
+                let mut want: Vec<Entry> = Vec::new();
+                for e in &list {
+                    match want.iter_mut().find(|w| w.id == e.id) {
+                        Some(w) => w.new |= merge_new && e.new,
+                        None => want.push(*e),
+                    }
+                }
+                let mut got = list.clone();
+                dedup_ids(&mut got, merge_new);
+                let key = |l: &[Entry]| -> Vec<(NodeId, bool)> {
+                    l.iter().map(|e| (e.id, e.new)).collect()
+                };
+                assert_eq!(key(&got), key(&want), "len {len}, merge {merge_new}");
+            }
         }
     }
 
