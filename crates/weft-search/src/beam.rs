@@ -639,7 +639,10 @@ impl BeamSearch {
         let built;
         let layer = match (layer, entries) {
             (Some(layer), Some(entries)) => {
-                if layer.metric() != metric || layer.ids() != distinct(entries) {
+                // (A list without repeats is its own distinct list: no hashing on the common
+                // path, which matters to one-query calls.)
+                let same = layer.ids() == entries || layer.ids() == distinct(entries);
+                if layer.metric() != metric || !same {
                     return Err(Error::InvalidInput(
                         "the entry layer was not built over this search's entry points and metric"
                             .into(),
