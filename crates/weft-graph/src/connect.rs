@@ -312,20 +312,23 @@ pub fn repair_rows<D: Fn(NodeId, NodeId) -> f32 + Sync>(
         // meanwhile, so the result does not depend on the threads); then the links are made
         // one at a time, in id order.
         let heads = rows.unreached_heads(&tree);
-        let nears: Vec<Vec<NodeId>> = heads
+        let nears: Vec<Option<Vec<NodeId>>> = heads
             .par_iter()
             .map_init(
                 || BridgeSearch::new(n),
-                |search, &u| {
+                |search, &(u, needs_bridge)| {
                     cancel.check()?;
-                    Ok(search.nearest_reachable(&rows, entries, &tree, u, &dist))
+                    Ok(needs_bridge
+                        .then(|| search.nearest_reachable(&rows, entries, &tree, u, &dist)))
                 },
             )
             .collect::<Result<_>>()?;
-        for (&u, near) in heads.iter().zip(&nears) {
+        for (&(u, _), near) in heads.iter().zip(nears) {
             if !tree.reached(u as usize) {
                 cancel.check()?;
-                forced |= rows.bridge(u, near, &mut tree, &dist, &mut report, &mut stack);
+                let near = near
+                    .unwrap_or_else(|| search.nearest_reachable(&rows, entries, &tree, u, &dist));
+                forced |= rows.bridge(u, &near, &mut tree, &dist, &mut report, &mut stack);
             }
         }
         // What a bridge's way back cut off from its head (rare): one at a time.
@@ -526,8 +529,10 @@ impl Rows<'_> {
     }
 
     /// The unreached vertices, in id order, that no flood from an earlier one reaches through
-    /// unreached vertices: linking each of them (in that order) reaches every vertex.
-    fn unreached_heads(&self, tree: &Tree) -> Vec<NodeId> {
+    /// unreached vertices: linking each of them (in that order) reaches every vertex. Each comes
+    /// with whether it needs a bridge: not when one of its out-neighbours is reached or belongs
+    /// to an earlier head's flood (reached by the time its turn comes: a local link does).
+    fn unreached_heads(&self, tree: &Tree) -> Vec<(NodeId, bool)> {
         let mut claimed = vec![false; self.n];
         let mut heads = Vec::new();
         let mut stack = Vec::new();
@@ -535,7 +540,10 @@ impl Rows<'_> {
             if tree.reached(u) || claimed[u] {
                 continue;
             }
-            heads.push(u as NodeId);
+            let linked = self.row(u).iter().any(|&w| {
+                (w as usize) < self.n && (tree.reached(w as usize) || claimed[w as usize])
+            });
+            heads.push((u as NodeId, !linked));
             claimed[u] = true;
             stack.push(u as NodeId);
             while let Some(v) = stack.pop() {
