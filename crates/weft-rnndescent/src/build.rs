@@ -151,7 +151,7 @@ const HUGE_PAGE_COPY_MIN_BYTES: usize = 16 << 20;
 /// A contiguous copy of the data in anonymous memory the kernel is asked to back with
 /// transparent huge pages (Linux). The updates read rows in no useful order, so with 4 KiB pages
 /// nearly every row read misses the TLB; with 2 MiB pages random reads of a 100k x 128 `f32` set
-/// ran about 25 % faster on the 2-core development machine. The copy holds the same values, so
+/// ran 20-35 % faster on the 2-core development machine. The copy holds the same values, so
 /// the graph is the same; it costs one more copy of the data in memory while the graph is built.
 struct HugePageCopy {
     map: memmap2::MmapMut,
