@@ -9,8 +9,10 @@
 //! - [`spread_entry_points`]: the graph's entry points are chosen by farthest-first traversal
 //!   (Gonzalez's 2-approximation of k-center) over a seeded sample, so that every region of the
 //!   data, every cluster farther from the others than its own diameter in particular, holds an
-//!   entry point as long as there are at most `count` such regions. A search scores all of them
-//!   and starts from the best, i.e. in the query's own cluster.
+//!   entry point as long as there are at most `count` such regions. A search starts from the
+//!   best of them, i.e. in the query's own cluster: the GPU searches score them all, the CPU beam
+//!   search finds the best through a small graph over them (`weft_search::EntryLayer`) once there
+//!   are 64 or more.
 //! - [`repair_connectivity`]: whatever is still unreachable from the entry points is linked in.
 //!   An unreachable vertex whose row holds a reachable vertex `r` gets the reverse edge `r -> u`
 //!   (a near neighbour of `u`: cheap and local). A component with no edge out of it gets a bridge
