@@ -83,9 +83,9 @@ const SRC_CHUNK: usize = 256;
 /// [`RnnDescentParams::entry_points`] entry points spread over the data; with
 /// [`RnnDescentParams::repair`] every vertex is reachable from them.
 ///
-/// Memory: the lists, plus, for data of 16 MiB or more on Linux, a copy of the data in
-/// transparent huge pages (fewer TLB misses on the updates' scattered row reads; same values,
-/// same graph).
+/// Memory: the lists, plus, for data of 16 MiB or more on Linux while that takes at most half
+/// of the available memory, a copy of the data in transparent huge pages (fewer TLB misses on
+/// the updates' scattered row reads; same values, same graph).
 ///
 /// Cancellation is polled before every round and reverse-edge step; progress is one stage,
 /// `rnndescent`, of `t1 * t2` rounds. Fields of [`RnnDescentParams`] marked "GPU only" are
@@ -160,13 +160,19 @@ struct HugePageCopy {
 }
 
 impl HugePageCopy {
-    /// The copy, or `None` below `min_bytes`, off Linux, or when the kernel refuses (then the
-    /// caller's data is used as it is).
+    /// The copy, or `None` below `min_bytes`, off Linux, when it would take more than half of
+    /// the available memory, or when the kernel refuses (then the caller's data is used as it
+    /// is).
     fn new<T: Element>(data: DatasetView<'_, T>, min_bytes: usize) -> Option<Self> {
         const HUGE: usize = 2 << 20;
         let row_bytes = data.dim() * std::mem::size_of::<T>();
         let len = data.rows() * row_bytes;
         if !cfg!(target_os = "linux") || len < min_bytes || row_bytes == 0 {
+            return None;
+        }
+        // Never at the risk of running out of memory: only while the copy takes at most half of
+        // what the system has available (a large set is then built from the caller's data).
+        if available_memory().is_none_or(|avail| len > avail / 2) {
             return None;
         }
         let mut map = memmap2::MmapMut::map_anon(len + HUGE).ok()?;
@@ -185,6 +191,14 @@ impl HugePageCopy {
         let values: &[T] = bytemuck::cast_slice(&self.map[self.offset..self.offset + self.len]);
         DatasetView::new(values, like.rows(), like.dim()).expect("same shape as the data")
     }
+}
+
+/// Bytes of memory the system has available (`MemAvailable` of `/proc/meminfo`), where known.
+fn available_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// The state of one build.
