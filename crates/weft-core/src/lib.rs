@@ -23,6 +23,7 @@ pub mod graph;
 pub mod metric;
 pub mod neighbors;
 pub mod params;
+pub mod prefetch;
 pub mod rng;
 pub mod traits;
 

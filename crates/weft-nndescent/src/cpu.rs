@@ -49,6 +49,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use weft_core::distance::DistanceFn;
 use weft_core::error::check_graph_k;
+use weft_core::prefetch::prefetch_slice;
 use weft_core::rng::{below, hash3};
 use weft_core::{
     BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, KnnGraphBuilder, MAX_NODES, Metric,
@@ -387,26 +388,6 @@ where
         start = end;
     }
     Ok(updates)
-}
-
-/// Hints the CPU to start loading `v` into the cache (a no-op off x86-64).
-#[inline(always)]
-fn prefetch_slice<T>(v: &[T]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let p = v.as_ptr().cast::<i8>();
-        let bytes = std::mem::size_of_val(v);
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: prefetching never faults and reads nothing observable; the address is
-            // inside `v`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(off)) };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = v;
 }
 
 /// Whether `row` holds `id`: a branch-free scan that vectorises (rows are short).

@@ -1,6 +1,7 @@
 //! The CPU builder.
 
 use rayon::prelude::*;
+use weft_core::prefetch::prefetch_slice;
 use weft_core::rng::{SplitMix64, hash3};
 use weft_core::{
     BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, GraphBuilder, INVALID, MAX_NODES,
@@ -290,26 +291,6 @@ fn dedup_ids(list: &mut Vec<Entry>, merge_new: bool) {
 fn sort_dedup(list: &mut Vec<Entry>) {
     list.sort_unstable_by_key(dist_id_key);
     dedup_ids(list, true);
-}
-
-/// Hints the CPU to start loading `v` into the cache (a no-op off x86-64).
-#[inline(always)]
-fn prefetch_slice<T>(v: &[T]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let p = v.as_ptr().cast::<i8>();
-        let bytes = std::mem::size_of_val(v);
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: prefetching never faults and reads nothing observable; the address is
-            // inside `v`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = v;
 }
 
 /// Appends `items[chunk][block]` (target, entry) pairs to `lists[target]`, in chunk order:

@@ -6,6 +6,7 @@ use crate::check::check_search_inputs;
 use crate::entry_layer::{EntryLayer, EntryLayerParams, distinct};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use weft_core::prefetch::prefetch_bytes;
 use weft_core::rng::{SplitMix64, hash3};
 use weft_core::{
     DatasetView, Element, Error, GraphView, INVALID, Metric, NeighborsMut, NodeId, Params, Result,
@@ -295,26 +296,6 @@ fn insert(pool: &mut Vec<Cand>, l: usize, dist: f32, id: NodeId) -> Option<usize
 /// How many bytes of neighbour vectors the search keeps in flight ahead of its distance loop.
 const PREFETCH_BYTES: usize = 16 * 1024;
 
-/// Hints the CPU to fetch `bytes` bytes at `ptr` into cache.
-#[inline(always)]
-fn prefetch(ptr: *const u8, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: prefetch is a hint that never faults, even on an invalid address; SSE is
-            // part of the x86_64 baseline. `wrapping_add` keeps the pointer arithmetic defined.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr.wrapping_add(off) as *const i8) };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (ptr, bytes);
-    }
-}
-
 impl BeamSearch {
     /// Checks shapes and parameters before any work.
     fn check<G: GraphView + ?Sized, T: Element>(
@@ -442,7 +423,7 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
             let cnt = s.fresh.len().min(budget - dc);
             let ahead = self.ahead.min(cnt);
             for &u in &s.fresh[..ahead] {
-                prefetch(
+                prefetch_bytes(
                     self.data.row(u as usize).as_ptr() as *const u8,
                     self.row_bytes,
                 );
@@ -457,7 +438,7 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
                     .get(j + ahead..(end + ahead).min(cnt))
                     .unwrap_or(&[])
                 {
-                    prefetch(
+                    prefetch_bytes(
                         self.data.row(u as usize).as_ptr() as *const u8,
                         self.row_bytes,
                     );

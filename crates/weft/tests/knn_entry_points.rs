@@ -41,6 +41,28 @@ fn gaussian_mixture(
     (base, queries)
 }
 
+/// A clustered base of 6,000 x 32 (30 clusters), 200 queries, their exact 10 nearest and an
+/// nndescent k-NN graph index of the base (k = 16).
+fn clustered_knn_index(
+    seed: u64,
+    ctx: &BuildCtx,
+) -> (Dataset<f32>, Dataset<f32>, Neighbors, Index) {
+    let (base, queries) = gaussian_mixture(6000, 200, 32, 30, seed);
+    let truth =
+        weft::graph::exact::exact_search(base.view(), queries.view(), Metric::L2Squared, 10, ctx)
+            .unwrap();
+    let index = Index::build_from_view(
+        base.view(),
+        Metric::L2Squared,
+        "nndescent",
+        &serde_json::json!({}),
+        Some(16),
+        ctx,
+    )
+    .unwrap();
+    (base, queries, truth, index)
+}
+
 fn recall(found: &Neighbors, truth: &Neighbors) -> f64 {
     weft::graph::recall::search_recall(found, &truth.ids, truth.k(), 10)
         .unwrap()
@@ -49,20 +71,8 @@ fn recall(found: &Neighbors, truth: &Neighbors) -> f64 {
 
 #[test]
 fn knn_graph_of_clustered_data_is_searched_from_spread_entry_points() {
-    let (base, queries) = gaussian_mixture(6000, 200, 32, 30, 7);
     let ctx = BuildCtx::new(3);
-    let truth =
-        weft::graph::exact::exact_search(base.view(), queries.view(), Metric::L2Squared, 10, &ctx)
-            .unwrap();
-    let index = Index::build_from_view(
-        base.view(),
-        Metric::L2Squared,
-        "nndescent",
-        &serde_json::json!({}),
-        Some(16),
-        &ctx,
-    )
-    .unwrap();
+    let (base, queries, truth, index) = clustered_knn_index(7, &ctx);
     assert_eq!(index.graph_kind(), GraphKind::Knn);
     assert!(index.graph().as_view().entry_points().is_empty());
 
@@ -247,20 +257,8 @@ fn knn_graph_gpu_search_starts_from_spread_entry_points() {
 /// alone or in a batch and equal to the beam search's own with the same entry points.
 #[test]
 fn index_searches_many_entry_points_through_the_entry_layer() {
-    let (base, queries) = gaussian_mixture(6000, 200, 32, 30, 11);
     let ctx = BuildCtx::new(3);
-    let truth =
-        weft::graph::exact::exact_search(base.view(), queries.view(), Metric::L2Squared, 10, &ctx)
-            .unwrap();
-    let index = Index::build_from_view(
-        base.view(),
-        Metric::L2Squared,
-        "nndescent",
-        &serde_json::json!({}),
-        Some(16),
-        &ctx,
-    )
-    .unwrap();
+    let (base, queries, truth, index) = clustered_knn_index(11, &ctx);
     let layered = SearchParams::with_beam_width(48);
     assert!(layered.entry_layer.is_some());
     let all = SearchParams {
