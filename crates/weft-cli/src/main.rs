@@ -2,17 +2,23 @@
 //!
 //! Every command has `--help`, prints a human summary (or one JSON document with `--json`),
 //! shows progress bars on long work (on a terminal) and stops cleanly on Ctrl-C.
+//!
+//! Output goes through one fallible writer ([`emit`]): a write error on stdout is an error
+//! message on stderr and exit status 1, never a panic; a closed pipe (`weft algos | head -1`)
+//! ends the process quietly with status 141 (128 + SIGPIPE, what a shell reports for a command
+//! killed by a closed pipe).
 
 mod commands;
 mod progress;
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 /// Build approximate-nearest-neighbour proximity graphs on GPUs and CPUs, and search them.
 #[derive(Parser, Debug)]
-#[command(name = "weft", version, about, long_about = None, propagate_version = true)]
+#[command(name = "weft", version, propagate_version = true)]
 pub struct Cli {
     /// Print one JSON document on stdout instead of the human summary.
     #[arg(long, global = true)]
@@ -20,8 +26,9 @@ pub struct Cli {
     /// No progress bars.
     #[arg(long, short, global = true)]
     quiet: bool,
-    /// Worker threads (default: all cores).
-    #[arg(long, global = true)]
+    /// Worker threads (default: all cores): 1 up to the larger of 64 and 4 times the cores
+    /// available (more would only slow the work down).
+    #[arg(long, global = true, value_parser = parse_threads)]
     threads: Option<usize>,
     /// The command.
     #[command(subcommand)]
@@ -49,8 +56,97 @@ enum Command {
     Algos(commands::algos::Args),
 }
 
+/// The fewest threads `--threads` may always ask for, whatever the core count.
+const THREADS_FLOOR: usize = 64;
+
+/// The most threads `--threads` accepts: 4 times the cores available to this process, at
+/// least [`THREADS_FLOOR`]. Oversubscribing further gains nothing, and an absurd count (100000)
+/// would spend minutes starting threads.
+fn max_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.saturating_mul(4).max(THREADS_FLOOR)
+}
+
+/// Parses `--threads`: 1 to [`max_threads`].
+fn parse_threads(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a thread count"))?;
+    let max = max_threads();
+    if n == 0 || n > max {
+        return Err(format!(
+            "the thread count must be between 1 and {max} (the larger of {THREADS_FLOOR} and 4 \
+             times the {} cores available), got {n}",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        ));
+    }
+    Ok(n)
+}
+
+/// Exit status of a process whose output pipe was closed (128 + SIGPIPE).
+const BROKEN_PIPE_STATUS: u8 = 141;
+
+/// Writes `text` to stdout and flushes it: the one path by which the commands' output leaves.
+fn emit(text: &str) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// `code`, or the failure of writing the output: quiet status 141 for a closed pipe, else an
+/// error on stderr and status 1.
+fn finish(written: io::Result<()>, code: ExitCode) -> ExitCode {
+    match written {
+        Ok(()) => code,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::from(BROKEN_PIPE_STATUS),
+        Err(e) => {
+            let _ = writeln!(io::stderr(), "error: writing the output to stdout: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes, `: `-separated, each said once (an error whose message already
+/// ends with its source's, such as an I/O error on a named file, does not repeat it).
+fn error_message(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if msg.ends_with(&s) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&s);
+    }
+    msg
+}
+
+/// The command line, or the exit status of a run that ends in parsing: a usage error on stderr
+/// (status 2), or `--help` and `--version` written to stdout through [`emit`].
+fn parse() -> Result<Cli, ExitCode> {
+    Cli::try_parse().map_err(|e| {
+        if e.use_stderr() {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+        let styled = e.render();
+        let text = if io::IsTerminal::is_terminal(&io::stdout()) {
+            styled.ansi().to_string()
+        } else {
+            styled.to_string()
+        };
+        finish(emit(&text), ExitCode::SUCCESS)
+    })
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let ctx = progress::Session::new(cli.quiet || cli.json, cli.threads);
     let result = match &cli.command {
         Command::Gen(a) => commands::gen_cmd::run(a, &ctx),
@@ -64,34 +160,39 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(report) => {
-            if cli.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report.json).expect("reports serialise")
-                );
+            let written = if cli.json {
+                serde_json::to_string_pretty(&report.json)
+                    .map_err(io::Error::other)
+                    .and_then(|doc| emit(&(doc + "\n")))
             } else {
-                print!("{}", report.text);
-            }
-            ExitCode::SUCCESS
+                emit(&report.text)
+            };
+            finish(written, ExitCode::SUCCESS)
         }
         Err(e) => {
             let cancelled = matches!(
                 e.downcast_ref::<weft::Error>(),
                 Some(weft::Error::Cancelled)
             );
-            if cli.json {
-                let doc = serde_json::json!({ "error": format!("{e:#}"), "cancelled": cancelled });
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&doc).expect("errors serialise")
-                );
-            } else {
-                eprintln!("error: {e:#}");
-            }
-            if cancelled {
+            let message = error_message(&e);
+            let code = if cancelled {
                 ExitCode::from(130)
             } else {
                 ExitCode::FAILURE
+            };
+            if cli.json {
+                let doc = serde_json::json!({ "error": message, "cancelled": cancelled });
+                let written = serde_json::to_string_pretty(&doc)
+                    .map_err(io::Error::other)
+                    .and_then(|doc| emit(&(doc + "\n")));
+                if written.is_err() {
+                    // Stdout is gone: say it where it can still be read.
+                    let _ = writeln!(io::stderr(), "error: {message}");
+                }
+                finish(written, code)
+            } else {
+                let _ = writeln!(io::stderr(), "error: {message}");
+                code
             }
         }
     }
