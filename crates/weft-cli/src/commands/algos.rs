@@ -15,7 +15,10 @@ pub struct Args {}
 /// ones.
 pub fn run(_args: &Args, _s: &Session) -> Result<Report> {
     let registry = Registry::available();
-    let list = registry.list();
+    let mut list = registry.list();
+    for a in &mut list {
+        a.default_params = super::tidy_floats(std::mem::take(&mut a.default_params));
+    }
     let mut text = String::from("algorithms in this build:\n");
     for a in &list {
         text += &format!(

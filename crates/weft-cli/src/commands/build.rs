@@ -10,7 +10,10 @@ use weft::index::EntrySource;
 use weft::{Backend, Index, Metric};
 
 use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
-use super::{Report, collect_params, parse_metric, read_vectors, secs};
+use super::{
+    Report, collect_params, parse_metric, read_vectors, refuse_overwriting_inputs, require_gpu,
+    secs, tidy_floats,
+};
 use crate::progress::Session;
 
 /// Where to build.
@@ -63,17 +66,32 @@ pub struct Args {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Device memory budget of a GPU nndescent build, in bytes or with a K, M, G or T suffix
-    /// (binary: 8G = 8 GiB). A build that does not fit the budget (or, without this flag, the
-    /// device's free memory) is split into shards merged pairwise; the parameter `gpu_mem_limit`.
+    /// (binary: 8G = 8 GiB); it sets the nndescent parameter `gpu_mem_limit`. A build that does
+    /// not fit the budget (or, without this flag, the device's free memory) is split into shards
+    /// merged pairwise.
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub gpu_mem_limit: Option<u64>,
-    /// Output graph file (written atomically, with a checksum).
+    /// Output graph file (written atomically, with a checksum); it may not be the --data file.
     #[arg(long, short)]
     pub out: PathBuf,
 }
 
 /// Builds and saves a graph.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    refuse_overwriting_inputs("--out", &args.out, &[("--data", &args.data)])?;
+    let registry = weft::Registry::available();
+    if args.backend == BackendArg::Gpu {
+        require_gpu(&registry)?;
+        if registry.get(&args.algo, Some(Backend::Gpu)).is_err()
+            && registry.get(&args.algo, Some(Backend::Cpu)).is_ok()
+        {
+            anyhow::bail!(
+                "--backend gpu: `{}` has no GPU back end (it runs on the CPU only); use \
+                 --backend cpu or auto (see `weft algos`)",
+                args.algo
+            );
+        }
+    }
     let data = read_vectors(&args.data, false)?;
     let mut params = collect_params(args.params.as_deref(), &args.param)?;
     if let Some(bytes) = args.gpu_mem_limit {
@@ -88,7 +106,6 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         }
     }
     let ctx = s.ctx(args.seed);
-    let registry = weft::Registry::available();
     let start = Instant::now();
     let index = Index::build_with(
         &registry,
@@ -100,6 +117,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         args.k,
         &ctx,
     )
+    .map_err(|e| explain_param_error(e, &params))
     .with_context(|| format!("building `{}` on {}", args.algo, args.data.display()))?;
     let build_seconds = start.elapsed().as_secs_f64();
     s.done();
@@ -143,7 +161,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let mut json = serde_json::json!({
         "algorithm": args.algo, "data": args.data, "rows": index.data().rows(), "dim": index.data().dim(),
         "dtype": index.data().dtype(), "metric": args.metric, "seconds": build_seconds,
-        "params": meta.params_json()?, "stats": stats, "out": args.out,
+        "params": tidy_floats(meta.params_json()?), "stats": stats, "out": args.out,
         "entry_points": entry_points_json(&entries, entry_seconds),
     });
     let obj = json.as_object_mut().expect("an object");
@@ -152,6 +170,31 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         obj.insert("note".into(), KNN_GRAPH_NOTE.into());
     }
     Ok(Report { json, text })
+}
+
+/// The accepted values of the nndescent parameter `shard_schedule`, for its error message.
+const SHARD_SCHEDULES: &str = "`auto` (the default), `all_pairs` or {\"nearest\": M} with M \
+    partner shards in 1..=4096, e.g. --param 'shard_schedule={\"nearest\": 4}'";
+
+/// A build error made readable: a `shard_schedule` of the wrong shape fails in the parameters'
+/// deserialisation with a serde message that names neither the parameter nor its values
+/// ("invalid type: unit variant, expected newtype variant"); say both.
+fn explain_param_error(e: weft::Error, params: &serde_json::Value) -> anyhow::Error {
+    let schedule = params.get("shard_schedule");
+    let well_formed = match schedule {
+        None => true,
+        Some(serde_json::Value::String(s)) => s == "auto" || s == "all_pairs",
+        Some(serde_json::Value::Object(m)) => {
+            m.len() == 1 && m.get("nearest").is_some_and(|v| v.is_u64())
+        }
+        Some(_) => false,
+    };
+    match (schedule, &e) {
+        (Some(v), weft::Error::InvalidParams { .. }) if !well_formed => anyhow::anyhow!(
+            "invalid parameter `shard_schedule`: {v} is not a schedule; use {SHARD_SCHEDULES}"
+        ),
+        _ => e.into(),
+    }
 }
 
 /// Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024), optionally

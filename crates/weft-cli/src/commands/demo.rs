@@ -11,7 +11,7 @@ use weft::{AnyDataset, Index, Produces, Registry};
 
 use super::eval::{Point, sweep, table};
 use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
-use super::{Report, secs};
+use super::{Report, recall_ratio, secs, tidy_floats};
 use crate::progress::Session;
 
 /// Arguments of `weft demo`.
@@ -122,7 +122,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
                 weft::graph::recall::search_recall(&found, truth.as_slice(), truth.cols(), args.k)?;
             vec![Point {
                 beam: 0,
-                recall: recall.mean,
+                recall: recall_ratio(recall.mean, args.queries, args.k),
                 qps: args.queries as f64 / seconds.max(1e-9),
                 distances_per_query: base.rows() as f64,
             }]
@@ -168,7 +168,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         }
         let mut row = json!({
             "algorithm": algo.name, "backend": algo.backend, "build_seconds": build_seconds,
-            "params": index.meta().params_json()?, "stats": stats, "search": points,
+            "params": tidy_floats(index.meta().params_json()?), "stats": stats, "search": points,
             // The exact builder's row is searched exhaustively, not from entry points.
             "entry_points": if algo.name == "exact" {
                 serde_json::Value::Null

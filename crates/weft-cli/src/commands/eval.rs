@@ -10,7 +10,7 @@ use weft::{Index, SearchParams};
 use super::search::{
     GpuArgs, entry_points, entry_points_json, entry_points_text, graph_kind_fields, load_index,
 };
-use super::{Report, read_vectors};
+use super::{Report, check_ground_truth, read_ids, read_vectors, recall_ratio};
 use crate::progress::Session;
 
 /// Arguments of `weft eval`.
@@ -52,7 +52,7 @@ pub struct Args {
 pub struct Point {
     /// Beam width (L), or 0 for exact search.
     pub beam: usize,
-    /// Mean recall@k.
+    /// Mean recall@k: the exact ratio of hits to queries x k.
     pub recall: f64,
     /// Queries per second (median of the runs).
     pub qps: f64,
@@ -126,7 +126,7 @@ pub fn sweep_with(
         let recall = search_recall(&out.neighbors, gt.as_slice(), gt.cols(), k)?;
         points.push(Point {
             beam,
-            recall: recall.mean,
+            recall: recall_ratio(recall.mean, queries.rows(), k),
             qps: queries.rows() as f64 / median.max(1e-9),
             distances_per_query: out.stats.distance_computations as f64
                 / queries.rows().max(1) as f64,
@@ -155,11 +155,20 @@ pub fn table(points: &[Point], k: usize) -> String {
 
 /// Measures recall@k and QPS over a sweep of beam widths.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    args.gpu.check()?;
     let index = load_index(&args.data, &args.graph)?;
     let queries = read_vectors(&args.queries, false)?;
+    let n = index.data().rows();
     let gt = match &args.gt {
-        Some(p) => weft::io::read_ids(p, None)?,
+        Some(p) => {
+            let gt = read_ids(p)?;
+            check_ground_truth(&gt, n, args.k, &p.display().to_string())?;
+            gt
+        }
         None => {
+            if args.k > n {
+                bail!("k = {} exceeds the {n} indexed vectors", args.k);
+            }
             s.stage("exact ground truth");
             let exact = s
                 .ctx(0)

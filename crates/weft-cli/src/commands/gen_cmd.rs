@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow, bail};
 use weft::io::{Preset, Split, SyntheticSpec, VectorWriter};
 
-use super::{Report, secs};
+use super::{Report, known_format, refuse_overwriting_inputs, secs};
 use crate::progress::Session;
 
 /// Arguments of `weft gen`.
@@ -25,8 +25,8 @@ pub struct Args {
     /// overlap (clustered preset only; default 4).
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub separation: Option<f32>,
-    /// Number of base vectors.
-    #[arg(long, short, default_value_t = 100_000)]
+    /// Number of base vectors (at least 1).
+    #[arg(long, short, default_value_t = 100_000, value_parser = parse_base_rows)]
     pub n: u64,
     /// Number of query vectors (fresh draws from the same distribution; 0 for none).
     #[arg(long, default_value_t = 10_000)]
@@ -37,9 +37,18 @@ pub struct Args {
     /// Base vectors file (format from the extension: fbin, fvecs, npy, ...).
     #[arg(long, short)]
     pub out: PathBuf,
-    /// Queries file (default: beside --out, named <stem>.queries.<ext>).
+    /// Queries file (default: beside --out, named <stem>.queries.<ext>; not the --out file).
     #[arg(long)]
     pub queries_out: Option<PathBuf>,
+}
+
+/// Parses `-n`: a dataset of no vectors is an error, not an empty run that writes nothing.
+fn parse_base_rows(s: &str) -> std::result::Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("the base set needs at least 1 vector (-n 0 would write nothing)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a number of vectors")),
+    }
 }
 
 fn default_queries_path(out: &Path) -> PathBuf {
@@ -92,6 +101,11 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         .queries_out
         .clone()
         .unwrap_or_else(|| default_queries_path(&args.out));
+    known_format(&args.out, None)?;
+    if args.queries > 0 {
+        known_format(&queries_path, None)?;
+        refuse_overwriting_inputs("--queries-out", &queries_path, &[("--out", &args.out)])?;
+    }
     let mut written = vec![];
     for (split, n, path) in [
         (Split::Base, args.n, &args.out),

@@ -8,7 +8,9 @@ use weft::io::IdMatrix;
 use weft::{Metric, Registry};
 
 use super::build::BackendArg;
-use super::{Report, parse_metric, read_vectors, secs};
+use super::{
+    Report, id_output, parse_metric, read_vectors, refuse_overwriting_inputs, require_gpu, secs,
+};
 use crate::progress::Session;
 
 /// Arguments of `weft gt`.
@@ -36,10 +38,19 @@ pub struct Args {
 
 /// Exact k-NN of every query, written as ids.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    refuse_overwriting_inputs(
+        "--out",
+        &args.out,
+        &[("--base", &args.base), ("--queries", &args.queries)],
+    )?;
+    id_output(&args.out)?;
+    let registry = Registry::available();
+    if args.backend == BackendArg::Gpu {
+        require_gpu(&registry)?;
+    }
     let base = read_vectors(&args.base, false)?;
     let queries = read_vectors(&args.queries, false)?;
     let ctx = s.ctx(0);
-    let registry = Registry::available();
     s.stage("exact search");
     let start = Instant::now();
     let (found, backend) = registry.exact_search(

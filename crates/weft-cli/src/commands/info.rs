@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde_json::{Value, json};
 use weft::graph::storage;
+use weft::io::Format;
 
-use super::Report;
+use super::{Report, known_format, tidy_floats};
 use crate::progress::Session;
 
 /// Arguments of `weft info`.
@@ -14,6 +15,18 @@ use crate::progress::Session;
 pub struct Args {
     /// Files to describe (vector, id or graph files). Without any, describes this machine.
     pub files: Vec<PathBuf>,
+    /// Read the vector and id files as this format instead of taking it from their extensions:
+    /// fvecs, ivecs, bvecs, fbin, ibin, u8bin, i8bin or npy (graph files are recognised by
+    /// their header).
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Option<Format>,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    Format::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown format `{s}` (use {})", names.join(", "))
+    })
 }
 
 /// Describes files from their headers, or the machine.
@@ -24,7 +37,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let mut docs = vec![];
     let mut text = String::new();
     for path in &args.files {
-        let (doc, t) = describe(path)?;
+        let (doc, t) = describe(path, args.format)?;
         docs.push(doc);
         text += &t;
     }
@@ -42,7 +55,7 @@ fn is_graph_file(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn describe(path: &Path) -> Result<(Value, String)> {
+fn describe(path: &Path, format: Option<Format>) -> Result<(Value, String)> {
     if is_graph_file(path) {
         let h = storage::read_header(path)?;
         let algo = h.meta.algorithm().unwrap_or_else(|| "unknown".into());
@@ -57,17 +70,23 @@ fn describe(path: &Path) -> Result<(Value, String)> {
             algo,
             h.file_len,
             h.checksum,
-            h.meta.params
+            h.meta
+                .params_json()
+                .map(|v| tidy_floats(v).to_string())
+                .unwrap_or_else(|_| h.meta.params.clone())
         );
         let doc = json!({
             "path": path, "type": "graph", "version": h.version, "kind": h.kind.to_string(), "n": h.n,
             "degree": h.degree, "metric": h.meta.metric, "dtype": h.meta.dtype, "dim": h.meta.dim,
-            "algorithm": algo, "params": h.meta.params_json().unwrap_or(Value::Null),
+            "algorithm": algo, "params": tidy_floats(h.meta.params_json().unwrap_or(Value::Null)),
             "entry_points": h.num_entry_points, "bytes": h.file_len, "checksum": h.checksum,
         });
         return Ok((doc, text));
     }
-    let i = weft::io::info(path)?;
+    if format.is_none() {
+        known_format(path, Some("--format"))?;
+    }
+    let i = weft::io::info_with_format(path, format)?;
     let kind = if i.dtype().is_some() {
         "vectors"
     } else {

@@ -11,10 +11,10 @@ pub mod search;
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Map, Value};
-use weft::io::ReadOptions;
-use weft::{AnyDataset, Metric};
+use weft::io::{Format, IdMatrix, ReadOptions};
+use weft::{AnyDataset, GpuStatus, Metric, NodeId, Registry};
 
 /// A command's result.
 pub struct Report {
@@ -31,9 +31,177 @@ pub fn parse_metric(s: &str) -> Result<Metric, String> {
 
 /// Reads a vector file of any element type, rejecting NaN/inf unless allowed.
 pub fn read_vectors(path: &Path, allow_non_finite: bool) -> Result<AnyDataset> {
+    known_format(path, None)?;
     let opts = ReadOptions::new().with_allow_non_finite(allow_non_finite);
     weft::io::read_any(path, &opts)
         .with_context(|| format!("reading vectors from {}", path.display()))
+}
+
+/// Reads an id file (ground truth: `ivecs`, `ibin` or `npy`).
+pub fn read_ids(path: &Path) -> Result<IdMatrix> {
+    known_format(path, None)?;
+    weft::io::read_ids(path, None).with_context(|| format!("reading ids from {}", path.display()))
+}
+
+/// The format named by `path`'s extension, or an error that says what to do about an unknown
+/// one: rename the file (or link it) or, where the command has one, use `flag` (`--format`).
+pub fn known_format(path: &Path, flag: Option<&str>) -> Result<Format> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    Format::from_name(ext).ok_or_else(|| {
+        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        let remedy = match flag {
+            Some(flag) => format!("name its format with {flag} FORMAT"),
+            None => "give the file one of these extensions (a symbolic link will do)".into(),
+        };
+        anyhow!(
+            "{}: unknown file extension `{ext}`: expected one of {}; {remedy}",
+            path.display(),
+            names.join(", ")
+        )
+    })
+}
+
+/// Checks, before any work, that `path` (the `--out` of ids) names an id format.
+pub fn id_output(path: &Path) -> Result<()> {
+    let format = known_format(path, None)?;
+    if !(format.is_id_format() || format == Format::Npy) {
+        bail!(
+            "--out {}: ids are written as ivecs, ibin or npy, not {}",
+            path.display(),
+            format.name()
+        );
+    }
+    Ok(())
+}
+
+/// Refuses an output file that is one of the inputs (the same path, another path to the same
+/// file, a hard or symbolic link to it), before anything is read or written.
+pub fn refuse_overwriting_inputs(
+    out_flag: &str,
+    out: &Path,
+    inputs: &[(&str, &Path)],
+) -> Result<()> {
+    for (flag, input) in inputs {
+        if same_file(out, input) {
+            bail!(
+                "{out_flag} {} is the same file as {flag} {}: refusing to write over it \
+                 (nothing was written)",
+                out.display(),
+                input.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether `a` and `b` name the same file: the same device and inode (Unix), or the same
+/// canonical path (for a file that does not exist yet: its canonical directory and name).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    if let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        use std::os::unix::fs::MetadataExt;
+        if (ma.dev(), ma.ino()) == (mb.dev(), mb.ino()) {
+            return true;
+        }
+    }
+    let canonical = |p: &Path| {
+        p.canonicalize().ok().or_else(|| {
+            let dir = match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            Some(dir.canonicalize().ok()?.join(p.file_name()?))
+        })
+    };
+    matches!((canonical(a), canonical(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// Refuses `--backend gpu` where no GPU back end can run, saying why: this binary was built
+/// without GPU support, or this machine has no usable GPU or driver; and what to do instead.
+pub fn require_gpu(registry: &Registry) -> Result<()> {
+    let GpuStatus::Unavailable(reason) = registry.gpu() else {
+        return Ok(());
+    };
+    if reason.contains("without the `cuda` feature") {
+        bail!(
+            "--backend gpu: this weft binary was built without GPU support (the `cuda` feature \
+             of the weft crate, on by default, was turned off); rebuild it with that feature, or \
+             use --backend cpu (or auto, which takes the CPU here)"
+        );
+    }
+    bail!(
+        "--backend gpu: this machine has no usable GPU: {reason}. The GPU back ends need an \
+         NVIDIA GPU and a driver for CUDA 13 or newer; this binary has GPU support. Use \
+         --backend cpu, or --backend auto (the default), which takes the GPU only when one is \
+         usable"
+    )
+}
+
+/// `v` with every number that is an `f32` widened to `f64` printed as that `f32`'s shortest
+/// round-trip form (`0.001`, not `0.0010000000474974513`): the algorithms' parameters are
+/// `f32`s, and their JSON passes through `f64`.
+pub fn tidy_floats(v: Value) -> Value {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let x = n.as_f64().unwrap_or_default();
+            let narrow = x as f32;
+            if f64::from(narrow) == x && narrow.is_finite() {
+                // The shortest decimal that reads back as this f32, read as an f64.
+                let shortest: f64 = narrow.to_string().parse().unwrap_or(x);
+                serde_json::Number::from_f64(shortest).map_or(Value::Number(n), Value::Number)
+            } else {
+                Value::Number(n)
+            }
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(tidy_floats).collect()),
+        Value::Object(m) => {
+            Value::Object(m.into_iter().map(|(k, v)| (k, tidy_floats(v))).collect())
+        }
+        other => other,
+    }
+}
+
+/// Recall@k as the exact ratio hits / (`rows` x `k`), from the mean over rows of hits / `k`
+/// (every ground-truth row holds `k` distinct valid ids): 0.8806, not 0.8805999999999938.
+pub fn recall_ratio(mean: f64, rows: usize, k: usize) -> f64 {
+    let total = (rows * k) as f64;
+    if total == 0.0 {
+        return mean;
+    }
+    (mean * total).round() / total
+}
+
+/// Checks ground truth for recall@k over `n` indexed vectors: in each row the `k` ids that
+/// recall@k reads must be ids of the data (below `n`) and distinct (a repeated id would count as
+/// several true neighbours and inflate recall). The error names the row (from 0).
+pub fn check_ground_truth(gt: &IdMatrix, n: usize, k: usize, source: &str) -> Result<()> {
+    let used = k.min(gt.cols());
+    let mut seen = Vec::with_capacity(used);
+    for r in 0..gt.rows() {
+        let row = &gt.row(r)[..used];
+        if let Some((c, &id)) = row.iter().enumerate().find(|&(_, &id)| id as usize >= n) {
+            let shown = if id > i32::MAX as NodeId {
+                format!("{id} (read as a signed 32-bit id: {})", id as i32)
+            } else {
+                id.to_string()
+            };
+            bail!(
+                "ground truth {source}: row {r} (query {r}), column {c}: id {shown} is not an id \
+                 of the {n} indexed vectors (0..{n})"
+            );
+        }
+        seen.clear();
+        seen.extend_from_slice(row);
+        seen.sort_unstable();
+        if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+            bail!(
+                "ground truth {source}: row {r} (query {r}) holds id {} more than once among its \
+                 first {used} ids (duplicates would inflate recall)",
+                w[0]
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Builds a parameter object from `--params JSON` and repeated `--param key=value` (values are

@@ -11,7 +11,7 @@ use weft::io::IdMatrix;
 use weft::search::CagraSearchModeParam;
 use weft::{Index, SearchParams};
 
-use super::{Report, read_vectors, secs};
+use super::{Report, id_output, read_vectors, refuse_overwriting_inputs, require_gpu, secs};
 use crate::progress::Session;
 
 /// Arguments of `weft search`.
@@ -106,6 +106,14 @@ pub struct GpuArgs {
 }
 
 impl GpuArgs {
+    /// Refuses `--backend gpu` where no GPU back end can run, before any work.
+    pub fn check(&self) -> Result<()> {
+        if self.backend == BackendArg::Gpu {
+            require_gpu(&weft::Registry::available())?;
+        }
+        Ok(())
+    }
+
     /// `params` with this backend and these GPU options.
     pub fn apply(&self, mut params: SearchParams) -> SearchParams {
         params.backend = match self.backend {
@@ -202,6 +210,21 @@ pub fn entry_points_text(index: &Index, entries: &SearchEntryPoints, seconds: f6
 
 /// Searches and writes the neighbour ids.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    if let Some(out) = &args.out {
+        refuse_overwriting_inputs(
+            "--out",
+            out,
+            &[
+                ("--data", &args.data),
+                ("--graph", &args.graph),
+                ("--queries", &args.queries),
+            ],
+        )?;
+        id_output(out)?;
+    }
+    if !args.exact {
+        args.gpu.check()?;
+    }
     let index = load_index(&args.data, &args.graph)?;
     let queries = read_vectors(&args.queries, false)?;
     let params = if args.exact {
