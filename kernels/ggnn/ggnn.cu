@@ -682,7 +682,8 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
                       u32 s0, u32 s0_off, u32 S, u32 levels, float slack, u32 bcap, u32 qcap,
                       u32 rcap, u32 seen_slots, u32 wide, u32 max_pops, u32 team, u32 heads,
                       const u32* perm, u32 use_perm, u32* key1, u32* key2, u32 key_mask,
-                      u32* out_ids, float* out_nn1, unsigned long long* counts) {
+                      const u32* seeds, u32 use_seeds, u32* out_ids, float* out_nn1,
+                      unsigned long long* counts) {
     extern __shared__ u32 smem[];
     const u32 warp = threadIdx.x >> 5;
     const u32 slot = blockIdx.x * (blockDim.x >> 5) + warp;
@@ -724,6 +725,18 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
         if ((u32)li == lm && !s.best_has(v)) {
             s.see_all(v, lane == 0);
             s.push_batch(lane == 0, 0.0f, v);
+        }
+        // The entry-seeded merge (layer 0): the point's nearest entry point, a fresh
+        // candidate against the bound as it stands (GgnnCpu's push_seed).
+        if (li == 0 && use_seeds) {
+            const u32 e = seeds[v];
+            if (e != v && e != INVALID && !s.best_has(e)) {
+                const float d = dist<T>(q, data + (u64)e * stride, stride, metric);
+                ++n_scored;
+                const bool has = d < s.best_last() + slack;
+                s.see_all(e, lane == 0);
+                s.push_batch(lane == 0 && has, d, e);
+            }
         }
         const u32 off = row_off[li];
         for (u32 pops = 0; pops < max_pops;) {
@@ -923,6 +936,28 @@ __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const
     }
 }
 
+// The nearest of the entry points `entries` (global ids) to every point of layer 0 in
+// `metric`, ties to the earlier entry (one warp per point): the seeds of the entry-seeded
+// merges (weft_ggnn::nearest_entries is the CPU reference).
+template <typename T>
+__device__ void nearest_entry(const T* data, u32 stride, i32 metric, const u32* entries,
+                              u32 n_entries, u32 n, u32* out) {
+    const u32 v = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (v >= n || n_entries == 0) return;
+    const T* q = data + (u64)v * stride;
+    float best = inf_f32();
+    u32 arg = entries[0];
+    for (u32 e = 0; e < n_entries; ++e) {
+        const u32 id = entries[e];
+        const float d = dist<T>(q, data + (u64)id * stride, stride, metric);
+        if (d < best) {
+            best = d;
+            arg = id;
+        }
+    }
+    if (lane_id() == 0) out[v] = arg;
+}
+
 }  // namespace ggnn
 }  // namespace weft
 
@@ -1111,11 +1146,17 @@ extern "C" __global__ void ggnn_order_scatter(const u32* key1, u32 n, const u32*
                           u32 s0, u32 s0_off, u32 S, u32 levels, float slack, u32 bcap, u32 qcap, \
                           u32 rcap, u32 seen_slots, u32 wide, u32 max_pops, u32 team, u32 heads, \
                           const u32* perm, u32 use_perm, u32* key1, u32* key2, u32 key_mask,      \
-                          u32* out_ids, float* nn1, u32 off_lm, unsigned long long* counts) {     \
+                          const u32* seeds, u32 use_seeds, u32* out_ids, float* nn1, u32 off_lm,  \
+                          unsigned long long* counts) {                                           \
         ggnn::merge<T>(data, stride, metric, ids, glob, sel, row_off, k, lm, ltop, n_lm, s0,     \
                        s0_off, S, levels, slack, bcap, qcap, rcap, seen_slots, wide, max_pops,  \
-                       team, heads, perm, use_perm, key1, key2, key_mask, out_ids, nn1 + off_lm, \
-                       counts);                                                                  \
+                       team, heads, perm, use_perm, key1, key2, key_mask, seeds, use_seeds,      \
+                       out_ids, nn1 + off_lm, counts);                                           \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(ggnn::WARPS * 32)                               \
+        ggnn_nearest_entry_##NAME(const T* data, u32 stride, i32 metric, const u32* entries,     \
+                                  u32 n_entries, u32 n, u32* out) {                              \
+        ggnn::nearest_entry<T>(data, stride, metric, entries, n_entries, n, out);                \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, ggnn::SYM_BLOCKS)      \
         ggnn_sym_##NAME(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,  \

@@ -23,7 +23,7 @@ use weft_graph::hier::{HierGraph, HierLayer};
 
 use crate::GgnnParams;
 use crate::cache::Cache;
-use crate::connect::{hierarchy_entry_points, repair_layers, total};
+use crate::connect::{hierarchy_entry_points, nearest_entries, repair_layers, total};
 use crate::sizing::Sizing;
 
 /// Pops per layer of a merge query (the authors' `MAX_ITERATIONS`).
@@ -71,6 +71,9 @@ struct Build<'a, T: Element> {
     /// Mean real 1-NN distance over layer 0 (`d̄nn1`), from the last brute force or merge.
     mean_nn1: f32,
     slots: Vec<Mutex<Option<Cache>>>,
+    /// Per layer-0 point, the entry point its merges also start from (empty: none; see
+    /// [`GgnnParams::entry_seeded_merges`]).
+    seeds: Vec<NodeId>,
     ctx: &'a BuildCtx,
 }
 
@@ -127,6 +130,21 @@ impl<'a, T: Element> Build<'a, T> {
         let r = f(cache);
         cache.reset();
         r
+    }
+
+    /// The entry-seeded merge's extra start (layer 0): the point's seed, scored and pushed as a
+    /// fresh candidate (unless it is the point, already held, or fails the bound).
+    fn push_seed(&self, cache: &mut Cache, v: NodeId, q: &[T], slack: f32) {
+        let Some(&e) = self.seeds.get(v as usize) else {
+            return;
+        };
+        if e == v || e == INVALID || cache.contains(e) {
+            return;
+        }
+        let d = self.dist.eval(q, self.data.row(e as usize));
+        if d < cache.best_last() + slack {
+            cache.push(e, d);
+        }
     }
 
     /// Mean (and max) of the layer-0 1-NN distances, summed in id order.
@@ -252,6 +270,9 @@ impl<'a, T: Element> Build<'a, T> {
                         cache.transform(|id| sel[id as usize]);
                         if li == lm && !cache.contains(v) {
                             cache.push(v, 0.0);
+                        }
+                        if li == 0 {
+                            self.push_seed(cache, v, q, slack);
                         }
                         let graph = &self.layers[li].ids;
                         let mut pops = 0;
@@ -489,6 +510,16 @@ fn run<T: Element>(
 ) -> Result<(HierGraph, GgnnStats)> {
     let k = params.k_build;
     let kf = k / 2;
+    // The spread entry points, picked first: the entry-seeded merges start from them.
+    let entries = if params.entry_points > 0 {
+        Some(hierarchy_entry_points(data, metric, params, ctx, None)?)
+    } else {
+        None
+    };
+    let seeds = match &entries {
+        Some(e) if params.entry_seeded_merges => nearest_entries(data, metric, e, ctx)?,
+        _ => Vec::new(),
+    };
     let mut b = Build {
         data,
         metric,
@@ -511,6 +542,7 @@ fn run<T: Element>(
         slots: (0..rayon::current_num_threads().max(1))
             .map(|_| Mutex::new(None))
             .collect(),
+        seeds,
         ctx,
     };
     let layers = z.layers;
@@ -552,7 +584,7 @@ fn run<T: Element>(
         .into_iter()
         .map(|l| (l.ids, l.global))
         .collect();
-    let (graph, repair, _) = assemble(z, k, layers, None, data, metric, params, ctx)?;
+    let (graph, repair, _) = assemble(z, k, layers, entries, data, metric, params, ctx)?;
     let stats = GgnnStats {
         mean_nn1,
         max_nn1,

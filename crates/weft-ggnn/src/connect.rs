@@ -99,6 +99,46 @@ pub(crate) fn hierarchy_entry_points<T: Element>(
     })
 }
 
+/// The nearest of `entries` (global ids) to every point of `data` in `metric`, ties to the
+/// earlier entry: the seeds of the entry-seeded merges ([`GgnnParams::entry_seeded_merges`]).
+/// Costs `n * entries.len()` distance evaluations, in parallel.
+pub fn nearest_entries<T: Element>(
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    entries: &[NodeId],
+    ctx: &BuildCtx,
+) -> Result<Vec<NodeId>> {
+    if entries.iter().any(|&e| e as usize >= data.rows()) {
+        return Err(Error::InvalidInput(format!(
+            "an entry point is not below the number of vectors ({})",
+            data.rows()
+        )));
+    }
+    if entries.is_empty() {
+        return Ok(vec![weft_core::INVALID; data.rows()]);
+    }
+    let dist = metric.distance_fn::<T>();
+    let mut out = vec![0 as NodeId; data.rows()];
+    out.par_chunks_mut(1024)
+        .enumerate()
+        .try_for_each(|(c, chunk)| {
+            ctx.check_cancelled()?;
+            for (j, slot) in chunk.iter_mut().enumerate() {
+                let q = data.row(c * 1024 + j);
+                let mut best = (f32::INFINITY, entries[0]);
+                for &e in entries {
+                    let d = dist.eval(q, data.row(e as usize));
+                    if d < best.0 {
+                        best = (d, e);
+                    }
+                }
+                *slot = best.1;
+            }
+            Ok::<(), Error>(())
+        })?;
+    Ok(out)
+}
+
 /// Repairs the compacted rows of every layer (`layers[l] = (ids, global ids)`, rows of `k`
 /// slots, padding at the end; the global ids of layer 0 may be empty: the identity) so that
 /// each layer is reachable from its [`layer_entry_points`]; `entries` are the hierarchy's.
@@ -236,5 +276,22 @@ mod tests {
         let layers: [&[NodeId]; 3] = [&[], &[7, 3, 5], &[5, 7]];
         let e = entries_of_layers(&layers, &[1, 2]);
         assert_eq!(e, vec![vec![1, 2], vec![2, 0], vec![0, 1]]);
+    }
+
+    #[test]
+    fn nearest_entries_ties_go_to_the_earlier_entry() {
+        // Points on a line at 0, 1, 2, 3, 4; entries 4, 0, 2 (in that order).
+        let data: Vec<f32> = (0..5).map(|x| x as f32).collect();
+        let view = DatasetView::new(&data, 5, 1).unwrap();
+        let ctx = BuildCtx::new(0);
+        let near = nearest_entries(view, Metric::L2Squared, &[4, 0, 2], &ctx).unwrap();
+        // Point 1 is as near to 0 as to 2 (0 comes first in the list), 3 to 4 and 2 (4 first).
+        assert_eq!(near, vec![0, 0, 2, 4, 4]);
+        let none = nearest_entries(view, Metric::L2Squared, &[], &ctx).unwrap();
+        assert_eq!(none, vec![weft_core::INVALID; 5]);
+        assert!(matches!(
+            nearest_entries(view, Metric::L2Squared, &[5], &ctx),
+            Err(Error::InvalidInput(_))
+        ));
     }
 }

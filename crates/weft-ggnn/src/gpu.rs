@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use weft_core::{BuildCtx, DatasetView, Element, GraphBuilder, Metric, Result};
+use weft_core::{BuildCtx, DatasetView, Element, GraphBuilder, Metric, NodeId, Result};
 use weft_gpu::ggnn::{GgnnBuild, GgnnConfig, GgnnPhaseTime, GgnnShape, GgnnTuning};
 use weft_gpu::{DeviceMatrix, GpuContext};
 use weft_graph::hier::HierGraph;
@@ -136,19 +136,45 @@ impl GgnnGpu {
         };
         // The spread entry points depend on the data alone: the host picks them while the
         // device builds (this thread only waits on the device).
+        // The spread entry points are picked on the host while the device runs the first
+        // phases; the entry-seeded merges wait for them before the first merge into layer 0.
         let (out, spread) = std::thread::scope(|s| {
-            let spread = (params.entry_points > 0).then(|| {
+            let mut pending = (params.entry_points > 0).then(|| {
                 s.spawn(|| {
                     let start = Instant::now();
                     let e = hierarchy_entry_points(data_host, metric, params, ctx, None);
                     (e, start.elapsed().as_secs_f64())
                 })
             });
-            let out =
-                self.device()
-                    .with_timing(timing)
-                    .build(data, metric, &Self::shape(&z), &cfg, ctx);
-            let spread = spread.map(|h| h.join().expect("the entry-point thread panicked"));
+            let mut spread: Option<(Result<Vec<NodeId>>, f64)> = None;
+            let join = |pending: &mut Option<std::thread::ScopedJoinHandle<'_, _>>,
+                        spread: &mut Option<(Result<Vec<NodeId>>, f64)>| {
+                if let Some(h) = pending.take() {
+                    *spread = Some(h.join().expect("the entry-point thread panicked"));
+                }
+            };
+            let mut seeds_source = || -> Result<Vec<NodeId>> {
+                join(&mut pending, &mut spread);
+                match &spread {
+                    Some((Ok(e), _)) => Ok(e.clone()),
+                    // The build fails with the picking's own error (a cancellation stays one).
+                    Some((Err(_), _)) => match spread.take() {
+                        Some((Err(e), _)) => Err(e),
+                        _ => unreachable!("checked just above"),
+                    },
+                    None => Ok(Vec::new()),
+                }
+            };
+            let seeded = params.entry_seeded_merges && params.entry_points > 0;
+            let out = self.device().with_timing(timing).build(
+                data,
+                metric,
+                &Self::shape(&z),
+                &cfg,
+                seeded.then_some(&mut seeds_source as &mut dyn FnMut() -> Result<Vec<NodeId>>),
+                ctx,
+            );
+            join(&mut pending, &mut spread);
             (out, spread)
         });
         let out = out?;

@@ -7,9 +7,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use proptest::prelude::*;
+use weft_core::DatasetView;
 use weft_core::{BuildCtx, CancelToken, Error, GraphBuilder, GraphView, Metric, NodeId, Progress};
-use weft_ggnn::{GgnnCpu, GgnnGpu, GgnnParams};
+use weft_ggnn::{GgnnCpu, GgnnGpu, GgnnParams, nearest_entries};
 use weft_gpu::testing::gpu_or_skip;
+use weft_gpu::{DeviceMatrix, GgnnBuild};
 use weft_graph::hier::HierGraph;
 use weft_testkit::graph::{GraphSuite, gaussian_mixture, ground_truth, run_graph_suite};
 
@@ -378,4 +381,74 @@ fn gpu_build_and_search_on_glove_like_angular_data() {
         stats.repair
     );
     assert!(recalls.iter().any(|&r| r >= 0.99), "{recalls:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// The seeds of the entry-seeded merges (`ggnn_nearest_entry`) against the CPU reference
+    /// `nearest_entries` on fresh random data: the same ids on integer data in L2 (exact
+    /// distances, so ties go to the earlier entry on both), otherwise the same id or one at
+    /// the same distance up to rounding.
+    #[test]
+    fn gpu_nearest_entries_match_the_cpu_reference(
+        n in 1usize..3000,
+        dim in prop::sample::select(vec![1usize, 3, 16, 33, 128]),
+        want in 1usize..300,
+        metric in prop::sample::select(Metric::ALL.to_vec()),
+        integer in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let Some(b) = gpu("gpu_nearest_entries_match_the_cpu_reference") else {
+            return Ok(());
+        };
+        let mut rng = weft_core::rng::SplitMix64::new(seed);
+        let mut ids: Vec<NodeId> = (0..n as NodeId).collect();
+        for i in (1..n).rev() {
+            ids.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let entries = &ids[..want.min(n)];
+        let ctx = BuildCtx::new(0);
+        if integer {
+            let data: Vec<u8> = (0..n * dim).map(|_| rng.below(8) as u8).collect();
+            let view = DatasetView::new(&data, n, dim).unwrap();
+            let cpu = nearest_entries(view, metric, entries, &ctx).unwrap();
+            let dev = DeviceMatrix::upload(b.context(), view).unwrap();
+            let gpu = GgnnBuild::new(b.context()).nearest_entries(&dev, metric, entries).unwrap();
+            if metric == Metric::L2Squared {
+                prop_assert_eq!(gpu, cpu);
+            } else {
+                check_near(view, metric, &cpu, &gpu)?;
+            }
+        } else {
+            let data: Vec<f32> = (0..n * dim).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+            let view = DatasetView::new(&data, n, dim).unwrap();
+            let cpu = nearest_entries(view, metric, entries, &ctx).unwrap();
+            let dev = DeviceMatrix::upload(b.context(), view).unwrap();
+            let gpu = GgnnBuild::new(b.context()).nearest_entries(&dev, metric, entries).unwrap();
+            check_near(view, metric, &cpu, &gpu)?;
+        }
+    }
+}
+
+/// Every point's GPU seed is its CPU seed or an entry at the same distance up to rounding.
+fn check_near<T: weft_core::Element>(
+    view: DatasetView<'_, T>,
+    metric: Metric,
+    cpu: &[NodeId],
+    gpu: &[NodeId],
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(cpu.len(), gpu.len());
+    let dist = metric.distance_fn::<T>();
+    for (v, (&c, &g)) in cpu.iter().zip(gpu).enumerate() {
+        if c != g {
+            let dc = dist.eval(view.row(v), view.row(c as usize));
+            let dg = dist.eval(view.row(v), view.row(g as usize));
+            prop_assert!(
+                (dc - dg).abs() <= 1e-4 * dc.abs().max(1.0),
+                "point {v}: cpu {c} at {dc}, gpu {g} at {dg}"
+            );
+        }
+    }
+    Ok(())
 }

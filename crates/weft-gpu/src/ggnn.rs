@@ -375,6 +375,9 @@ struct State {
     order: CudaSlice<u32>,
     /// Whether `order` holds an order from the keys (the natural order otherwise).
     have_order: bool,
+    /// Per layer-0 point: its nearest entry point, the extra start of its merges (entry-seeded
+    /// merges; `None` until the first merge into layer 0 computes it, or without entries).
+    seeds: Option<CudaSlice<u32>>,
 }
 
 impl<'c> GgnnBuild<'c> {
@@ -412,8 +415,9 @@ impl<'c> GgnnBuild<'c> {
         let rows = shape.row_offsets()[shape.layers] as u64;
         let (n, k) = (shape.n as u64, k as u64);
         // ids, glob, sel, nn1 over all rows; scratch n*k; links n*(k/2); link counts, key1,
-        // order n; key2, rank1, order counts at most n each; small.
-        rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + 6 * n * 4 + 64
+        // order, seeds n; key2, rank1, order counts at most n each; small (and the entry
+        // points, at most n).
+        rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + 8 * n * 4 + 64
     }
 
     fn check(shape: &GgnnShape, k: usize, dim: usize) -> Result<()> {
@@ -445,6 +449,11 @@ impl<'c> GgnnBuild<'c> {
 
     /// Builds the hierarchy of the vectors in `data` with the sizes of `shape`.
     ///
+    /// With `entries`, the merges into layer 0 are entry-seeded
+    /// (`weft_ggnn::GgnnParams::entry_seeded_merges`): `entries` is called once, before the
+    /// first of them, for the entry points (global ids; the caller may still be picking them
+    /// while the first phases run), and every point's nearest one is found on the device.
+    ///
     /// Progress: one unit per phase, as the CPU reference; cancellation is checked before each
     /// phase.
     pub fn build<T: Element>(
@@ -453,6 +462,7 @@ impl<'c> GgnnBuild<'c> {
         metric: Metric,
         shape: &GgnnShape,
         cfg: &GgnnConfig,
+        mut entries: Option<&mut dyn FnMut() -> Result<Vec<NodeId>>>,
         ctx: &BuildCtx,
     ) -> Result<GgnnOut> {
         let k = cfg.k;
@@ -499,6 +509,7 @@ impl<'c> GgnnBuild<'c> {
             order_count: self.ctx.alloc_zeros::<u32>(l1)?,
             order: self.ctx.alloc_zeros::<u32>(shape.n)?,
             have_order: false,
+            seeds: None,
         };
         fill_u32(self.ctx, &mut st.ids, 0, n_rows * k, INVALID)?;
         iota_u32(self.ctx, &mut st.rank1, l1)?;
@@ -547,6 +558,9 @@ impl<'c> GgnnBuild<'c> {
             progress.advance(1);
             for lm in (0..t).rev() {
                 ctx.check_cancelled()?;
+                if lm == 0 {
+                    run.ensure_seeds(&mut entries)?;
+                }
                 run.merge_and_order(t, lm)?;
                 progress.advance(1);
                 ctx.check_cancelled()?;
@@ -557,6 +571,9 @@ impl<'c> GgnnBuild<'c> {
         for _ in 0..cfg.refinement {
             for lm in (0..layers - 1).rev() {
                 ctx.check_cancelled()?;
+                if lm == 0 {
+                    run.ensure_seeds(&mut entries)?;
+                }
                 run.merge_and_order(layers - 1, lm)?;
                 progress.advance(1);
                 ctx.check_cancelled()?;
@@ -580,6 +597,19 @@ impl<'c> GgnnBuild<'c> {
             });
         }
         Ok(out)
+    }
+
+    /// The nearest of `entries` (global ids, each below `data.rows()`) to every row of `data`
+    /// in `metric`, ties to the earlier entry: the seeds of the entry-seeded merges
+    /// (`ggnn_nearest_entry`; `weft_ggnn::nearest_entries` is its CPU reference).
+    pub fn nearest_entries<T: Element>(
+        &self,
+        data: &DeviceMatrix<T>,
+        metric: Metric,
+        entries: &[NodeId],
+    ) -> Result<Vec<NodeId>> {
+        let seeds = nearest_entry_kernel(self.ctx, data, metric, entries)?;
+        self.ctx.download(&seeds, data.rows())
     }
 
     /// The brute force of layer 0 alone (the `top` kernel over the base segments of `shape`):
@@ -701,6 +731,49 @@ fn fill_u32(
     a.arg(&mut view).arg(&len64).arg(&value);
     let blocks = u32_of(len.div_ceil(THREADS as usize), "blocks")?.min(FILL_BLOCKS);
     launch(ctx, "ggnn_fill_u32", a, cfg((blocks, 1, 1), THREADS, 0))
+}
+
+/// The `ggnn_nearest_entry` kernel: every row's nearest of `entries` (global ids), on the
+/// device (`n` ids, all [`INVALID`] without entries).
+fn nearest_entry_kernel<T: Element>(
+    ctx: &GpuContext,
+    data: &DeviceMatrix<T>,
+    metric: Metric,
+    entries: &[NodeId],
+) -> Result<CudaSlice<u32>> {
+    let n = data.rows();
+    let mut out = ctx.alloc_zeros::<u32>(n.max(1))?;
+    if entries.is_empty() {
+        fill_u32(ctx, &mut out, 0, n, INVALID)?;
+        return Ok(out);
+    }
+    if let Some(&bad) = entries.iter().find(|&&e| e as usize >= n) {
+        return Err(Error::InvalidInput(format!(
+            "entry point {bad} is not below the number of vectors ({n})"
+        )));
+    }
+    let dev_entries = ctx.upload(entries)?;
+    let view = data.rows_view(0, n)?;
+    let stride = u32_of(data.stride(), "stride")?;
+    let code = metric.code() as i32;
+    let (ne, n32) = (u32_of(entries.len(), "entry points")?, u32_of(n, "rows")?);
+    let name = format!("ggnn_nearest_entry_{}", T::DTYPE.name());
+    let f = ctx.function("ggnn", &name)?;
+    let mut a = ctx.stream().launch_builder(&f);
+    a.arg(&view)
+        .arg(&stride)
+        .arg(&code)
+        .arg(&dev_entries)
+        .arg(&ne)
+        .arg(&n32)
+        .arg(&mut out);
+    launch(
+        ctx,
+        &name,
+        a,
+        cfg((n32.div_ceil(WARPS), 1, 1), WARPS * 32, 0),
+    )?;
+    Ok(out)
 }
 
 /// The `top` kernel over layer `l` (rows from `off`) of the stacked buffers.
@@ -974,6 +1047,24 @@ impl<T: Element> Run<'_, '_, T> {
         )
     }
 
+    /// Computes the merge seeds (once) from the entry points `entries` yields, when there is
+    /// such a source.
+    fn ensure_seeds(
+        &mut self,
+        entries: &mut Option<&mut dyn FnMut() -> Result<Vec<NodeId>>>,
+    ) -> Result<()> {
+        if self.st.seeds.is_some() {
+            return Ok(());
+        }
+        let Some(source) = entries.as_mut() else {
+            return Ok(());
+        };
+        let list = source()?;
+        let seeds = nearest_entry_kernel(self.g.ctx, self.data, self.metric, &list)?;
+        self.st.seeds = Some(seeds);
+        Ok(())
+    }
+
     fn merge(&mut self, ltop: usize, lm: usize) -> Result<()> {
         let z = self.shape;
         let k = self.k;
@@ -1016,6 +1107,7 @@ impl<T: Element> Run<'_, '_, T> {
             (self.st.n_rows * k) as u64,
             "ggnn_merge ids",
         )?;
+        let use_seeds = u32::from(lm == 0 && self.st.seeds.is_some());
         let name = format!("ggnn_merge_{}", T::DTYPE.name());
         let f = ctx.function("ggnn", &name)?;
         let mut a = ctx.stream().launch_builder(&f);
@@ -1047,7 +1139,13 @@ impl<T: Element> Run<'_, '_, T> {
             .arg(&use_order)
             .arg(&mut self.st.key1)
             .arg(&mut self.st.key2)
-            .arg(&key_mask)
+            .arg(&key_mask);
+        // The seeds (entry-seeded merges into layer 0); any u32 buffer stands in without them.
+        match &self.st.seeds {
+            Some(seeds) => a.arg(seeds),
+            None => a.arg(&self.st.order),
+        };
+        a.arg(&use_seeds)
             .arg(&mut self.st.scratch)
             .arg(&mut self.st.nn1)
             .arg(&off_lm)

@@ -166,7 +166,7 @@ fn check_build<T: Element>(
     let out = GgnnBuild::new(ctx)
         .with_tuning(tuning)
         .with_timing(seed.is_multiple_of(2))
-        .build(&dev, metric, z, &cfg, &weft_core::BuildCtx::new(seed))
+        .build(&dev, metric, z, &cfg, None, &weft_core::BuildCtx::new(seed))
         .unwrap();
     assert_eq!(out.layers.len(), z.layers);
     let dist = metric.distance_fn::<T>();
@@ -495,6 +495,7 @@ fn ggnn_build_rejects_bad_shapes() {
             Metric::L2Squared,
             &z,
             &cfg,
+            None,
             &weft_core::BuildCtx::new(1)
         ),
         Err(Error::OutOfDeviceMemory { .. })
@@ -534,6 +535,7 @@ fn ggnn_build_rejects_bad_shapes() {
                     Metric::L2Squared,
                     &z,
                     &cfg,
+                    None,
                     &weft_core::BuildCtx::new(1)
                 ),
                 Err(Error::InvalidParams { .. })
