@@ -205,8 +205,8 @@ fn cancellation_and_progress() {
             &BuildCtx::new(1).with_progress(count.clone()),
         )
         .unwrap();
-    // L = 4, r = 2: 4 brute forces, 3 selections, 4 + 6 syms, 6 merges; 2 x (3 + 3).
-    assert_eq!(count.0.load(Ordering::Relaxed), 4 + 3 + 4 + 6 + 6 + 12);
+    // L = 4, r = 1: 4 brute forces, 3 selections, 4 + 6 syms, 6 merges; 1 x (3 + 3).
+    assert_eq!(count.0.load(Ordering::Relaxed), 4 + 3 + 4 + 6 + 6 + 6);
 }
 
 #[test]

@@ -182,7 +182,7 @@ fn gpu_cancellation_progress_and_budget() {
         &BuildCtx::new(1).with_progress(count.clone()),
     )
     .unwrap();
-    assert_eq!(count.0.load(Ordering::Relaxed), 4 + 3 + 4 + 6 + 6 + 12);
+    assert_eq!(count.0.load(Ordering::Relaxed), 4 + 3 + 4 + 6 + 6 + 6);
     let small = b.clone().with_budget(4096);
     assert!(matches!(
         small.build(base.view(), Metric::L2Squared, &p, &BuildCtx::new(1)),
