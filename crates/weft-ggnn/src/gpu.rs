@@ -135,9 +135,8 @@ impl GgnnGpu {
             seed: ctx.seed(),
         };
         // The spread entry points depend on the data alone: the host picks them while the
-        // device builds (this thread only waits on the device).
-        // The spread entry points are picked on the host while the device runs the first
-        // phases; the entry-seeded merges wait for them before the first merge into layer 0.
+        // device runs the first phases; the entry-seeded merges wait for them before the first
+        // merge into layer 0.
         let (out, spread) = std::thread::scope(|s| {
             let mut pending = (params.entry_points > 0).then(|| {
                 s.spawn(|| {
@@ -155,13 +154,14 @@ impl GgnnGpu {
             };
             let mut seeds_source = || -> Result<Vec<NodeId>> {
                 join(&mut pending, &mut spread);
-                match &spread {
-                    Some((Ok(e), _)) => Ok(e.clone()),
+                match spread.take() {
+                    Some((Ok(e), seconds)) => {
+                        let copy = e.clone();
+                        spread = Some((Ok(e), seconds));
+                        Ok(copy)
+                    }
                     // The build fails with the picking's own error (a cancellation stays one).
-                    Some((Err(_), _)) => match spread.take() {
-                        Some((Err(e), _)) => Err(e),
-                        _ => unreachable!("checked just above"),
-                    },
+                    Some((Err(e), _)) => Err(e),
                     None => Ok(Vec::new()),
                 }
             };
