@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release -p weft-rnndescent --example rnnd_bench -- \
 //!     --base base.fbin --query query.fbin --gt gt.ibin [--threads 2] [--s 20] [--r 64] \
-//!     [--t1 3] [--t2 10] [--degree 32] [--truncate true] [--final-reverse false] \
+//!     [--t1 3] [--t2 10] [--degree 32] [--truncate true] [--final-reverse false] [--fill 0.5] \
 //!     [--ls 10,16,24,32,48,64,96,128] [--reps 3] [--seed 1] [--random-entries 0]
 //! ```
 //!
@@ -73,6 +73,7 @@ fn main() {
         degree: arg(&args, "--degree", d.degree),
         truncate_updates: arg(&args, "--truncate", d.truncate_updates),
         final_reverse_edges: arg(&args, "--final-reverse", d.final_reverse_edges),
+        fill_fraction: arg(&args, "--fill", d.fill_fraction),
         ..d
     };
     let k = 10;

@@ -80,11 +80,14 @@ const SRC_CHUNK: usize = 256;
 /// redirects here become visible at the next round instead of within the same one.)
 ///
 /// The output is a [`FixedDegreeGraph`] of degree [`RnnDescentParams::degree`] whose rows are
-/// the closest entries of each final list, ascending by distance, with
+/// the closest entries of each final list, filled up to [`RnnDescentParams::fill_len`] entries
+/// with the closest candidates pruned during the last outer iteration where the list is
+/// shorter, ascending by distance, with
 /// [`RnnDescentParams::entry_points`] entry points spread over the data; with
 /// [`RnnDescentParams::repair`] every vertex is reachable from them.
 ///
-/// Memory: the lists, plus, for data of 16 MiB or more on Linux while that takes at most half
+/// Memory: the lists, during the last outer iteration the pruned candidates kept for filling
+/// (at most `fill_len` per vertex), plus, for data of 16 MiB or more on Linux while that takes at most half
 /// of the available memory, a copy of the data in transparent huge pages (fewer TLB misses on
 /// the updates' scattered row reads; same values, same graph).
 ///
@@ -210,6 +213,10 @@ struct Builder<'a, T: Element> {
     params: &'a RnnDescentParams,
     ctx: &'a BuildCtx,
     lists: Vec<Vec<Entry>>,
+    /// With [`RnnDescentParams::fill_fraction`] above 0, during the last outer iteration: per vertex, the
+    /// closest candidates its updates pruned (at most `fill_len`, sorted by `(dist, id)`); else
+    /// empty.
+    pruned: Vec<Vec<Entry>>,
     stats: BuildStats,
 }
 
@@ -222,6 +229,8 @@ pub struct BuildStats {
     pub rounds: u64,
     /// Edges of the final lists before the cut to the output degree.
     pub edges_before_cut: u64,
+    /// Edges the export added from pruned candidates ([`RnnDescentParams::fill_fraction`]).
+    pub filled_edges: u64,
     /// What the connectivity repair did (all zero when it was off).
     pub repair: weft_graph::RepairReport,
 }
@@ -293,6 +302,23 @@ fn sort_dedup(list: &mut Vec<Entry>) {
     dedup_ids(list, true);
 }
 
+/// Fills `row` (sorted by `(dist, id)`, without repeats) up to `len` entries with the closest entries of `pruned` (sorted by `(dist, id)`) whose ids it lacks, and
+/// leaves it sorted by `(dist, id)`.
+fn fill_row(row: &mut Vec<Entry>, pruned: &[Entry], len: usize) {
+    let kept = row.len();
+    for &e in pruned {
+        if row.len() >= len {
+            break;
+        }
+        if !row[..kept].iter().any(|k| k.id == e.id) {
+            row.push(e);
+        }
+    }
+    if row.len() > kept {
+        row.sort_unstable_by_key(dist_id_key);
+    }
+}
+
 /// Appends `items[chunk][block]` (target, entry) pairs to `lists[target]`, in chunk order:
 /// parallel over target blocks, deterministic.
 fn scatter(lists: &mut [Vec<Entry>], items: &[Buckets]) {
@@ -324,6 +350,7 @@ impl<'a, T: Element> Builder<'a, T> {
             params,
             ctx,
             lists: Vec::new(),
+            pruned: Vec::new(),
             stats: BuildStats::default(),
         }
     }
@@ -343,6 +370,9 @@ impl<'a, T: Element> Builder<'a, T> {
         progress.begin("rnndescent", Some((p.t1 * p.t2) as u64));
         self.init();
         for t1 in 0..p.t1 {
+            if p.fill_len() > 0 && t1 + 1 == p.t1 {
+                self.pruned = vec![Vec::new(); n];
+            }
             for _ in 0..p.t2 {
                 self.ctx.check_cancelled()?;
                 self.update_round();
@@ -360,15 +390,24 @@ impl<'a, T: Element> Builder<'a, T> {
         let degree = p.degree;
         let mut ids = vec![INVALID; n * degree];
         let lists = std::mem::take(&mut self.lists);
+        let mut pruned = std::mem::take(&mut self.pruned);
+        pruned.resize_with(n, Vec::new);
         self.stats.edges_before_cut = lists.iter().map(|l| l.len() as u64).sum();
-        ids.par_chunks_mut(degree)
-            .zip(lists.into_par_iter())
-            .for_each(|(row, mut list)| {
+        let filled: u64 = ids
+            .par_chunks_mut(degree)
+            .zip(lists.into_par_iter().zip(pruned.into_par_iter()))
+            .map(|(row, (mut list, pruned))| {
                 sort_dedup(&mut list);
+                list.truncate(degree);
+                let kept = list.len();
+                fill_row(&mut list, &pruned, p.fill_len());
                 for (slot, e) in row.iter_mut().zip(&list) {
                     *slot = e.id;
                 }
-            });
+                (list.len() - kept) as u64
+            })
+            .sum();
+        self.stats.filled_edges = filled;
         let (graph, repair) = weft_graph::connect_graph(
             FixedDegreeGraph::new(n, degree, ids)?,
             self.data,
@@ -428,10 +467,18 @@ impl<'a, T: Element> Builder<'a, T> {
         let nblocks = n.div_ceil(block_len);
         let p = self.params;
         let mut lists = std::mem::take(&mut self.lists);
+        let mut pruned = std::mem::take(&mut self.pruned);
+        // Before the last outer iteration (or without filling) there is no store: empty lists
+        // that nothing is pushed to.
+        let keep_pruned = !pruned.is_empty();
+        let fill_len = p.fill_len();
+        pruned.resize_with(n, Vec::new);
         let this = &*self;
         let (redirects, counts): (Vec<Buckets>, Vec<u64>) = lists
             .par_chunks_mut(SRC_CHUNK)
-            .map(|chunk| {
+            .zip(pruned.par_chunks_mut(SRC_CHUNK))
+            .map(|(chunk, store)| {
+                let mut pruned_chunk = keep_pruned.then_some(store);
                 let mut out: Vec<(NodeId, Entry)> = Vec::new();
                 let mut kept: Vec<Entry> = Vec::new();
                 let mut count = 0u64;
@@ -471,6 +518,9 @@ impl<'a, T: Element> Builder<'a, T> {
                             };
                             if prune {
                                 keep = false;
+                                if let Some(store) = pruned_chunk.as_deref_mut() {
+                                    store[j].push(e);
+                                }
                                 out.push((
                                     k.id,
                                     Entry {
@@ -488,6 +538,11 @@ impl<'a, T: Element> Builder<'a, T> {
                     }
                     list.clear();
                     list.extend(kept.iter().map(|e| Entry { new: false, ..*e }));
+                    if let Some(store) = pruned_chunk.as_deref_mut() {
+                        let store = &mut store[j];
+                        sort_dedup(store);
+                        store.truncate(fill_len);
+                    }
                 }
                 (Buckets::new(&out, nblocks, block_len), count)
             })
@@ -495,6 +550,9 @@ impl<'a, T: Element> Builder<'a, T> {
         self.stats.distance_computations += counts.iter().sum::<u64>();
         scatter(&mut lists, &redirects);
         self.lists = lists;
+        if keep_pruned {
+            self.pruned = pruned;
+        }
     }
 
     /// AddReverseEdges with the reference code's semantics (digest §2.5): `w -> u` exists
@@ -634,6 +692,36 @@ mod tests {
                 assert_eq!(key(&got), key(&want), "len {len}, merge {merge_new}");
             }
         }
+    }
+
+    #[test]
+    fn fill_row_keeps_the_kept_entries_and_adds_the_closest_missing_pruned_ones() {
+        let e = |id: NodeId, dist: f32| Entry {
+            id,
+            dist,
+            new: false,
+        };
+        let ids = |l: &[Entry]| -> Vec<NodeId> { l.iter().map(|e| e.id).collect() };
+        // Kept: 5 (1.0), 9 (4.0); pruned, ascending: 7 (0.5), 9 (4.0, already kept), 2 (2.0),
+        // 3 (3.0).
+        let pruned = [e(7, 0.5), e(9, 4.0), e(2, 2.0), e(3, 3.0)];
+        let mut row = vec![e(5, 1.0), e(9, 4.0)];
+        fill_row(&mut row, &pruned, 4);
+        assert_eq!(
+            ids(&row),
+            [7, 5, 2, 9],
+            "sorted by distance, 9 not repeated"
+        );
+        // Never beyond `len`, never displacing a kept entry, nothing to do when already full.
+        let mut row = vec![e(5, 1.0), e(9, 4.0), e(1, 5.0)];
+        fill_row(&mut row, &pruned, 2);
+        assert_eq!(ids(&row), [5, 9, 1]);
+        let mut row = vec![e(5, 1.0)];
+        fill_row(&mut row, &pruned, 0);
+        assert_eq!(ids(&row), [5]);
+        let mut row = Vec::new();
+        fill_row(&mut row, &pruned, 10);
+        assert_eq!(ids(&row), [7, 2, 3, 9]);
     }
 
     #[test]

@@ -33,7 +33,8 @@ pub enum ReverseSampling {
 /// Parameters of RNN-Descent (Ono & Matsui, ACM MM 2023) and of its GPU version GRNND.
 ///
 /// Defaults: `s = 20, r = 64, t1 = 3, t2 = 10, degree = 32`, strict pruning, truncation to `r`
-/// inside updates, new/old flags on, no final reverse edges; GPU-only: `rho = 0.6`, random
+/// inside updates, new/old flags on, no final reverse edges, rows filled up to 16 entries from
+/// pruned candidates (CPU only); GPU-only: `rho = 0.6`, random
 /// update order, closest reverse sampling, every pair. The reference code uses `r = 96, t1 = 4,
 /// t2 = 15` and no truncation. On a 100k x 128 SIFT-like set the defaults here give a graph that
 /// needs about as few distance evaluations per query at recall@10 = 0.95 (~535 vs ~525 for
@@ -72,6 +73,18 @@ pub struct RnnDescentParams {
     /// Add reverse edges once more after the last outer iteration (not in the reference code,
     /// whose last iteration ends with pruning): denser, better connected search graphs.
     pub final_reverse_edges: bool,
+    /// **CPU only** (GRNND on the GPU ignores it): a fraction in `[0, 1]` of `degree`. An
+    /// exported row with fewer than [`fill_len`](Self::fill_len) ` = ceil(fill_fraction *
+    /// degree)` RNG-kept entries is filled up to that many with the closest candidates that the
+    /// updates of the last outer iteration pruned from its list (the kept entries are never
+    /// displaced; the row is then ascending by distance). 0 exports the kept entries only (the
+    /// reference code). Default 0.5 (16 of the default degree 32): the RNG rule keeps only 8-16
+    /// of a vertex's candidates on the quick suite's sets, and the filled rows reach the same
+    /// recall@10 with fewer distance evaluations per query on each of them (docs/benchmarks.md,
+    /// "RNN-Descent rows filled from pruned candidates"). It costs no distance evaluation: the
+    /// pruned candidates and their distances are kept while the last outer iteration runs (at
+    /// most `fill_len` per vertex, about 12 bytes each).
+    pub fill_fraction: f32,
     /// **GPU only** (GRNND): the fraction `rho` in `(0, 1]` of each pool whose reverse edges are
     /// inserted between outer iterations. The paper's best trade-off is 0.6.
     pub rho: f32,
@@ -108,6 +121,7 @@ impl Default for RnnDescentParams {
             truncate_updates: true,
             new_old_flags: true,
             final_reverse_edges: false,
+            fill_fraction: 0.5,
             rho: 0.6,
             update_order: UpdateOrder::Random,
             reverse_sampling: ReverseSampling::Closest,
@@ -115,6 +129,14 @@ impl Default for RnnDescentParams {
             entry_points: 16,
             repair: true,
         }
+    }
+}
+
+impl RnnDescentParams {
+    /// The row length up to which the CPU builder fills rows from pruned candidates:
+    /// `ceil(fill_fraction * degree)`, at most `degree` (0: no filling).
+    pub fn fill_len(&self) -> usize {
+        ((self.fill_fraction * self.degree as f32).ceil() as usize).min(self.degree)
     }
 }
 
@@ -153,6 +175,16 @@ impl Params for RnnDescentParams {
                 format!(
                     "the output degree K = {} must be in 1..=R (R = {})",
                     self.degree, self.r
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.fill_fraction) {
+            return Err(Error::invalid_param(
+                "fill_fraction",
+                format!(
+                    "the fraction of the output degree filled from pruned candidates must be in \
+                     [0, 1], got {}",
+                    self.fill_fraction
                 ),
             ));
         }
@@ -227,7 +259,32 @@ mod tests {
                 max_pairs: Some(0),
                 ..Default::default()
             },
+            RnnDescentParams {
+                fill_fraction: 1.5,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                fill_fraction: -0.1,
+                ..Default::default()
+            },
+            RnnDescentParams {
+                fill_fraction: f32::NAN,
+                ..Default::default()
+            },
         ];
+        assert_eq!(RnnDescentParams::default().fill_len(), 16);
+        let fill = |fill_fraction, degree| {
+            RnnDescentParams {
+                fill_fraction,
+                degree,
+                ..Default::default()
+            }
+            .fill_len()
+        };
+        assert_eq!(
+            [fill(0.0, 32), fill(1.0, 32), fill(0.5, 5), fill(0.01, 4)],
+            [0, 32, 3, 1]
+        );
         for p in bad {
             assert!(
                 matches!(p.validate(1000, 8), Err(Error::InvalidParams { .. })),

@@ -44,6 +44,10 @@ fn rnndescent_passes_the_suite() {
             rho: 1.5,
             ..Default::default()
         },
+        RnnDescentParams {
+            fill_fraction: 2.0,
+            ..Default::default()
+        },
     ];
     let report = run_graph_suite(&RnnDescentCpu, &suite);
     println!("{report}");
@@ -90,6 +94,14 @@ fn reference_variants_build_valid_graphs() {
                 ..Default::default()
             },
             0.0,
+        ),
+        // The reference code's export: RNG-kept entries only.
+        (
+            RnnDescentParams {
+                fill_fraction: 0.0,
+                ..Default::default()
+            },
+            0.9,
         ),
     ] {
         let (graph, stats) = RnnDescentCpu
@@ -149,6 +161,82 @@ fn builds_end_to_end_with_beam_search_and_rows_are_sorted() {
         .unwrap();
     let r = recall_at_k(&out, &truth, 10);
     assert!(r >= 0.95, "recall {r}");
+}
+
+#[test]
+fn filled_rows_add_pruned_candidates_to_the_same_kept_rows() {
+    // `fill_fraction` changes only the export: the kept rows are those of an unfilled build
+    // (same seed), and every added neighbour is a vertex the row lacked. Deterministic whatever
+    // the thread count.
+    let (base, queries) = gaussian_mixture::<f32>(3000, 100, 32, 6, 11);
+    let build = |fill_fraction: f32, threads: usize| {
+        let params = RnnDescentParams {
+            fill_fraction,
+            ..Default::default()
+        };
+        let ctx = BuildCtx::new(21).with_threads(Some(threads));
+        RnnDescentCpu
+            .build_with_stats(base.view(), Metric::L2Squared, &params, &ctx)
+            .unwrap()
+    };
+    let (plain, plain_stats) = build(0.0, 2);
+    let (filled, stats) = build(0.5, 2);
+    let (filled_1, stats_1) = build(0.5, 1);
+    let (filled_3, _) = build(0.5, 3);
+    filled.validate().unwrap();
+    assert_eq!(filled.ids(), filled_1.ids());
+    assert_eq!(filled.ids(), filled_3.ids());
+    assert_eq!(filled.entry_points(), filled_3.entry_points());
+    assert_eq!(stats, stats_1);
+    assert_eq!(plain_stats.filled_edges, 0);
+    // Same lists, same work: filling computes no distance.
+    assert_eq!(
+        stats.distance_computations,
+        plain_stats.distance_computations
+    );
+    assert_eq!(stats.edges_before_cut, plain_stats.edges_before_cut);
+    // Nothing was unreachable in either, so the repair left every row as exported.
+    assert_eq!(plain_stats.repair.unreachable_before, 0);
+    assert_eq!(stats.repair.unreachable_before, 0);
+    let fill_len = RnnDescentParams::default().fill_len();
+    let (mut added, mut short_rows) = (0u64, 0usize);
+    for v in 0..3000u32 {
+        let (p, f) = (plain.neighbors(v), filled.neighbors(v));
+        assert!(p.iter().all(|u| f.contains(u)), "row {v} lost a kept entry");
+        let mut sorted = f.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), f.len(), "row {v} repeats a neighbour");
+        assert!(!f.contains(&v), "row {v} links to itself");
+        if p.len() < fill_len {
+            assert!(f.len() <= fill_len, "row {v} filled beyond {fill_len}");
+            short_rows += 1;
+        } else {
+            assert_eq!(p, f, "row {v} was long enough and must not change");
+        }
+        added += (f.len() - p.len()) as u64;
+    }
+    assert!(short_rows > 0, "no row was short: the test checks nothing");
+    assert_eq!(added, stats.filled_edges);
+    assert!(added > 0);
+    // More edges from the same lists: at least the unfilled graph's recall at the same beam.
+    let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, 10).unwrap();
+    let recall = |graph: &weft_core::FixedDegreeGraph| {
+        let mut out = Neighbors::new(queries.rows(), 10);
+        BeamSearch
+            .search(
+                graph,
+                base.view(),
+                queries.view(),
+                Metric::L2Squared,
+                &BeamSearchParams::with_l(16),
+                out.as_mut(),
+            )
+            .unwrap();
+        recall_at_k(&out, &truth, 10)
+    };
+    let (r_plain, r_filled) = (recall(&plain), recall(&filled));
+    assert!(r_filled >= r_plain, "{r_filled} < {r_plain}");
 }
 
 #[test]
