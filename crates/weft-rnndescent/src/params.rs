@@ -38,12 +38,14 @@ pub enum ReverseSampling {
 /// update order, closest reverse sampling, every pair. The reference code uses `r = 96, t1 = 4,
 /// t2 = 15` and no truncation. On a 100k x 128 SIFT-like set the defaults here give a graph that
 /// needs about as few distance evaluations per query at recall@10 = 0.95 (~535 vs ~525 for
-/// `r = 96`, no truncation, `t1 = 3, t2 = 8`) for under half the build work (96 M vs 210 M
-/// distance evaluations): truncation stops hub vertices, whose lists otherwise grow to over a
-/// thousand candidates, from costing quadratic time.
+/// `r = 96`, no truncation, `t1 = 3, t2 = 8`; both measured before rows were filled, as with
+/// `fill_fraction = 0`) for under half the build work (96 M vs 210 M distance evaluations):
+/// truncation stops hub vertices, whose lists otherwise grow to over a thousand candidates, from
+/// costing quadratic time.
 ///
 /// The built graph keeps, for every vertex, the `degree` closest entries of its final
-/// (distance-sorted, RNG-pruned) list: its out-degree is at most `degree` (the reference code's
+/// (distance-sorted, RNG-pruned) list, filled up to [`fill_len`](Self::fill_len) entries from
+/// pruned candidates on the CPU: its out-degree is at most `degree` (the reference code's
 /// search-time cap `K`), rows with fewer entries are padded with `INVALID`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
