@@ -565,6 +565,8 @@ fn grnnd_builds_valid_connected_graphs_for_every_metric_and_type() {
         t1: cfg.t1,
         t2: cfg.t2,
         degree: cfg.degree,
+        // GRNND exports the kept rows only: compare with the CPU's unfilled rows.
+        fill_fraction: 0.0,
         ..Default::default()
     };
     let cpu = weft_core::GraphBuilder::build(
