@@ -205,13 +205,7 @@ pub fn connect<T: Element>(
     params: &CagraParams,
     ctx: &BuildCtx,
 ) -> Result<FixedDegreeGraph> {
-    let progress = ctx.progress();
-    progress.begin("cagra: entry points and connectivity", None);
-    let (graph, _) = ctx.install(|| {
-        weft_graph::connect_graph(graph, data, metric, params.entry_points, params.repair, ctx)
-    })??;
-    progress.end();
-    Ok(graph)
+    connect_entries(graph, None, data, metric, params, ctx)
 }
 
 /// [`connect`] with the entry points already picked
@@ -225,17 +219,39 @@ pub fn connect_with_entries<T: Element>(
     params: &CagraParams,
     ctx: &BuildCtx,
 ) -> Result<FixedDegreeGraph> {
+    connect_entries(graph, Some(entries), data, metric, params, ctx)
+}
+
+/// [`connect`] (`entries` `None`: picked here) and [`connect_with_entries`].
+fn connect_entries<T: Element>(
+    graph: FixedDegreeGraph,
+    entries: Option<Vec<NodeId>>,
+    data: DatasetView<'_, T>,
+    metric: Metric,
+    params: &CagraParams,
+    ctx: &BuildCtx,
+) -> Result<FixedDegreeGraph> {
     let progress = ctx.progress();
-    progress.begin("cagra: connectivity", None);
-    let (graph, _) = ctx.install(|| {
-        weft_graph::connect::connect_graph_with_entries(
+    progress.begin(
+        if entries.is_some() {
+            "cagra: connectivity"
+        } else {
+            "cagra: entry points and connectivity"
+        },
+        None,
+    );
+    let (graph, _) = ctx.install(|| match entries {
+        Some(e) => weft_graph::connect::connect_graph_with_entries(
             graph,
-            entries,
+            e,
             data,
             metric,
             params.repair,
             ctx,
-        )
+        ),
+        None => {
+            weft_graph::connect_graph(graph, data, metric, params.entry_points, params.repair, ctx)
+        }
     })??;
     progress.end();
     Ok(graph)

@@ -1,42 +1,10 @@
 //! The `weft` binary end to end, as a user runs it.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn weft(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .env("RAYON_NUM_THREADS", "2")
-        .output()
-        .expect("the weft binary runs")
-}
-
-fn ok_json(args: &[&str]) -> serde_json::Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let out = weft(&all);
-    assert!(
-        out.status.success(),
-        "weft {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let out = weft(args);
-    assert!(!out.status.success(), "weft {args:?} should fail");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(needle),
-        "weft {args:?}: expected `{needle}` in:\n{err}"
-    );
-}
-
-fn p(dir: &Path, name: &str) -> String {
-    dir.join(name).to_string_lossy().into_owned()
-}
+use common::{fails_with, ok_json, p, weft};
 
 #[test]
 fn gen_gt_build_search_eval() {
@@ -167,7 +135,7 @@ fn gen_gt_build_search_eval() {
             "--queries",
             &queries,
         ],
-        "graph",
+        &["graph"],
     );
 }
 
@@ -263,7 +231,7 @@ fn gen_clustered_preset() {
             "--out",
             &x,
         ],
-        "--clusters applies only to --preset clustered",
+        &["--clusters applies only to --preset clustered"],
     );
     fails_with(
         &[
@@ -277,7 +245,7 @@ fn gen_clustered_preset() {
             "--out",
             &x,
         ],
-        "--separation applies only to --preset clustered",
+        &["--separation applies only to --preset clustered"],
     );
     fails_with(
         &[
@@ -291,7 +259,7 @@ fn gen_clustered_preset() {
             "--out",
             &x,
         ],
-        "invalid parameter `clusters`",
+        &["invalid parameter `clusters`"],
     );
     for bad in ["0", "-1", "nan", "inf"] {
         fails_with(
@@ -306,7 +274,7 @@ fn gen_clustered_preset() {
                 "--out",
                 &x,
             ],
-            "invalid parameter `separation`",
+            &["invalid parameter `separation`"],
         );
     }
     fails_with(
@@ -319,7 +287,7 @@ fn gen_clustered_preset() {
             "--out",
             &x,
         ],
-        "--clusters",
+        &["--clusters"],
     );
     assert!(!Path::new(&x).exists());
     let help = weft(&["gen", "--help"]);
@@ -377,7 +345,7 @@ fn bad_input_is_a_clear_error() {
             "--out",
             &p(d, "gt.ivecs"),
         ],
-        "dimension",
+        &["dimension"],
     );
     // k out of range.
     fails_with(
@@ -392,7 +360,7 @@ fn bad_input_is_a_clear_error() {
             "--out",
             &p(d, "g.wgraph"),
         ],
-        "parameter `k`",
+        &["parameter `k`"],
     );
     fails_with(
         &[
@@ -406,13 +374,13 @@ fn bad_input_is_a_clear_error() {
             "--out",
             &p(d, "g.wgraph"),
         ],
-        "parameter `k`",
+        &["parameter `k`"],
     );
     // Unknown extension, missing file, truncated file.
     let weird = p(d, "data.xyz");
     std::fs::write(&weird, b"12345678").unwrap();
-    fails_with(&["info", &weird], "data.xyz");
-    fails_with(&["info", &p(d, "missing.fbin")], "missing.fbin");
+    fails_with(&["info", &weird], &["data.xyz"]);
+    fails_with(&["info", &p(d, "missing.fbin")], &["missing.fbin"]);
     let bytes = std::fs::read(&base).unwrap();
     let cut = p(d, "cut.fbin");
     std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
@@ -428,7 +396,7 @@ fn bad_input_is_a_clear_error() {
             "--out",
             &p(d, "g.wgraph"),
         ],
-        "cut.fbin",
+        &["cut.fbin"],
     );
     // GPU-only algorithms without a GPU say so (with a GPU they build); unknown ones list what
     // exists; bad params are refused.
@@ -456,7 +424,7 @@ fn bad_input_is_a_clear_error() {
             "--out",
             &p(d, "g.wgraph"),
         ],
-        "available",
+        &["available"],
     );
     fails_with(
         &[
@@ -470,7 +438,7 @@ fn bad_input_is_a_clear_error() {
             "--out",
             &p(d, "g.wgraph"),
         ],
-        "degree",
+        &["degree"],
     );
     fails_with(
         &[
@@ -484,7 +452,7 @@ fn bad_input_is_a_clear_error() {
             "--out",
             &p(d, "g.wgraph"),
         ],
-        "bogus",
+        &["bogus"],
     );
     // Nothing was written by the failed builds.
     assert!(!Path::new(&p(d, "g.wgraph")).exists());
@@ -614,7 +582,7 @@ fn cagra_build_and_eval() {
             "--out",
             &graph,
         ],
-        "intermediate_degree",
+        &["intermediate_degree"],
     );
 }
 
@@ -701,7 +669,7 @@ fn ggnn_build_and_eval() {
             "--out",
             &graph,
         ],
-        "segment_size",
+        &["segment_size"],
     );
 }
 
@@ -755,7 +723,7 @@ fn build_gpu_mem_limit_flag() {
             "--out",
             &graph,
         ],
-        "--gpu-mem-limit applies to `nndescent`",
+        &["--gpu-mem-limit applies to `nndescent`"],
     );
     fails_with(
         &[
@@ -771,7 +739,7 @@ fn build_gpu_mem_limit_flag() {
             "--out",
             &graph,
         ],
-        "not a byte count",
+        &["not a byte count"],
     );
     // Below the 1 MiB floor: refused as an impossible parameter.
     fails_with(
@@ -788,7 +756,7 @@ fn build_gpu_mem_limit_flag() {
             "--out",
             &graph,
         ],
-        "gpu_mem_limit",
+        &["gpu_mem_limit"],
     );
 }
 
@@ -896,5 +864,5 @@ fn search_backends_cpu_and_gpu() {
     // where a GPU exists; without one the backend error comes first).
     let mut bad = common.to_vec();
     bad.extend(["--backend", "cpu", "--mode", "sideways"]);
-    fails_with(&bad, "sideways");
+    fails_with(&bad, &["sideways"]);
 }

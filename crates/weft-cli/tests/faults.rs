@@ -3,67 +3,12 @@
 //! doubled or misleading error messages, float noise, the GPU back end without a GPU, cut-off
 //! help, and serde's words for a bad `shard_schedule`.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 
-fn weft_cmd(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
-    c.args(args).env("RAYON_NUM_THREADS", "2");
-    c
-}
-
-fn weft(args: &[&str]) -> Output {
-    weft_cmd(args).output().expect("the weft binary runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = weft(args);
-    assert!(
-        out.status.success(),
-        "weft {args:?} failed:\n{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    out
-}
-
-fn ok_json(args: &[&str]) -> serde_json::Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    serde_json::from_slice(&ok(&all).stdout).expect("--json prints JSON")
-}
-
-/// Runs `args`, which must fail without a panic; returns stderr.
-fn fails(args: &[&str]) -> String {
-    let out = weft(args);
-    let err = text(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "weft {args:?} should fail:\n{}\n{err}",
-        text(&out.stdout)
-    );
-    assert!(!err.contains("panicked"), "weft {args:?} panicked:\n{err}");
-    err
-}
-
-fn fails_with(args: &[&str], needles: &[&str]) -> String {
-    let err = fails(args);
-    for needle in needles {
-        assert!(
-            err.contains(needle),
-            "weft {args:?}: expected `{needle}` in:\n{err}"
-        );
-    }
-    err
-}
-
-fn p(dir: &Path, name: &str) -> String {
-    dir.join(name).to_string_lossy().into_owned()
-}
+use common::{fails_with, ok, ok_json, p, text, weft, weft_cmd};
 
 /// A small sift-like base set (and `queries` queries beside it, `<stem>.queries.fbin`).
 fn make_data(dir: &Path, name: &str, n: usize, queries: usize) -> String {

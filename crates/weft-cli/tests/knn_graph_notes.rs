@@ -2,40 +2,9 @@
 //! say so in their text and JSON, and say where its searches start (entry points spread over the
 //! data); a search graph gets none of these notes.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-use serde_json::Value;
-
-fn weft(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .env("RAYON_NUM_THREADS", "2")
-        .output()
-        .expect("the weft binary runs")
-}
-
-/// stdout of a successful run.
-fn ok_text(args: &[&str]) -> String {
-    let out = weft(args);
-    assert!(
-        out.status.success(),
-        "weft {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn ok_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    serde_json::from_str(&ok_text(&all)).expect("--json prints JSON")
-}
-
-fn p(dir: &Path, name: &str) -> String {
-    dir.join(name).to_string_lossy().into_owned()
-}
+use common::{ok_json, ok_text, p};
 
 const NOT_SEARCH_GRAPH: &str = "k-NN graph, not a search graph";
 const SPREAD_LINE: &str =

@@ -5,7 +5,10 @@
 //! reaches recall@10 >= 0.99; also on GloVe-like angular data. The GPU build and search have
 //! the same tests in `tests/gpu.rs`.
 
-use weft_core::{BuildCtx, Dataset, GraphBuilder, GraphView, Metric, Neighbors, NodeId, Searcher};
+mod common;
+
+use common::hits_at_10;
+use weft_core::{BuildCtx, Dataset, GraphBuilder, Metric, Neighbors, Searcher};
 use weft_ggnn::{GgnnCpu, GgnnParams, connect_hierarchy, layer_entry_points};
 use weft_graph::hier::HierGraph;
 use weft_graph::stats::{Reachability, graph_stats};
@@ -247,18 +250,7 @@ fn stranded_rows(g: &HierGraph, base: &Dataset<f32>, sample: usize) -> usize {
     picks
         .iter()
         .enumerate()
-        .filter(|&(i, &v)| {
-            let t: Vec<NodeId> = truth
-                .row_ids(i)
-                .iter()
-                .copied()
-                .filter(|&u| u as usize != v)
-                .take(10)
-                .collect();
-            let nb = g.neighbors(v as NodeId);
-            let nb = &nb[..nb.len().min(10)];
-            t.iter().filter(|x| nb.contains(x)).count() <= 3
-        })
+        .filter(|&(i, &v)| hits_at_10(g, v, truth.row_ids(i)) <= 3)
         .count()
 }
 

@@ -7,6 +7,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod common;
+
+use common::hits_at_10;
 use proptest::prelude::*;
 use weft_core::DatasetView;
 use weft_core::{BuildCtx, CancelToken, Error, GraphBuilder, GraphView, Metric, NodeId, Progress};
@@ -24,19 +27,7 @@ fn gpu(test: &str) -> Option<GgnnGpu> {
 /// excluded) among its first 10 stored neighbours.
 fn c_at_10(g: &HierGraph, truth: &weft_core::Neighbors) -> f64 {
     let n = g.n();
-    let mut hit = 0;
-    for v in 0..n {
-        let t: Vec<NodeId> = truth
-            .row_ids(v)
-            .iter()
-            .copied()
-            .filter(|&u| u as usize != v)
-            .take(10)
-            .collect();
-        let nb = g.neighbors(v as NodeId);
-        let nb = &nb[..nb.len().min(10)];
-        hit += t.iter().filter(|x| nb.contains(x)).count();
-    }
+    let hit: usize = (0..n).map(|v| hits_at_10(g, v, truth.row_ids(v))).sum();
     hit as f64 / (10 * n) as f64
 }
 

@@ -3,6 +3,9 @@
 use weft_core::{
     BuildCtx, Error, FixedDegreeGraph, GraphView, INVALID, Metric, Neighbors, NoParams, Searcher,
 };
+mod common;
+
+use common::search;
 use weft_search::{BeamSearch, BeamSearchParams, EntryPoints, ExactSearcher, medoid};
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
 use weft_testkit::search::{SearchSuite, check_searcher, known_good_graph, run_search_suite};
@@ -56,26 +59,6 @@ fn fixture() -> (
     (base, queries, graph, truth)
 }
 
-fn search(
-    graph: &FixedDegreeGraph,
-    base: &weft_core::Dataset<f32>,
-    queries: &weft_core::Dataset<f32>,
-    params: &BeamSearchParams,
-) -> (Neighbors, weft_core::SearchStats) {
-    let mut out = Neighbors::new(queries.rows(), 10);
-    let stats = BeamSearch
-        .search(
-            graph,
-            base.view(),
-            queries.view(),
-            Metric::L2Squared,
-            params,
-            out.as_mut(),
-        )
-        .unwrap();
-    (out, stats)
-}
-
 #[test]
 fn entry_point_choices_all_work_and_random_ones_are_seeded() {
     let (base, queries, graph, truth) = fixture();
@@ -93,12 +76,12 @@ fn entry_point_choices_all_work_and_random_ones_are_seeded() {
             seed: 11,
             ..BeamSearchParams::with_l(64)
         };
-        let (a, stats) = search(g, &base, &queries, &params);
+        let (a, stats) = search(g, &base, &queries, &params, 10);
         assert_eq!(stats.queries, queries.rows() as u64);
         assert!(stats.hops > 0 && stats.distance_computations >= stats.hops);
         let r = recall_at_k(&a, &truth, 10);
         assert!(r >= 0.95, "{entry:?}: recall {r}");
-        let (b, _) = search(g, &base, &queries, &params);
+        let (b, _) = search(g, &base, &queries, &params, 10);
         assert_eq!(a, b, "{entry:?}: not repeatable");
     }
 }
@@ -108,12 +91,12 @@ fn larger_beams_do_not_lose_recall_and_budgets_cut_work() {
     let (base, queries, graph, truth) = fixture();
     let mut last = 0.0;
     for l in [10, 20, 40, 80] {
-        let (out, _) = search(&graph, &base, &queries, &BeamSearchParams::with_l(l));
+        let (out, _) = search(&graph, &base, &queries, &BeamSearchParams::with_l(l), 10);
         let r = recall_at_k(&out, &truth, 10);
         assert!(r + 0.02 >= last, "L = {l}: recall {r} after {last}");
         last = r;
     }
-    let (_, full) = search(&graph, &base, &queries, &BeamSearchParams::with_l(64));
+    let (_, full) = search(&graph, &base, &queries, &BeamSearchParams::with_l(64), 10);
     for params in [
         BeamSearchParams {
             max_hops: Some(3),
@@ -124,7 +107,7 @@ fn larger_beams_do_not_lose_recall_and_budgets_cut_work() {
             ..BeamSearchParams::with_l(64)
         },
     ] {
-        let (out, stats) = search(&graph, &base, &queries, &params);
+        let (out, stats) = search(&graph, &base, &queries, &params, 10);
         assert!(stats.distance_computations < full.distance_computations);
         if let Some(h) = params.max_hops {
             assert!(stats.hops <= (h * queries.rows()) as u64);
@@ -150,7 +133,7 @@ fn disconnected_graphs_pad_short_answers() {
     let empty = FixedDegreeGraph::new(base.rows(), 4, vec![INVALID; base.rows() * 4])
         .unwrap()
         .with_entry_points(vec![7]);
-    let (out, stats) = search(&empty, &base, &queries, &BeamSearchParams::with_l(16));
+    let (out, stats) = search(&empty, &base, &queries, &BeamSearchParams::with_l(16), 10);
     assert_eq!(stats.distance_computations, queries.rows() as u64);
     for q in 0..out.rows() {
         assert_eq!(out.row_ids(q)[0], 7);
@@ -195,7 +178,7 @@ fn thread_count_does_not_change_results() {
     let run = |threads| {
         BuildCtx::new(0)
             .with_threads(Some(threads))
-            .install(|| search(&graph, &base, &queries, &params))
+            .install(|| search(&graph, &base, &queries, &params, 10))
             .unwrap()
     };
     let (a, sa) = run(1);

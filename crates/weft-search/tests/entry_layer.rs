@@ -6,6 +6,9 @@ use weft_core::{
     BuildCtx, Dataset, Error, FixedDegreeGraph, GraphView, Metric, Neighbors, NodeId, SearchStats,
     Searcher,
 };
+mod common;
+
+use common::search;
 use weft_graph::connect::spread_entry_points;
 use weft_search::{BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints};
 use weft_testkit::graph::clustered_set;
@@ -20,27 +23,6 @@ fn knn_graph(base: &Dataset<f32>, k: usize) -> FixedDegreeGraph {
         .map(|v| g.neighbors(v as NodeId).to_vec())
         .collect();
     FixedDegreeGraph::from_lists(&lists, k).unwrap()
-}
-
-fn search(
-    graph: &FixedDegreeGraph,
-    base: &Dataset<f32>,
-    queries: &Dataset<f32>,
-    params: &BeamSearchParams,
-    k: usize,
-) -> (Neighbors, SearchStats) {
-    let mut out = Neighbors::new(queries.rows(), k);
-    let stats = BeamSearch
-        .search(
-            graph,
-            base.view(),
-            queries.view(),
-            Metric::L2Squared,
-            params,
-            out.as_mut(),
-        )
-        .unwrap();
-    (out, stats)
 }
 
 /// Recall@k of `found` against the exact neighbours of `queries`.

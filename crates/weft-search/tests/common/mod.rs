@@ -1,9 +1,13 @@
-//! Fixtures the GGNN search tests share (`tests/ggnn.rs`, and `tests/ggnn_gpu.rs` with the
-//! `cuda` feature).
+//! Fixtures the search tests share: the GGNN ones (`tests/ggnn.rs`, and `tests/ggnn_gpu.rs`
+//! with the `cuda` feature) and the CPU beam search of `tests/conformance.rs` and
+//! `tests/entry_layer.rs`. Each test file uses a subset.
+#![allow(dead_code)]
 
-use weft_core::{Dataset, FixedDegreeGraph, INVALID, Metric, NodeId};
+use weft_core::{
+    Dataset, FixedDegreeGraph, INVALID, Metric, Neighbors, NodeId, SearchStats, Searcher,
+};
 use weft_graph::hier::{HierGraph, HierLayer};
-use weft_search::GgnnSearchParams;
+use weft_search::{BeamSearch, BeamSearchParams, GgnnSearchParams};
 use weft_testkit::graph::gaussian_mixture;
 use weft_testkit::search::known_good_graph;
 
@@ -69,4 +73,27 @@ pub fn two_layer_hierarchy() -> TwoLayers {
         top_ids,
         hier,
     }
+}
+
+/// The CPU beam search of `queries` over `graph` (squared L2): `k` neighbours each, and the
+/// work counters.
+pub fn search(
+    graph: &FixedDegreeGraph,
+    base: &Dataset<f32>,
+    queries: &Dataset<f32>,
+    params: &BeamSearchParams,
+    k: usize,
+) -> (Neighbors, SearchStats) {
+    let mut out = Neighbors::new(queries.rows(), k);
+    let stats = BeamSearch
+        .search(
+            graph,
+            base.view(),
+            queries.view(),
+            Metric::L2Squared,
+            params,
+            out.as_mut(),
+        )
+        .unwrap();
+    (out, stats)
 }

@@ -1,0 +1,77 @@
+//! Running the `weft` binary from the integration tests: one copy of the helpers every test
+//! file uses (each file uses a subset).
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The `weft` binary with `args`, on 2 worker threads.
+pub fn weft_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
+    c.args(args).env("RAYON_NUM_THREADS", "2");
+    c
+}
+
+/// Runs `weft args` to the end.
+pub fn weft(args: &[&str]) -> Output {
+    weft_cmd(args).output().expect("the weft binary runs")
+}
+
+/// Bytes of an output stream as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs `args`, which must succeed.
+pub fn ok(args: &[&str]) -> Output {
+    let out = weft(args);
+    assert!(
+        out.status.success(),
+        "weft {args:?} failed:\n{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
+/// stdout of a successful run.
+pub fn ok_text(args: &[&str]) -> String {
+    text(&ok(args).stdout)
+}
+
+/// The JSON document a successful run prints with `--json`.
+pub fn ok_json(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    serde_json::from_slice(&ok(&all).stdout).expect("--json prints JSON")
+}
+
+/// Runs `args`, which must fail without a panic; returns stderr.
+pub fn fails(args: &[&str]) -> String {
+    let out = weft(args);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "weft {args:?} should fail:\n{}\n{err}",
+        text(&out.stdout)
+    );
+    assert!(!err.contains("panicked"), "weft {args:?} panicked:\n{err}");
+    err
+}
+
+/// [`fails`], with every one of `needles` in stderr.
+pub fn fails_with(args: &[&str], needles: &[&str]) -> String {
+    let err = fails(args);
+    for needle in needles {
+        assert!(
+            err.contains(needle),
+            "weft {args:?}: expected `{needle}` in:\n{err}"
+        );
+    }
+    err
+}
+
+/// `dir/name` as a string argument.
+pub fn p(dir: &Path, name: &str) -> String {
+    dir.join(name).to_string_lossy().into_owned()
+}
