@@ -223,6 +223,28 @@ impl<'a, T: Element> DatasetView<'a, T> {
         .expect("shape checked at construction")
     }
 
+    /// An owned copy of contiguous rows in huge pages, for workloads that read rows in no useful
+    /// order (see [`crate::huge_pages`]): `None` for views with gaps between rows and wherever
+    /// [`HugePageBytes::copy_of`](crate::huge_pages::HugePageBytes::copy_of) makes no copy
+    /// (small data, not Linux, not enough memory).
+    pub fn copy_to_huge_pages(&self) -> Option<Dataset<T>> {
+        self.copy_to_huge_pages_with_min(crate::huge_pages::HUGE_PAGE_COPY_MIN_BYTES)
+    }
+
+    /// [`DatasetView::copy_to_huge_pages`] with another size threshold (tests use 0).
+    pub fn copy_to_huge_pages_with_min(&self, min_bytes: usize) -> Option<Dataset<T>> {
+        if self.stride != self.dim && self.rows > 1 {
+            return None;
+        }
+        let values = &self.data[..self.rows * self.dim];
+        let bytes = crate::huge_pages::HugePageBytes::copy_with_min(
+            bytemuck::cast_slice(values),
+            min_bytes,
+        )?;
+        let shared = SharedSlice::from_source(std::sync::Arc::new(bytes), 0, values.len()).ok()?;
+        Dataset::from_shared(shared, self.rows, self.dim).ok()
+    }
+
     /// An owned copy with contiguous rows.
     pub fn to_dataset(&self) -> Dataset<T> {
         let mut v = Vec::with_capacity(self.rows * self.dim);

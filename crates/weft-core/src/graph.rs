@@ -104,6 +104,18 @@ impl KnnGraph {
         Ok(KnnGraph { n, k, ids, dists })
     }
 
+    /// A copy whose ids are in huge pages, for searches that read rows in no useful order (see
+    /// [`crate::huge_pages`]); the distances are copied as they are. `None` where
+    /// [`SharedSlice::copy_to_huge_pages`] makes no copy.
+    pub fn copy_to_huge_pages(&self) -> Option<KnnGraph> {
+        Some(KnnGraph {
+            n: self.n,
+            k: self.k,
+            ids: self.ids.copy_to_huge_pages()?,
+            dists: self.dists.clone(),
+        })
+    }
+
     /// Number of points.
     pub fn n(&self) -> usize {
         self.n
@@ -278,6 +290,17 @@ impl FixedDegreeGraph {
             ids[v * degree..v * degree + l.len()].copy_from_slice(l);
         }
         Self::new(lists.len(), degree, ids)
+    }
+
+    /// A copy whose rows are in huge pages, for searches that read rows in no useful order (see
+    /// [`crate::huge_pages`]). `None` where [`SharedSlice::copy_to_huge_pages`] makes no copy.
+    pub fn copy_to_huge_pages(&self) -> Option<FixedDegreeGraph> {
+        Some(FixedDegreeGraph {
+            n: self.n,
+            degree: self.degree,
+            ids: self.ids.copy_to_huge_pages()?,
+            entry_points: self.entry_points.clone(),
+        })
     }
 
     /// Sets the preferred search entry points.

@@ -20,6 +20,7 @@ pub mod distance;
 pub mod element;
 pub mod error;
 pub mod graph;
+pub mod huge_pages;
 pub mod metric;
 pub mod neighbors;
 pub mod params;

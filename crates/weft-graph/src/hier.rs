@@ -166,6 +166,17 @@ impl HierGraph {
         }
     }
 
+    /// A copy whose layer 0 is in huge pages, for searches that read rows in no useful order
+    /// (see [`weft_core::huge_pages`]; the small upper layers are copied as they are). `None`
+    /// where [`FixedDegreeGraph::copy_to_huge_pages`] makes no copy.
+    pub fn copy_to_huge_pages(&self) -> Option<HierGraph> {
+        Some(HierGraph {
+            base: self.base.copy_to_huge_pages()?,
+            upper: self.upper.clone(),
+            entry_points: self.entry_points.clone(),
+        })
+    }
+
     /// Number of points (vertices of layer 0).
     pub fn n(&self) -> usize {
         self.base.n()

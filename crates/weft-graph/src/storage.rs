@@ -418,6 +418,17 @@ impl StoredGraph {
         }
     }
 
+    /// A copy whose rows (a hierarchy's layer 0) are in huge pages, for searches that read rows
+    /// in no useful order (see [`weft_core::huge_pages`]). `None` where no copy is made (small
+    /// graphs, not Linux, not enough memory).
+    pub fn copy_to_huge_pages(&self) -> Option<StoredGraph> {
+        match self {
+            StoredGraph::Knn(g) => g.copy_to_huge_pages().map(StoredGraph::Knn),
+            StoredGraph::Fixed(g) => g.copy_to_huge_pages().map(StoredGraph::Fixed),
+            StoredGraph::Hier(g) => g.copy_to_huge_pages().map(StoredGraph::Hier),
+        }
+    }
+
     /// The graph as a [`GraphView`] (a hierarchy's layer 0).
     pub fn as_view(&self) -> &dyn GraphView {
         match self {

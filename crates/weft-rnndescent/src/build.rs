@@ -141,68 +141,11 @@ impl RnnDescentCpu {
         ctx.check_cancelled()?;
         data.check_finite()?;
         ctx.install(|| {
-            let staged = HugePageCopy::new(data, HUGE_PAGE_COPY_MIN_BYTES);
-            let data = staged.as_ref().map_or(data, |s| s.view(data));
+            let staged = data.copy_to_huge_pages();
+            let data = staged.as_ref().map_or(data, |s| s.view());
             Builder::new(data, metric, params, ctx).run()
         })?
     }
-}
-
-/// Data sets of at least this many bytes are built from a copy in huge pages
-/// ([`HugePageCopy`]): beyond about 8 MiB the TLB no longer covers them in 4 KiB pages.
-const HUGE_PAGE_COPY_MIN_BYTES: usize = 16 << 20;
-
-/// A contiguous copy of the data in anonymous memory the kernel is asked to back with
-/// transparent huge pages (Linux). The updates read rows in no useful order, so with 4 KiB pages
-/// nearly every row read misses the TLB; with 2 MiB pages random reads of a 100k x 128 `f32` set
-/// ran 20-35 % faster on the 2-core development machine. The copy holds the same values, so
-/// the graph is the same; it costs one more copy of the data in memory while the graph is built.
-struct HugePageCopy {
-    map: memmap2::MmapMut,
-    offset: usize,
-    len: usize,
-}
-
-impl HugePageCopy {
-    /// The copy, or `None` below `min_bytes`, off Linux, when it would take more than half of
-    /// the available memory, or when the kernel refuses (then the caller's data is used as it
-    /// is).
-    fn new<T: Element>(data: DatasetView<'_, T>, min_bytes: usize) -> Option<Self> {
-        const HUGE: usize = 2 << 20;
-        let row_bytes = data.dim() * std::mem::size_of::<T>();
-        let len = data.rows() * row_bytes;
-        if !cfg!(target_os = "linux") || len < min_bytes || row_bytes == 0 {
-            return None;
-        }
-        // Never at the risk of running out of memory: only while the copy takes at most half of
-        // what the system has available (a large set is then built from the caller's data).
-        if available_memory().is_none_or(|avail| len > avail / 2) {
-            return None;
-        }
-        let mut map = memmap2::MmapMut::map_anon(len + HUGE).ok()?;
-        #[cfg(target_os = "linux")]
-        map.advise(memmap2::Advice::HugePage).ok()?;
-        let offset = map.as_ptr().align_offset(HUGE);
-        map[offset..offset + len]
-            .par_chunks_mut(row_bytes)
-            .enumerate()
-            .for_each(|(i, dst)| dst.copy_from_slice(bytemuck::cast_slice(data.row(i))));
-        Some(HugePageCopy { map, offset, len })
-    }
-
-    /// The copy as a view of the same shape as `like` (the data it was made from).
-    fn view<'a, T: Element>(&'a self, like: DatasetView<'_, T>) -> DatasetView<'a, T> {
-        let values: &[T] = bytemuck::cast_slice(&self.map[self.offset..self.offset + self.len]);
-        DatasetView::new(values, like.rows(), like.dim()).expect("same shape as the data")
-    }
-}
-
-/// Bytes of memory the system has available (`MemAvailable` of `/proc/meminfo`), where known.
-fn available_memory() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
 }
 
 /// The state of one build.
@@ -731,7 +674,7 @@ mod tests {
             .map(|i| ((i * 7919 + i / dim * 31) % 997) as f32 * 0.01)
             .collect();
         let data = DatasetView::new(&values, n, dim).unwrap();
-        let copy = HugePageCopy::new(data, 0);
+        let copy = data.copy_to_huge_pages_with_min(0);
         if cfg!(target_os = "linux") && copy.is_none() {
             // The kernel refused huge pages: nothing to compare.
             return;
@@ -745,7 +688,7 @@ mod tests {
         };
         let (plain, plain_stats) = build(data);
         if let Some(copy) = copy {
-            let view = copy.view(data);
+            let view = copy.view();
             assert_eq!(view.row(n - 1), data.row(n - 1));
             let (staged, staged_stats) = build(view);
             assert_eq!(plain.ids(), staged.ids());
