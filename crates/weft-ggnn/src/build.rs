@@ -474,7 +474,18 @@ pub(crate) fn build<T: Element>(
     ctx: &BuildCtx,
 ) -> Result<(HierGraph, GgnnStats)> {
     let z = check_inputs(data, params, ctx)?;
-    ctx.install(|| run(data, metric, params, ctx, z))?
+    ctx.install(|| {
+        // The merges read rows in no useful order: a copy in huge pages where one is made (same
+        // values, same graph; see `DatasetView::copy_to_huge_pages`).
+        let staged = data.copy_to_huge_pages();
+        run(
+            staged.as_ref().map_or(data, |copy| copy.view()),
+            metric,
+            params,
+            ctx,
+            z,
+        )
+    })?
 }
 
 /// The input checks of every GGNN build (CPU and GPU): a non-empty dataset within the id range,
