@@ -714,6 +714,7 @@ impl Index {
         };
         let layer = match params.backend {
             Backend::Cpu => Some(cpu_layer(&entries, &cpu_params)?),
+            Backend::Auto if !self.gpu_may_search() => Some(cpu_layer(&entries, &cpu_params)?),
             Backend::Auto | Backend::Gpu => None,
         };
         check_cancelled()?;
@@ -762,6 +763,20 @@ impl Index {
             elapsed: start.elapsed(),
             backend,
         })
+    }
+
+    /// Whether an automatic search may run on the GPU: this build has GPU support and the index
+    /// has not found the GPU unusable yet.
+    fn gpu_may_search(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        {
+            let cache = self.gpu.0.lock().unwrap_or_else(|e| e.into_inner());
+            !matches!(cache.as_ref(), Some(GpuState::Unavailable(_)))
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            false
+        }
     }
 
     /// The entry layer of a CPU search from `entries` with `params` (`None`: it scores every
