@@ -520,7 +520,7 @@ fn recalls(
 fn search_params(beam: usize, backend: Backend) -> SearchParams {
     let mut p = SearchParams::with_beam_width(beam);
     p.backend = match backend {
-        Backend::Gpu => SearchBackend::Auto,
+        Backend::Gpu | Backend::Auto => SearchBackend::Auto,
         Backend::Cpu => SearchBackend::Cpu,
     };
     p

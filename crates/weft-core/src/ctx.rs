@@ -55,6 +55,16 @@ impl CancelToken {
     }
 }
 
+/// Two tokens are equal when they share one flag (one is a clone of the other), whatever its
+/// state.
+impl PartialEq for CancelToken {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CancelToken {}
+
 /// Everything a build or search needs besides data and parameters.
 #[derive(Clone)]
 pub struct BuildCtx {

@@ -1,5 +1,8 @@
 //! Search results.
 
+use std::ops::Range;
+
+use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +59,38 @@ impl Neighbors {
             k: self.k,
         }
     }
+
+    /// The ids as a `rows x k` array view (row `q`: query `q`'s neighbours, nearest first).
+    ///
+    /// # Panics
+    /// If [`Neighbors::ids`] was resized to other than `rows * k` entries through the public
+    /// field.
+    pub fn ids_view(&self) -> ArrayView2<'_, NodeId> {
+        ArrayView2::from_shape((self.rows, self.k), &self.ids)
+            .expect("Neighbors::ids holds rows * k entries")
+    }
+
+    /// The distances as a `rows x k` array view, ascending along each row.
+    ///
+    /// # Panics
+    /// If [`Neighbors::dists`] was resized to other than `rows * k` entries through the public
+    /// field.
+    pub fn distances_view(&self) -> ArrayView2<'_, f32> {
+        ArrayView2::from_shape((self.rows, self.k), &self.dists)
+            .expect("Neighbors::dists holds rows * k entries")
+    }
+
+    /// The ids and the distances as owned `rows x k` arrays (no copy).
+    pub fn into_arrays(self) -> Result<(Array2<NodeId>, Array2<f32>)> {
+        let shape = (self.rows, self.k);
+        let (ids, dists) = (self.ids.len(), self.dists.len());
+        let bad =
+            |found| Error::dim_mismatch("search results vs rows x k", shape.0 * shape.1, found);
+        Ok((
+            Array2::from_shape_vec(shape, self.ids).map_err(|_| bad(ids))?,
+            Array2::from_shape_vec(shape, self.dists).map_err(|_| bad(dists))?,
+        ))
+    }
 }
 
 /// Caller-provided output buffers for a search: `ids.len() == dists.len() == queries * k`.
@@ -98,6 +133,52 @@ impl<'a> NeighborsMut<'a> {
         (&mut self.ids[r.clone()], &mut self.dists[r])
     }
 
+    /// The same buffers, borrowed again for a shorter time (to hand to one search after another).
+    pub fn reborrow(&mut self) -> NeighborsMut<'_> {
+        NeighborsMut {
+            ids: self.ids,
+            dists: self.dists,
+            k: self.k,
+        }
+    }
+
+    /// The buffers of query rows `rows` only (row 0 of the result is row `rows.start` here).
+    ///
+    /// # Panics
+    /// If `rows` reaches past [`NeighborsMut::rows`], as slice indexing does.
+    pub fn rows_mut(&mut self, rows: Range<usize>) -> NeighborsMut<'_> {
+        let r = rows.start * self.k..rows.end * self.k;
+        NeighborsMut {
+            ids: &mut self.ids[r.clone()],
+            dists: &mut self.dists[r],
+            k: self.k,
+        }
+    }
+
+    /// Copies `src` into these buffers; `src` must have the same rows and `k`.
+    pub fn copy_from(&mut self, src: &Neighbors) -> Result<()> {
+        if src.k() != self.k {
+            return Err(Error::dim_mismatch(
+                "neighbours per row (k) of the results vs the output buffers",
+                self.k,
+                src.k(),
+            ));
+        }
+        if src.rows() != self.rows()
+            || src.ids.len() != self.ids.len()
+            || src.dists.len() != self.dists.len()
+        {
+            return Err(Error::dim_mismatch(
+                "rows of the results vs the output buffers",
+                self.rows(),
+                src.rows(),
+            ));
+        }
+        self.ids.copy_from_slice(&src.ids);
+        self.dists.copy_from_slice(&src.dists);
+        Ok(())
+    }
+
     /// Rows in parallel: `(query index, ids, dists)`.
     pub fn par_rows_mut(
         &mut self,
@@ -127,5 +208,50 @@ impl SearchStats {
         self.queries += other.queries;
         self.distance_computations += other.distance_computations;
         self.hops += other.hops;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_rows_and_copies_keep_the_shape() {
+        let mut a = Neighbors::new(3, 2);
+        a.ids.copy_from_slice(&[0, 1, 2, 3, 4, 5]);
+        a.dists.copy_from_slice(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(a.ids_view().dim(), (3, 2));
+        assert_eq!(a.ids_view()[[2, 1]], 5);
+        assert_eq!(a.distances_view()[[1, 0]], 2.0);
+
+        let mut b = Neighbors::new(3, 2);
+        let mut out = b.as_mut();
+        out.rows_mut(1..3)
+            .copy_from(&{
+                let mut tail = Neighbors::new(2, 2);
+                tail.ids.copy_from_slice(&a.ids[2..]);
+                tail.dists.copy_from_slice(&a.dists[2..]);
+                tail
+            })
+            .unwrap();
+        out.reborrow()
+            .rows_mut(0..1)
+            .row_mut(0)
+            .0
+            .copy_from_slice(&[0, 1]);
+        assert!(matches!(
+            out.copy_from(&Neighbors::new(3, 3)),
+            Err(Error::DimensionMismatch { .. })
+        ));
+        assert!(matches!(
+            out.copy_from(&Neighbors::new(2, 2)),
+            Err(Error::DimensionMismatch { .. })
+        ));
+        assert_eq!(b.ids, a.ids);
+        assert_eq!(&b.dists[2..], &a.dists[2..]);
+
+        let (ids, dists) = a.clone().into_arrays().unwrap();
+        assert_eq!(ids, a.ids_view());
+        assert_eq!(dists, a.distances_view());
     }
 }

@@ -1,10 +1,11 @@
-//! A complete program a downstream crate can copy: generate data, build a graph with a named
-//! algorithm, search it, measure recall against exact search, save and reload the index.
+//! A complete program a downstream crate can copy: generate data, build a graph with a typed
+//! algorithm and its parameters, search it, measure recall against exact search, save and
+//! reload the index.
 //!
 //! `cargo run --release -p weft --example quickstart`
 
 use weft::io::Preset;
-use weft::{AnyDataset, BuildCtx, Index, SearchParams};
+use weft::{Algorithm, Backend, Index, RnnDescentParams, SearchParams};
 
 fn main() -> weft::Result<()> {
     // 20,000 SIFT-like vectors and 200 queries from the same distribution (seeded).
@@ -13,17 +14,18 @@ fn main() -> weft::Result<()> {
     let queries = generator.queries(200)?;
     let metric = Preset::Sift.metric();
 
-    // Build an RNN-Descent search graph; parameters are JSON merged over the defaults.
-    let ctx = BuildCtx::new(42);
-    let params = serde_json::json!({ "degree": 32 });
-    let index = Index::build(
-        AnyDataset::from(base),
-        metric,
-        "rnndescent",
-        &params,
-        None,
-        &ctx,
-    )?;
+    // Build an RNN-Descent search graph: typed parameters, checked against the data, never
+    // changed; the backend is automatic (the GPU when usable and the algorithm has a GPU back
+    // end; RNN-Descent runs on the CPU).
+    let params = RnnDescentParams {
+        degree: 32,
+        ..RnnDescentParams::default()
+    };
+    let index = Index::builder(Algorithm::RnnDescent(params))
+        .metric(metric)
+        .backend(Backend::Auto)
+        .seed(42)
+        .build(base)?;
 
     // Search with a beam of 64 and compare with exact search.
     let k = 10;
@@ -34,6 +36,16 @@ fn main() -> weft::Result<()> {
         "recall@{k} = {:.3} at {:.0} queries/s",
         recall.mean,
         queries.rows() as f64 / approx.elapsed.as_secs_f64()
+    );
+    // The results as queries x k ndarray views.
+    let (ids, distances) = (
+        approx.neighbors.ids_view(),
+        approx.neighbors.distances_view(),
+    );
+    println!(
+        "query 0: nearest {:?} at distances {:?}",
+        ids.row(0),
+        distances.row(0)
     );
 
     // Save (graph + vectors, each written atomically) and load back by memory map.

@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ndarray::ArrayViewMut2;
 use serde_json::Value;
 use weft_core::{
-    BuildCtx, DType, Dataset, DatasetView, Element, Error, Metric, Neighbors, NodeId, Result,
-    SearchStats, Searcher,
+    BuildCtx, CancelToken, DType, Dataset, DatasetView, Element, Error, Metric, Neighbors,
+    NeighborsMut, NodeId, Result, SearchStats, Searcher,
 };
 use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 use weft_graph::storage::{self, GraphKind, GraphMeta, LoadOptions, StoredGraph};
@@ -16,6 +17,8 @@ use weft_search::{
     BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints, ExactSearcher,
 };
 
+use crate::algorithm::Algorithm;
+use crate::builder::IndexBuilder;
 use crate::registry::{Backend, Registry, with_view};
 
 /// How an [`Index`] answers queries.
@@ -38,24 +41,30 @@ pub struct SearchParams {
     /// searches; `None`: every query scores every entry point. Default: `Some` with the default
     /// parameters. Validated by each search, never adjusted.
     pub entry_layer: Option<EntryLayerParams>,
-    /// Where the graph search runs (default: the CPU).
-    pub backend: SearchBackend,
+    /// Where the graph search runs (default [`Backend::Auto`]: the GPU search when this build
+    /// has GPU support and a GPU is usable, else the CPU beam search). [`Backend::Gpu`] runs the
+    /// CAGRA-style search for fixed-degree and k-NN graphs, the GGNN search for hierarchical
+    /// ones, and is an error when it cannot run; [`Backend::Cpu`] the beam search.
+    pub backend: Backend,
     /// Options of the GPU search (used when it runs on the GPU).
     pub gpu: GpuSearchOptions,
+    /// Threads of the search's CPU work (`None`, the default: the current rayon pool; a
+    /// `Some` starts a pool of that many threads, at least 1, for the call). A query's result
+    /// does not depend on it.
+    pub threads: Option<usize>,
+    /// Cancels the search (`None`, the default: not cancellable). A cancelled search returns
+    /// [`Error::Cancelled`] and no results: the CPU searches look at the token between batches
+    /// of [`CANCEL_CHECK_ROWS`] queries, a GPU search before and after its launch. Searching in
+    /// batches does not change any query's result.
+    pub cancel: Option<CancelToken>,
 }
 
-/// Where a graph search runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SearchBackend {
-    /// The GPU when this build has GPU support and a GPU is usable; else the CPU.
-    Auto,
-    /// The CPU beam search.
-    #[default]
-    Cpu,
-    /// The GPU search (CAGRA-style for fixed-degree and k-NN graphs, the GGNN search for
-    /// hierarchical ones); an error when it cannot run.
-    Gpu,
-}
+/// Queries a cancellable CPU search answers between two looks at its [`CancelToken`].
+pub const CANCEL_CHECK_ROWS: usize = 256;
+
+/// The former name of [`Backend`] for searches: the same enum, one vocabulary for builds and
+/// searches.
+pub type SearchBackend = Backend;
 
 /// Options of the GPU searches. Fixed-degree and k-NN graphs use `weft_search::CagraSearchGpu`
 /// (the beam width is its list size unless `itopk` is set); hierarchical (GGNN) graphs use
@@ -105,9 +114,29 @@ impl SearchParams {
             seed: 0,
             max_hops: None,
             entry_layer: Some(EntryLayerParams::default()),
-            backend: SearchBackend::Cpu,
+            backend: Backend::Auto,
             gpu: GpuSearchOptions::default(),
+            threads: None,
+            cancel: None,
         }
+    }
+
+    /// These parameters with the search on `backend`.
+    pub fn with_backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// These parameters with the CPU work on a pool of `threads` threads (at least 1).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// These parameters with a search cancelled through `token`.
+    pub fn with_cancel(mut self, token: CancelToken) -> Self {
+        self.cancel = Some(token);
+        self
     }
 
     /// Exact search.
@@ -119,7 +148,19 @@ impl SearchParams {
     }
 }
 
-/// What a search returns.
+/// What [`Index::search_into`] returns besides the neighbours it writes.
+#[derive(Clone, Copy, Debug)]
+pub struct SearchReport {
+    /// Work counters.
+    pub stats: SearchStats,
+    /// Wall time of the search.
+    pub elapsed: Duration,
+    /// Where it ran: `cpu` or `gpu`.
+    pub backend: &'static str,
+}
+
+/// What a search returns. [`Neighbors::ids_view`] and [`Neighbors::distances_view`] give the
+/// results as `queries x k` `ndarray` views.
 #[derive(Clone, Debug)]
 pub struct SearchOutput {
     /// `queries x k` ids and distances, ascending.
@@ -323,9 +364,17 @@ fn data_file_name(dtype: DType) -> (&'static str, Format) {
 }
 
 impl Index {
-    /// Builds an index on `data` with the registered algorithm `algorithm` (CPU back end unless
-    /// only a GPU one exists) and JSON `params` (merged over the algorithm's defaults). `k` is
-    /// the neighbour count of k-NN graph builders and must be `None` for search-graph builders.
+    /// A typed build of `algorithm`: set the metric, backend, seed, threads, ... on the
+    /// [`IndexBuilder`], then [`IndexBuilder::build`] the data.
+    pub fn builder(algorithm: Algorithm) -> IndexBuilder {
+        IndexBuilder::new(algorithm)
+    }
+
+    /// Builds an index on `data` with the registered algorithm `algorithm` on
+    /// [`Backend::Auto`] (the GPU back end when a GPU is usable and the algorithm has one) and
+    /// JSON `params` (merged over the algorithm's defaults), for command lines and config
+    /// files; Rust code reads better with [`Index::builder`]. `k` is the neighbour count of
+    /// k-NN graph builders and must be `None` for search-graph builders.
     pub fn build(
         data: AnyDataset,
         metric: Metric,
@@ -346,7 +395,9 @@ impl Index {
         )
     }
 
-    /// [`Index::build`] with an explicit registry and backend.
+    /// [`Index::build`] with an explicit registry and backend (`None` or [`Backend::Auto`]: the
+    /// GPU back end when registered, else the CPU one). [`IndexBuilder::build`] goes through
+    /// here.
     #[allow(clippy::too_many_arguments)]
     pub fn build_with(
         registry: &Registry,
@@ -557,14 +608,110 @@ impl Index {
     }
 
     /// Searches `queries` (same element type and dimension as the data) for `k` neighbours each.
+    /// The results are also `queries x k` `ndarray` views: [`Neighbors::ids_view`],
+    /// [`Neighbors::distances_view`].
     pub fn search<T: Element>(
         &self,
         queries: DatasetView<'_, T>,
         k: usize,
         params: &SearchParams,
     ) -> Result<SearchOutput> {
+        weft_core::error::check_k(k, self.data.rows())?;
+        let mut out = Neighbors::new(queries.rows(), k);
+        let report = self.search_into_buffers(queries, out.as_mut(), params)?;
+        Ok(SearchOutput {
+            neighbors: out,
+            stats: report.stats,
+            elapsed: report.elapsed,
+            backend: report.backend,
+        })
+    }
+
+    /// [`Index::search`] into the caller's arrays: `ids` and `distances` are `queries x k`
+    /// (`k`, the neighbours wanted, is their column count; any memory layout), and receive what
+    /// [`Index::search`] returns for that `k`. Arrays of other shapes are an
+    /// [`Error::DimensionMismatch`]. After an error their contents are unspecified.
+    ///
+    /// ```no_run
+    /// # fn demo(index: &weft::Index, queries: &weft::Dataset<f32>) -> weft::Result<()> {
+    /// let mut ids = ndarray::Array2::<weft::NodeId>::zeros((queries.rows(), 10));
+    /// let mut distances = ndarray::Array2::<f32>::zeros((queries.rows(), 10));
+    /// index.search_into(queries.view(), &mut ids, &mut distances, &weft::SearchParams::default())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn search_into<'i, 'd, T: Element>(
+        &self,
+        queries: DatasetView<'_, T>,
+        ids: impl Into<ArrayViewMut2<'i, NodeId>>,
+        distances: impl Into<ArrayViewMut2<'d, f32>>,
+        params: &SearchParams,
+    ) -> Result<SearchReport> {
+        let (mut ids, mut distances) = (ids.into(), distances.into());
+        if ids.nrows() != queries.rows() {
+            return Err(Error::dim_mismatch(
+                "rows of the id array vs queries",
+                queries.rows(),
+                ids.nrows(),
+            ));
+        }
+        if distances.nrows() != queries.rows() {
+            return Err(Error::dim_mismatch(
+                "rows of the distance array vs queries",
+                queries.rows(),
+                distances.nrows(),
+            ));
+        }
+        let k = ids.ncols();
+        if distances.ncols() != k {
+            return Err(Error::dim_mismatch(
+                "columns (k) of the distance array vs the id array",
+                k,
+                distances.ncols(),
+            ));
+        }
+        weft_core::error::check_k(k, self.data.rows())?;
+        if let (Some(ids), Some(distances)) = (ids.as_slice_mut(), distances.as_slice_mut()) {
+            return self.search_into_buffers(
+                queries,
+                NeighborsMut::new(ids, distances, k)?,
+                params,
+            );
+        }
+        // Not in standard layout: search into contiguous buffers, then copy.
+        let mut found = Neighbors::new(queries.rows(), k);
+        let report = self.search_into_buffers(queries, found.as_mut(), params)?;
+        ids.assign(&found.ids_view());
+        distances.assign(&found.distances_view());
+        Ok(report)
+    }
+
+    /// [`Index::search`] into flat row-major buffers: `out` holds one row of `out.k()`
+    /// neighbours per query (else an [`Error::DimensionMismatch`]). After an error its contents
+    /// are unspecified.
+    pub fn search_into_buffers<T: Element>(
+        &self,
+        queries: DatasetView<'_, T>,
+        out: NeighborsMut<'_>,
+        params: &SearchParams,
+    ) -> Result<SearchReport> {
+        if out.rows() != queries.rows() {
+            return Err(Error::dim_mismatch(
+                "rows of the output buffers vs queries",
+                queries.rows(),
+                out.rows(),
+            ));
+        }
         let data: &Dataset<T> = self.data.as_typed()?;
-        self.search_typed(data.view(), queries, k, params)
+        match params.threads {
+            None => self.search_typed(data.view(), queries, params, out),
+            Some(0) => Err(Error::invalid_param(
+                "threads",
+                "the thread count must be at least 1",
+            )),
+            threads => BuildCtx::new(params.seed)
+                .with_threads(threads)
+                .install(|| self.search_typed(data.view(), queries, params, out))?,
+        }
     }
 
     /// Searches queries of whichever element type the data has.
@@ -584,17 +731,22 @@ impl Index {
         with_view!(queries, |q| self.search(q, k, params))
     }
 
+    /// The search itself, on the current thread pool, into `out` (`queries.rows()` rows of
+    /// `k` neighbours).
     fn search_typed<T: Element>(
         &self,
         data: DatasetView<'_, T>,
         queries: DatasetView<'_, T>,
-        k: usize,
         params: &SearchParams,
-    ) -> Result<SearchOutput> {
+        mut out: NeighborsMut<'_>,
+    ) -> Result<SearchReport> {
+        let k = out.k();
         data.check_same_dim(&queries, "queries vs indexed data")?;
         weft_core::error::check_k(k, data.rows())?;
         queries.check_finite()?;
-        let mut out = Neighbors::new(queries.rows(), k);
+        let cancel = params.cancel.as_ref();
+        let check_cancelled = || cancel.map_or(Ok(()), CancelToken::check);
+        check_cancelled()?;
         let metric = self.metric();
         // Outside the timed part: computed once per index and seed.
         let entries = if params.exact {
@@ -628,29 +780,39 @@ impl Index {
             _ => Ok(None),
         };
         let layer = match params.backend {
-            SearchBackend::Cpu => {
+            Backend::Cpu => {
                 if !params.exact {
                     // Outside the timed part too, as the layer.
                     self.huge_page_copies();
                 }
                 Some(cpu_layer(&entries, &cpu_params)?)
             }
-            SearchBackend::Auto | SearchBackend::Gpu => None,
+            Backend::Auto if !self.gpu_may_search() => {
+                if !params.exact {
+                    self.huge_page_copies();
+                }
+                Some(cpu_layer(&entries, &cpu_params)?)
+            }
+            Backend::Auto | Backend::Gpu => None,
         };
+        check_cancelled()?;
         let start = Instant::now();
         let mut backend = "cpu";
         let stats = if params.exact {
-            ExactSearcher.search(
-                self.graph.as_view(),
-                data,
-                queries,
-                metric,
-                &weft_core::NoParams {},
-                out.as_mut(),
-            )?
+            in_batches(queries, cancel, &mut out, |q, o| {
+                ExactSearcher.search(
+                    self.graph.as_view(),
+                    data,
+                    q,
+                    metric,
+                    &weft_core::NoParams {},
+                    o,
+                )
+            })?
         } else if let Some(stats) =
             self.search_gpu(data, queries, k, params, entries.as_ref(), &mut out)?
         {
+            check_cancelled()?;
             backend = "gpu";
             stats
         } else {
@@ -668,22 +830,37 @@ impl Index {
                 None => data,
             };
             let graph = copies.and_then(|c| c.graph.as_ref()).unwrap_or(&self.graph);
-            BeamSearch.search_with_entry_layer(
-                graph.as_view(),
-                data,
-                queries,
-                metric,
-                &p,
-                layer.as_deref(),
-                out.as_mut(),
-            )?
+            in_batches(queries, cancel, &mut out, |q, o| {
+                BeamSearch.search_with_entry_layer(
+                    graph.as_view(),
+                    data,
+                    q,
+                    metric,
+                    &p,
+                    layer.as_deref(),
+                    o,
+                )
+            })?
         };
-        Ok(SearchOutput {
-            neighbors: out,
+        Ok(SearchReport {
             stats,
             elapsed: start.elapsed(),
             backend,
         })
+    }
+
+    /// Whether an automatic search may run on the GPU: this build has GPU support and the index
+    /// has not found the GPU unusable yet.
+    fn gpu_may_search(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        {
+            let cache = self.gpu.0.lock().unwrap_or_else(|e| e.into_inner());
+            !matches!(cache.as_ref(), Some(GpuState::Unavailable(_)))
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            false
+        }
     }
 
     /// The entry layer of a CPU search from `entries` with `params` (`None`: it scores every
@@ -715,7 +892,7 @@ impl Index {
     }
 
     /// The GPU search when `params.backend` asks for it and it can run (`None`: search on the
-    /// CPU); an error when [`SearchBackend::Gpu`] is asked for and it cannot run. `entries`: the
+    /// CPU); an error when [`Backend::Gpu`] is asked for and it cannot run. `entries`: the
     /// index's entry points for this search ([`Index::search_entry_points`]); spread ones are
     /// handed to the CAGRA search session in place of the graph's (a session made with other
     /// spread entry points is made again).
@@ -726,12 +903,12 @@ impl Index {
         k: usize,
         params: &SearchParams,
         entries: Option<&SearchEntryPoints>,
-        out: &mut Neighbors,
+        out: &mut NeighborsMut<'_>,
     ) -> Result<Option<SearchStats>> {
         let required = match params.backend {
-            SearchBackend::Cpu => return Ok(None),
-            SearchBackend::Auto => false,
-            SearchBackend::Gpu => true,
+            Backend::Cpu => return Ok(None),
+            Backend::Auto => false,
+            Backend::Gpu => true,
         };
         #[cfg(feature = "cuda")]
         {
@@ -828,7 +1005,7 @@ impl Index {
         queries: DatasetView<'_, T>,
         params: &SearchParams,
         required: bool,
-        out: &mut Neighbors,
+        out: &mut NeighborsMut<'_>,
     ) -> Result<Option<SearchStats>> {
         use weft_core::Params as _;
         let defaults = weft_search::GgnnSearchParams::default();
@@ -874,7 +1051,7 @@ impl Index {
         &self,
         required: bool,
         spread_seed: Option<u64>,
-        out: &mut Neighbors,
+        out: &mut NeighborsMut<'_>,
         new_session: impl FnOnce(weft_gpu::GpuContext) -> Result<S>,
         search: impl FnOnce(&mut S) -> Result<(Neighbors, SearchStats)>,
     ) -> Result<Option<SearchStats>> {
@@ -910,8 +1087,7 @@ impl Index {
             )));
         };
         let (nb, stats) = search(session)?;
-        out.ids.copy_from_slice(&nb.ids);
-        out.dists.copy_from_slice(&nb.dists);
+        out.copy_from(&nb)?;
         Ok(Some(stats))
     }
 
@@ -938,6 +1114,38 @@ impl Index {
         let data = weft_io::read_any(&data_path, &ReadOptions::new())?;
         Index::from_parts(data, graph, meta)
     }
+}
+
+/// Runs `search` on `queries` into `out`: in one call when `cancel` is `None`, else in batches
+/// of [`CANCEL_CHECK_ROWS`] queries with a look at `cancel` before each and after the last (an
+/// [`Error::Cancelled`] once cancelled). A query's result does not depend on its batch: the
+/// index's searches start every query from the same entry points.
+fn in_batches<'q, T: Element>(
+    queries: DatasetView<'q, T>,
+    cancel: Option<&CancelToken>,
+    out: &mut NeighborsMut<'_>,
+    mut search: impl FnMut(DatasetView<'q, T>, NeighborsMut<'_>) -> Result<SearchStats>,
+) -> Result<SearchStats> {
+    let Some(cancel) = cancel else {
+        return search(queries, out.reborrow());
+    };
+    let rows = queries.rows();
+    let mut stats = SearchStats::default();
+    let mut start = 0;
+    loop {
+        cancel.check()?;
+        let end = (start + CANCEL_CHECK_ROWS).min(rows);
+        stats.merge(&search(
+            queries.slice_rows(start..end)?,
+            out.rows_mut(start..end),
+        )?);
+        start = end;
+        if start >= rows {
+            break;
+        }
+    }
+    cancel.check()?;
+    Ok(stats)
 }
 
 #[cfg(test)]

@@ -3,29 +3,44 @@
 //! The facade of the weft workspace: one dependency for users who want to build proximity graphs
 //! and search them without picking crates one by one.
 //!
-//! - [`Index`]: build from a [`DatasetView`], an `ndarray` array or a vector file with a named
-//!   algorithm and JSON parameters, search, save to a folder, load by memory map.
+//! - [`Index`]: build with [`Index::builder`] from an [`Algorithm`] holding its typed
+//!   parameters (or, for command lines and config files, with [`Index::build`]: an algorithm
+//!   name and JSON parameters), from a [`DatasetView`], an `ndarray` array or a vector file;
+//!   search into [`Neighbors`] (ids and distances, also as `ndarray` views) or into the
+//!   caller's arrays ([`Index::search_into`]); save to a folder, load by memory map.
+//! - [`Backend`]: where builds and searches run; [`Backend::Auto`], the default of both, is the
+//!   GPU when this build has GPU support and a GPU is usable, else the CPU.
 //! - [`Registry`]: the algorithms available in this build, by name ([`Registry::available`]);
 //!   algorithms planned but not implemented yet are listed apart and never pretend to work.
 //! - Re-exports of the crates underneath ([`core`], [`io`], [`graph`], [`search`]) and of the
 //!   types most programs need.
 //!
 //! ```no_run
-//! use weft::{BuildCtx, Index, Metric, SearchParams};
+//! use weft::{Algorithm, Index, Metric, RnnDescentParams, SearchParams};
 //! # fn main() -> weft::Result<()> {
 //! let base = weft::io::read::<f32>("base.fbin", &weft::io::ReadOptions::new())?;
 //! let queries = weft::io::read::<f32>("queries.fbin", &weft::io::ReadOptions::new())?;
-//! let params = serde_json::json!({ "degree": 32 });
-//! let index = Index::build(base.into(), Metric::L2Squared, "rnndescent", &params, None, &BuildCtx::new(42))?;
+//! let params = RnnDescentParams { degree: 32, ..RnnDescentParams::default() };
+//! let index = Index::builder(Algorithm::RnnDescent(params))
+//!     .metric(Metric::L2Squared)
+//!     .seed(42)
+//!     .build(base)?;
 //! let result = index.search(queries.view(), 10, &SearchParams::with_beam_width(64))?;
-//! println!("nearest to query 0: {:?}", result.neighbors.row_ids(0));
+//! println!("nearest to query 0: {:?}", result.neighbors.ids_view().row(0));
+//! println!("their distances: {:?}", result.neighbors.distances_view().row(0));
 //! # Ok(()) }
 //! ```
 
+pub mod algorithm;
+pub mod builder;
 pub mod index;
 pub mod registry;
 
-pub use index::{Index, SearchOutput, SearchParams};
+pub use algorithm::{
+    Algorithm, CagraParams, GgnnParams, GrnndParams, KnnSource, NnDescentParams, RnnDescentParams,
+};
+pub use builder::IndexBuilder;
+pub use index::{Index, SearchOutput, SearchParams, SearchReport};
 pub use registry::{AlgorithmInfo, Backend, DynBuilder, GpuStatus, Produces, Registry};
 
 /// The GPU runtime (device probe, context, exact GPU k-NN), with the `cuda` feature.
@@ -39,7 +54,8 @@ pub use weft_search as search;
 
 pub use weft_core::{
     BuildCtx, CancelToken, DType, Dataset, DatasetView, Element, Error, FixedDegreeGraph,
-    GraphView, INVALID, KnnGraph, Metric, Neighbors, NodeId, Progress, Result, SearchStats,
+    GraphView, INVALID, KnnGraph, Metric, Neighbors, NeighborsMut, NodeId, Progress, Result,
+    SearchStats,
 };
 pub use weft_graph::storage::{GraphMeta, StoredGraph};
 pub use weft_io::AnyDataset;

@@ -12,10 +12,21 @@ use weft_core::{BuildCtx, Error, GraphBuilder, KnnGraphBuilder, Metric, Params, 
 use weft_graph::storage::StoredGraph;
 use weft_io::AnyDataset;
 
-/// Where an algorithm runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+/// Where a build or a search runs: the one vocabulary of the library, the command line
+/// (`--backend auto|cpu|gpu`) and [`crate::SearchParams::backend`].
+///
+/// [`Backend::Auto`], the default everywhere, picks the GPU when this build has GPU support (the
+/// `cuda` feature) and a GPU is usable, else the CPU; a build of an algorithm with one back end
+/// only (e.g. `rnndescent` on the CPU, `grnnd` on the GPU) uses that one. [`Backend::Cpu`] and
+/// [`Backend::Gpu`] are requirements: an error when they cannot run, never a silent fallback.
+/// Where something *did* run ([`AlgorithmInfo::backend`], the backend a search reports) is
+/// always `Cpu` or `Gpu`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
+    /// The GPU when one is usable and the work has a GPU back end, else the CPU.
+    #[default]
+    Auto,
     /// On the CPU (rayon).
     Cpu,
     /// On an NVIDIA GPU.
@@ -23,11 +34,20 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// `cpu` or `gpu`.
+    /// `auto`, `cpu` or `gpu`.
     pub fn name(self) -> &'static str {
         match self {
+            Backend::Auto => "auto",
             Backend::Cpu => "cpu",
             Backend::Gpu => "gpu",
+        }
+    }
+
+    /// The back end required, `None` for [`Backend::Auto`] (the registry's choice).
+    pub fn required(self) -> Option<Backend> {
+        match self {
+            Backend::Auto => None,
+            b => Some(b),
         }
     }
 }
@@ -47,7 +67,7 @@ pub enum Produces {
 pub struct AlgorithmInfo {
     /// The name used on the command line (`nndescent`, ...).
     pub name: &'static str,
-    /// Where it runs.
+    /// Where it runs: [`Backend::Cpu`] or [`Backend::Gpu`], never [`Backend::Auto`].
     pub backend: Backend,
     /// What it builds.
     pub produces: Produces,
@@ -621,7 +641,8 @@ impl Registry {
     }
 
     /// Exact k-NN of every query among `base` (same element type): on the GPU when there is one
-    /// (unless `backend` says otherwise), else on the CPU. Returns the backend that ran.
+    /// (unless `backend` says otherwise; `None` is [`Backend::Auto`]), else on the CPU. Returns
+    /// the backend that ran.
     pub fn exact_search(
         &self,
         base: &AnyDataset,
@@ -645,7 +666,7 @@ impl Registry {
                 queries.dim(),
             ));
         }
-        let use_gpu = match backend {
+        let use_gpu = match backend.and_then(Backend::required) {
             Some(Backend::Gpu) => {
                 if !self.gpu.is_available() {
                     return Err(Error::Unsupported(format!(
@@ -655,7 +676,7 @@ impl Registry {
                 }
                 true
             }
-            Some(Backend::Cpu) => false,
+            Some(_) => false,
             None => self.gpu.is_available(),
         };
         macro_rules! pair {
@@ -696,8 +717,10 @@ impl Registry {
         self.entries.iter().map(|e| e.info()).collect()
     }
 
-    /// The algorithm `name` on `backend` (`None`: the GPU one when registered, else the CPU one).
+    /// The algorithm `name` on `backend` (`None` or [`Backend::Auto`]: the GPU one when
+    /// registered, else the CPU one).
     pub fn get(&self, name: &str, backend: Option<Backend>) -> Result<&dyn DynBuilder> {
+        let backend = backend.and_then(Backend::required);
         let name = name.to_ascii_lowercase();
         let find = |b: Backend| {
             self.entries

@@ -10,7 +10,7 @@ use weft::graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 use weft::graph::storage::GraphKind;
 use weft::index::EntrySource;
 use weft::search::{BeamSearch, BeamSearchParams, EntryPoints};
-use weft::{BuildCtx, Dataset, Index, Metric, Neighbors, SearchParams};
+use weft::{Backend, BuildCtx, Dataset, Index, Metric, Neighbors, SearchParams};
 
 /// A Gaussian mixture as `weft_testkit::graph::gaussian_mixture` draws it: `clusters` centres
 /// N(0, 9) per coordinate, unit spread around them (at d = 32 the clusters are far apart:
@@ -76,8 +76,9 @@ fn knn_graph_of_clustered_data_is_searched_from_spread_entry_points() {
     assert_eq!(index.graph_kind(), GraphKind::Knn);
     assert!(index.graph().as_view().entry_points().is_empty());
 
-    // The entry points: spread ones, computed once per seed and kept.
-    let params = SearchParams::with_beam_width(64);
+    // The entry points: spread ones, computed once per seed and kept. (The CPU search,
+    // compared with the beam search's own below.)
+    let params = SearchParams::with_beam_width(64).with_backend(Backend::Cpu);
     let entries = index.search_entry_points(params.seed).unwrap();
     assert_eq!(entries.source, EntrySource::Spread { seed: 0 });
     assert_eq!(entries.ids.len(), DEFAULT_ENTRY_POINTS);
@@ -259,7 +260,7 @@ fn knn_graph_gpu_search_starts_from_spread_entry_points() {
 fn index_searches_many_entry_points_through_the_entry_layer() {
     let ctx = BuildCtx::new(3);
     let (base, queries, truth, index) = clustered_knn_index(11, &ctx);
-    let layered = SearchParams::with_beam_width(48);
+    let layered = SearchParams::with_beam_width(48).with_backend(Backend::Cpu);
     assert!(layered.entry_layer.is_some());
     let all = SearchParams {
         entry_layer: None,
