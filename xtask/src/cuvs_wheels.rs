@@ -247,12 +247,14 @@ const INSTALL_SH: &str = r#"#!/usr/bin/env bash
 # part of the cuVS wheels tar in $CUVS_PARTS/<sha256> (default /root/cuvs-parts); once every
 # part is there, joins them, checks the sha256 and installs the wheels into $CUVS_SITE (default
 # /root/cuvs-site; use it with PYTHONPATH). --smoke then builds and searches a tiny NN-descent
-# and CAGRA index (exit 3 while parts are missing).
+# and CAGRA index (exit 3 while parts are missing). The tar is joined and unpacked in $CUVS_WORK
+# (default /root).
 set -eu
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/MANIFEST"
 PARTS="${CUVS_PARTS:-/root/cuvs-parts}/$sha256"
 SITE="${CUVS_SITE:-/root/cuvs-site}"
+WORK="${CUVS_WORK:-/root}"
 SMOKE=0; [ "${1:-}" = --smoke ] && SMOKE=1
 mkdir -p "$PARTS"
 cp "$HERE"/cuvs-wheels.tar.* "$PARTS"/
@@ -265,11 +267,11 @@ else
     [ $SMOKE -eq 1 ] && exit 3
     exit 0
   fi
-  TAR=/root/cuvs-wheels.tar
+  TAR="$WORK/cuvs-wheels.tar"
   cat "$PARTS"/cuvs-wheels.tar.* > "$TAR"
-  [ "$(stat -c %s "$TAR")" = "$bytes" ] || { echo "cuvs-install: joined tar has the wrong size"; exit 2; }
-  echo "$sha256  $TAR" | sha256sum -c --quiet - || { echo "cuvs-install: sha256 mismatch"; exit 2; }
-  W=/root/cuvs-wheels; rm -rf "$W"; mkdir -p "$W"; tar -xf "$TAR" -C "$W"; rm -f "$TAR"
+  [ "$(stat -c %s "$TAR")" = "$bytes" ] || { echo "cuvs-install: joined tar has the wrong size"; rm -f "$TAR"; exit 2; }
+  echo "$sha256  $TAR" | sha256sum -c --quiet - 2>/dev/null || { echo "cuvs-install: sha256 mismatch"; rm -f "$TAR"; exit 2; }
+  W="$WORK/cuvs-wheels"; rm -rf "$W"; mkdir -p "$W"; tar -xf "$TAR" -C "$W"; rm -f "$TAR"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target "$SITE" "$W"/*.whl
   # The wheels' libraries find the CUDA libraries and NCCL through RPATHs relative to the
@@ -395,6 +397,69 @@ mod tests {
         for var in ["$parts", "$bytes", "$sha256"] {
             assert!(INSTALL_SH.contains(var), "install script ignores {var}");
         }
+    }
+
+    /// A part folder of a two-part set under `dir`: (folder, joined bytes).
+    fn fake_part(dir: &Path, index: usize, sha: &str) -> PathBuf {
+        let part = dir.join(part_dir(index));
+        std::fs::create_dir_all(&part).unwrap();
+        std::fs::write(
+            part.join(format!("cuvs-wheels.tar.{:02}", index + 1)),
+            b"abc",
+        )
+        .unwrap();
+        std::fs::write(part.join("MANIFEST"), manifest(2, 6, sha)).unwrap();
+        std::fs::write(part.join("cuvs-install.sh"), INSTALL_SH).unwrap();
+        part
+    }
+
+    fn install(dir: &Path, part: &Path, smoke: bool) -> std::process::Output {
+        let mut cmd = Command::new("bash");
+        cmd.arg(part.join("cuvs-install.sh"))
+            .env("CUVS_PARTS", dir.join("parts"))
+            .env("CUVS_SITE", dir.join("site"))
+            .env("CUVS_WORK", dir);
+        if smoke {
+            cmd.arg("--smoke");
+        }
+        cmd.output().expect("bash")
+    }
+
+    #[test]
+    fn the_install_script_keeps_parts_until_the_set_is_complete_and_checks_it() {
+        let dir = std::env::temp_dir().join(format!("cuvs-install-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let sha = "0".repeat(64);
+        let first = fake_part(&dir, 0, &sha);
+        let out = install(&dir, &first, false);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 of 2 parts kept"),
+            "{text}"
+        );
+        assert_eq!(
+            install(&dir, &first, true).status.code(),
+            Some(3),
+            "smoke waits"
+        );
+        assert!(
+            dir.join("parts")
+                .join(&sha)
+                .join("cuvs-wheels.tar.01")
+                .exists()
+        );
+        // The second part completes the set: joined (6 bytes), but the sha256 is wrong.
+        let second = fake_part(&dir, 1, &sha);
+        let out = install(&dir, &second, false);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains("sha256 mismatch"), "{text}");
+        assert!(!dir.join("site").join(format!(".installed-{sha}")).exists());
+        assert!(
+            !dir.join("cuvs-wheels.tar").exists(),
+            "a bad tar is removed"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

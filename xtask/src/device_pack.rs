@@ -524,3 +524,29 @@ fi
 echo "overall status: $status" | tee -a "$SUMMARY"
 exit $status
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_sh_parses_and_reports_the_gpu_peer_beside_weft() {
+        let check = Command::new("bash")
+            .args(["-n", "-c", RUN_SH])
+            .output()
+            .expect("bash");
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+        assert!(RUN_SH.contains("--peers) PEERS=1"));
+        assert!(RUN_SH.contains("peers/cuvs_peer.py"));
+        assert!(RUN_SH.contains(r#"INPUTS="$INPUTS --in $B/peers.jsonl""#));
+        assert!(RUN_SH.contains("report $INPUTS"));
+        // The scripts run.sh calls are packed.
+        for s in PEER_SCRIPTS {
+            assert!(root().join("benches/peers").join(s).exists(), "{s}");
+        }
+    }
+}
