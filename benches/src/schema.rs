@@ -324,6 +324,61 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_cuvs_peer_line_parses() {
+        // The shape benches/peers/cuvs_peer.py writes (a line of the H100 run at 9d5e91f, one
+        // sweep point kept): GPU described, device peak memory not sampled.
+        let line = r#"{"schema": "weft-bench/1", "suite": "quick", "env": {"commit": "9d5e91f1fa939273a2e7ebf01812615315dbd590", "timestamp": 1795719176, "host": "vm", "cpu": "Intel(R) Xeon(R) Processor", "cpus": 16, "gpu": {"available": true, "device": {"name": "NVIDIA H100 80GB HBM3", "compute_capability": [9, 0], "driver_version": 13000, "memory_mib": 81079}, "kernel_mode": "cuVS wheels (precompiled)", "cubins": ["libcuvs"]}}, "dataset": {"name": "sift-like-100k", "source": "weft-io synthetic preset `sift`, seed 0", "n": 100000, "nq": 10000, "dim": 128, "dtype": "f32", "metric": "l2", "gt_k": 100}, "algorithm": {"library": "cuvs", "version": "26.10.0", "name": "nndescent", "backend": "gpu", "params": {"graph_degree": 64, "intermediate_graph_degree": 128, "max_iterations": 20, "termination_threshold": 9.999999747378752e-05, "metric": "sqeuclidean", "input": "host", "rmm_pool": true}, "threads": 1, "search_param": "itopk"}, "build": {"runs_s": [0.8943726910000009, 0.848432895999963], "median_s": 0.871402793499982, "min_s": 0.848432895999963, "max_s": 0.8943726910000009, "warmup_s": 0.2837295609999728, "warmup_rows": 10000}, "memory": {"peak_rss_mib": 735.53125, "rss_before_mib": 459.73046875, "device_peak_mib": null}, "graph": {"recall_at_10": 1.0, "recall_k": 64, "recall_at_k": 0.977484375, "sample": 1000, "out_degree": [64.0, 64.0, 64.0], "in_degree": [0.0, 64.0, 864.0], "unreachable": 89, "scc_count": null}, "sweep": [{"batch": 10000, "param": 32.0, "k": 32, "queries": 10000, "qps": 2512263.6, "recall_at_1": 0.9359, "recall_at_10": 0.92536, "recall_at_100": null, "distances_per_query": null}], "error": null}"#;
+        let r = parse_lines(line).unwrap();
+        assert_eq!(crate::report::label(&r[0]), "cuvs nndescent (gpu)");
+        assert_eq!(r[0].env.gpu["device"]["name"], "NVIDIA H100 80GB HBM3");
+        assert_eq!(r[0].sweep[0].recall_at_10, Some(0.92536));
+        assert_eq!(r[0].memory.as_ref().unwrap().device_peak_mib, None);
+    }
+
+    #[test]
+    fn the_cuvs_peer_self_check_writes_lines_this_schema_reads() {
+        // cuvs_peer.py --self-check runs its record path with a numpy stand-in (no GPU). It
+        // needs a Python with numpy: WEFT_PEERS_PYTHON, the peers' virtual environment, or
+        // python3; skipped where none has numpy.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let venv = root.join("../target/peers-venv/bin/python");
+        let python = std::env::var("WEFT_PEERS_PYTHON").unwrap_or_else(|_| {
+            if venv.exists() {
+                venv.display().to_string()
+            } else {
+                "python3".into()
+            }
+        });
+        let has_numpy = std::process::Command::new(&python)
+            .args(["-c", "import numpy"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !has_numpy {
+            eprintln!("skipped: no Python with numpy ({python})");
+            return;
+        }
+        let out = std::process::Command::new(&python)
+            .arg(root.join("peers/cuvs_peer.py"))
+            .arg("--self-check")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let records = parse_lines(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        let names: Vec<_> = records.iter().map(crate::report::label).collect();
+        assert_eq!(names, ["cuvs nndescent (gpu)", "cuvs cagra (gpu)"]);
+        for r in &records {
+            assert_eq!(r.algorithm.search_param, "itopk");
+            assert!(r.build.is_some() && r.graph.is_some() && r.error.is_none());
+            assert!(r.sweep.iter().any(|p| p.batch == 1));
+            assert!(r.sweep.iter().any(|p| p.batch == r.dataset.nq));
+        }
+    }
+
+    #[test]
     fn median_of_even_and_odd() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);

@@ -11,14 +11,17 @@
 //! - examples of weft-gpu (the exact-kNN benchmark) and, unless `--no-cli`, the `weft` binary
 //!   of weft-cli when it builds;
 //! - unless `--no-bench`: the harness runner `weft-bench` (weft-benches), a TrueType font for
-//!   its plots (`fonts/`, from this machine) and the commit (`COMMIT`);
+//!   its plots (`fonts/`, from this machine), the commit (`COMMIT`) and the GPU peer script
+//!   (`peers/cuvs_peer.py` with the helpers of `peers/ann_peers.py`);
 //! - `run.sh`: runs every test binary with `WEFT_REQUIRE_GPU=1` (once with the build-time
 //!   cubins, once with `WEFT_KERNELS=nvrtc`), and with `--sanitize` also under
 //!   `compute-sanitizer --tool memcheck` and `--tool racecheck`; logs go to `$OUT` (or
 //!   `device-pack/logs`). `run.sh --bench-suite quick|full` runs the benchmark harness instead
 //!   (synthetic presets, the GPU back ends; `--tests` runs the tests as well): JSON lines,
-//!   report and plots in `$OUT/bench`. `cargo xtask bench --suite quick --from-device DIR`
-//!   turns the fetched files into the docs section.
+//!   report and plots in `$OUT/bench`; with `--peers` also cuVS NN-descent and CAGRA on the same
+//!   files (`bench/peers.jsonl`; cuVS installed by `cargo xtask cuvs-wheels`, see
+//!   docs/benchmarks.md "cuVS on the device"). `cargo xtask bench --suite quick --from-device
+//!   DIR` turns the fetched files into the docs section.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -229,8 +232,18 @@ const FONTS: &[&str] = &[
     "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
 ];
 
-/// The font for the plots (the device may have none) and the commit for the records.
+/// The scripts of the GPU peer (`run.sh --peers`), from benches/peers/.
+const PEER_SCRIPTS: &[&str] = &["cuvs_peer.py", "ann_peers.py"];
+
+/// The font for the plots (the device may have none), the commit for the records and the GPU
+/// peer's scripts.
 fn pack_bench_extras(pack: &Path) -> Result<()> {
+    std::fs::create_dir_all(pack.join("peers"))?;
+    for script in PEER_SCRIPTS {
+        let src = root().join("benches/peers").join(script);
+        std::fs::copy(&src, pack.join("peers").join(script))
+            .with_context(|| format!("copy {}", src.display()))?;
+    }
     let font = std::env::var_os("WEFT_BENCH_FONT")
         .map(PathBuf::from)
         .into_iter()
@@ -379,13 +392,16 @@ fn dir_size(p: &Path) -> Result<u64> {
 }
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
-# device-pack/run.sh [--sanitize] [--bench] [--bench-suite quick|full [--tests]] — run on the GPU
-# machine from the repository root (or anywhere). Logs go to $OUT (the device tool's output
-# folder) or device-pack/logs. --bench-suite runs the benchmark harness (bin/weft-bench) on the
-# synthetic presets with the GPU back ends (BENCH_BACKEND=gpu,cpu for both) and writes JSON
+# device-pack/run.sh [--sanitize] [--bench] [--bench-suite quick|full [--tests] [--peers]] — run
+# on the GPU machine from the repository root (or anywhere). Logs go to $OUT (the device tool's
+# output folder) or device-pack/logs. --bench-suite runs the benchmark harness (bin/weft-bench) on
+# the synthetic presets with the GPU back ends (BENCH_BACKEND=gpu,cpu for both) and writes JSON
 # lines, report and plots to $OUT/bench (BENCH_ARGS: extra `weft-bench run` options, e.g.
-# "--batch1 2000 --runs 3"); the tests then run only with --tests. RUN_NVRTC=0 skips the second
-# pass of the tests with the kernels compiled by NVRTC.
+# "--batch1 2000 --runs 3"); the tests then run only with --tests. --peers adds the GPU peer,
+# cuVS NN-descent and CAGRA (peers/cuvs_peer.py, PEER_ARGS: its extra options), on the same
+# prepared files, after weft: bench/peers.jsonl, in the same report; cuVS comes from
+# $CUVS_SITE (default /root/cuvs-site, installed by `cargo xtask cuvs-wheels`' calls).
+# RUN_NVRTC=0 skips the second pass of the tests with the kernels compiled by NVRTC.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 # The binaries travel gzipped (cargo xtask device-pack): unpack them once.
@@ -395,13 +411,14 @@ for z in "$HERE"/tests/*.gz "$HERE"/bin/*.gz; do
 done
 LOGS="${OUT:-$HERE/logs}"
 mkdir -p "$LOGS"
-SANITIZE=0; BENCH=0; BENCH_SUITE=""; TESTS=1; WANT_TESTS=0
+SANITIZE=0; BENCH=0; BENCH_SUITE=""; TESTS=1; WANT_TESTS=0; PEERS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize) SANITIZE=1 ;;
     --bench) BENCH=1 ;;
     --bench-suite) BENCH_SUITE="${2:-}"; shift ;;
     --tests) WANT_TESTS=1 ;;
+    --peers) PEERS=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -477,21 +494,59 @@ if [ -n "$BENCH_SUITE" ]; then
   rm -f "$B/weft.jsonl"
   "$HERE/bin/weft-bench" run --suite "$BENCH_SUITE" --backend "${BENCH_BACKEND:-gpu}" --commit "$COMMIT" \
     --out "$B/weft.jsonl" $DIRS ${BENCH_ARGS:-} >> "$B/log.txt" 2>&1; rc=$?
+  rm -f "$B/peers.jsonl"
+  INPUTS="--in $B/weft.jsonl"
+  if [ $PEERS -eq 1 ]; then
+    SITE="${CUVS_SITE:-/root/cuvs-site}"
+    [ -d "$SITE" ] || record "no cuVS in $SITE (cargo xtask cuvs-wheels prints the calls that install it)"
+    PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" python3 "$HERE/peers/cuvs_peer.py" --suite "$BENCH_SUITE" \
+      --commit "$COMMIT" --out "$B/peers.jsonl" $DIRS ${PEER_ARGS:-} >> "$B/log.txt" 2>&1; prc=$?
+    [ $prc -ne 0 ] && { record "cuvs peer: rc=$prc (see bench/log.txt)"; rc=1; }
+    [ -s "$B/peers.jsonl" ] && INPUTS="$INPUTS --in $B/peers.jsonl"
+  fi
   echo $(( $(date +%s) - bstart )) > "$B/wall_s.txt"
   CMD="$(cat "$HERE/PACK_CMD" 2>/dev/null || echo cargo xtask device-pack), then on the GPU machine:"
   [ -n "${BENCH_SETS:-}" ] && CMD="$CMD BENCH_SETS=\"$BENCH_SETS\""
   [ -n "${BENCH_BACKEND:-}" ] && CMD="$CMD BENCH_BACKEND=$BENCH_BACKEND"
   [ -n "${BENCH_ARGS:-}" ] && CMD="$CMD BENCH_ARGS=\"$BENCH_ARGS\""
+  [ -n "${PEER_ARGS:-}" ] && CMD="$CMD PEER_ARGS=\"$PEER_ARGS\""
   CMD="$CMD bash $(basename "$HERE")/run.sh --bench-suite $BENCH_SUITE"
+  [ $PEERS -eq 1 ] && CMD="$CMD --peers"
   echo "$CMD" > "$B/command.txt"
-  "$HERE/bin/weft-bench" report --in "$B/weft.jsonl" --out "$B" --wall-s "$(cat "$B/wall_s.txt")" \
+  "$HERE/bin/weft-bench" report $INPUTS --out "$B" --wall-s "$(cat "$B/wall_s.txt")" \
     --command "$CMD" >> "$B/log.txt" 2>&1 || rc=1
   # The device tool brings back a limited number of files: the plots travel as one tar.
   [ -d "$B/plots" ] && tar -cf "$B/plots.tar" -C "$B" plots && rm -rf "$B/plots"
-  record "bench $BENCH_SUITE: rc=$rc, $(cat "$B/wall_s.txt") s, $(wc -l < "$B/weft.jsonl" 2>/dev/null || echo 0) records"
+  record "bench $BENCH_SUITE: rc=$rc, $(cat "$B/wall_s.txt") s, $(wc -l < "$B/weft.jsonl" 2>/dev/null || echo 0) records, $(cat "$B/peers.jsonl" 2>/dev/null | wc -l) peer records"
   tail -n 40 "$B/log.txt"
   [ $rc -ne 0 ] && status=1
 fi
 echo "overall status: $status" | tee -a "$SUMMARY"
 exit $status
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_sh_parses_and_reports_the_gpu_peer_beside_weft() {
+        let check = Command::new("bash")
+            .args(["-n", "-c", RUN_SH])
+            .output()
+            .expect("bash");
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+        assert!(RUN_SH.contains("--peers) PEERS=1"));
+        assert!(RUN_SH.contains("peers/cuvs_peer.py"));
+        assert!(RUN_SH.contains(r#"INPUTS="$INPUTS --in $B/peers.jsonl""#));
+        assert!(RUN_SH.contains("report $INPUTS"));
+        // The scripts run.sh calls are packed.
+        for s in PEER_SCRIPTS {
+            assert!(root().join("benches/peers").join(s).exists(), "{s}");
+        }
+    }
+}

@@ -4,8 +4,10 @@
 //! - `cargo xtask kernels [--arch 80,90] [--check]`: compile every CUDA kernel with nvcc and NVRTC.
 //! - `cargo xtask device-pack`: gather release binaries and a run script for the GPU machine.
 //! - `cargo xtask bench`: the benchmark harness.
+//! - `cargo xtask cuvs-wheels`: the cuVS wheels in parts for the GPU machine (its GPU peer).
 
 mod bench;
+mod cuvs_wheels;
 mod device_pack;
 mod kernels;
 mod test;
@@ -21,6 +23,7 @@ tasks:
   kernels       compile every CUDA kernel with nvcc and NVRTC [--arch 80,90] [--check]
   device-pack   build release test/bench binaries and the CLI into device-pack/ for the GPU machine
   bench         run the benchmark harness
+  cuvs-wheels   download the cuVS wheels and split them into device-pack-wheels-NN/ parts
   help          print this message";
 
 fn main() -> Result<()> {
@@ -34,6 +37,7 @@ fn main() -> Result<()> {
         "kernels" => kernels::run(rest),
         "device-pack" => device_pack::run(rest),
         "bench" => bench::run(rest),
+        "cuvs-wheels" => cuvs_wheels::run(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -573,6 +573,13 @@ fn harness(o: &Opts) -> Result<()> {
         .section
         .clone()
         .unwrap_or_else(|| format!("{suite}-{}", if gpu { "gpu" } else { "cpu" }));
+    // Plots of an earlier report in the same folder (other datasets) would otherwise be copied
+    // into the docs with this run's.
+    let plots_dir = out.join("plots");
+    if plots_dir.exists() {
+        std::fs::remove_dir_all(&plots_dir)
+            .with_context(|| format!("remove {}", plots_dir.display()))?;
+    }
     let mut cmd = Command::new(&exe);
     cmd.arg("report");
     for i in &inputs {
