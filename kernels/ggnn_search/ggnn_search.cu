@@ -15,8 +15,8 @@
 //   2. while fewer than `max_iter` vertices were expanded: the queue's head (d, a) is popped if
 //      d < crit, else the search stops; crit = d_best_k + xi with xi = tau * min(d_best_1,
 //      max_nn1) in real distances, applied squared for L2 (d^2 < d_k^2 + xi^2) and linearly for
-//      cosine (d_best_1 by magnitude); for inner product xi = tau * min(d_best_k - d_best_1,
-//      max_nn1); crit is infinite while the best list is not full. `a` enters the ring;
+//      inner product and cosine (d_best_1 by magnitude); crit is infinite while the best list is
+//      not full. `a` enters the ring;
 //   3. a's row is read (up to its first INVALID; ids >= n and a itself are skipped), every id
 //      not yet in the visited table is inserted there and becomes a candidate; the candidates'
 //      distances are computed by teams of `team` lanes with 16-byte loads; the candidates with
@@ -73,23 +73,15 @@ struct Args {
 
 // The stopping bound of a best list of `len` entries (see the header); `__fadd_rn` and
 // `__fmul_rn` keep the compiler from fusing, so that the bound is the CPU's bit for bit.
-// The slack's form by metric (the CPU search's SlackForm): squared L2 applies tau * min(sqrt d1,
-// guard) squared, cosine tau * min(|d1|, guard), inner product tau * min(dk - d1, guard) (an
-// inner product has no zero distance: the spread of the best list is its scale).
-constexpr i32 SLACK_SQUARED = 0;
-constexpr i32 SLACK_LINEAR = 1;
-constexpr i32 SLACK_SPREAD = 2;
-
 __device__ __forceinline__ float criterion(const float* best_d, u32 len, u32 cap, float tau, float guard,
-                                           i32 form) {
+                                           bool squared) {
     if (len < cap) return inf_f32();
     const float dk = best_d[cap - 1];
     const float d1 = best_d[0];
-    if (form == SLACK_SQUARED) {
+    if (squared) {
         const float xi = __fmul_rn(tau, fminf(sqrtf(fmaxf(d1, 0.0f)), guard));
         return __fadd_rn(dk, __fmul_rn(xi, xi));
     }
-    if (form == SLACK_SPREAD) return __fadd_rn(dk, __fmul_rn(tau, fminf(__fsub_rn(dk, d1), guard)));
     return __fadd_rn(dk, __fmul_rn(tau, fminf(fabsf(d1), guard)));
 }
 
@@ -146,7 +138,7 @@ __device__ void search(const Args& a) {
     const u32 hsize = 1u << a.hash_bits;
     const u32 hmask = hsize - 1u;
     const u64 row_bytes = (u64)a.stride * sizeof(T);
-    const i32 form = a.metric == METRIC_L2 ? SLACK_SQUARED : a.metric == METRIC_IP ? SLACK_SPREAD : SLACK_LINEAR;
+    const bool squared = a.metric == METRIC_L2;
     const u32 n_random = a.n_entries == 0 ? RANDOM_ENTRIES : 0u;
     const u32 n_start = a.n_entries == 0 ? RANDOM_ENTRIES : a.n_entries;
 
@@ -198,7 +190,7 @@ __device__ void search(const Args& a) {
                 const u32 head = s_q_head;
                 if (head >= s_q_len) break;
                 const float d = q_d[head];
-                const float crit = criterion(best_d, s_best_len, B, a.tau, a.guard, form);
+                const float crit = criterion(best_d, s_best_len, B, a.tau, a.guard, squared);
                 if (!(d < crit)) break;
                 node = q_i[head];
                 ++iter;
@@ -314,7 +306,7 @@ __device__ void search(const Args& a) {
             // Element e < bl + qn is a list entry (it moves down by the accepted candidates
             // before it); e >= bl + qn is candidate e - bl - qn, with a position in each list.
             const u32 bl = s_best_len, qh = s_q_head, ql = s_q_len;
-            const float crit = criterion(best_d, bl, B, a.tau, a.guard, form);
+            const float crit = criterion(best_d, bl, B, a.tau, a.guard, squared);
             const u32 qn = ql - qh;
             const u32 total = bl + qn + cnt;
             float vd[MAX_PER_THREAD];

@@ -7,8 +7,7 @@
 //! expanded vertex scored and merged into both lists at once. The stop rule is the CPU
 //! search's (`weft_search::GgnnSearch`): the queue's head is expanded while `d < d_best_k + xi`
 //! with `xi = tau * min(d_best_1, max_nn1)` in real distances, **squared** for squared L2
-//! (`d^2 < d_k^2 + xi^2`) and linear for cosine; for inner product, which has no zero distance,
-//! `xi = tau * min(d_best_k - d_best_1, max_nn1)`.
+//! (`d^2 < d_k^2 + xi^2`) and linear for inner product and cosine.
 //!
 //! How it differs from the CPU search (`docs/ggnn.md`, "Search on the GPU"):
 //!

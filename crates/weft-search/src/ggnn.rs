@@ -115,10 +115,9 @@ impl Params for GgnnSearchParams {
 /// entry points are scored first, then the queue's head is expanded while its distance passes
 /// the stopping rule `d < d_best_k + xi` with `xi = tau * min(d_best1, d+nn1)` (real
 /// distances). For squared L2 the rule is applied in **squared** form, `d^2 < d_k^2 + xi^2`,
-/// as the authors' code does (the published tau values refer to it); for cosine it is linear,
-/// with `d_best1` taken by magnitude; for inner product, which has no zero distance, the slack is
-/// `xi = tau * min(d_best_k - d_best1, d+nn1)`, the spread of the best list. `d_best_k` is
-/// infinite until the best list is full.
+/// as the authors' code does (the published tau values refer to it); for inner product and
+/// cosine it is linear, with `d_best1` taken by magnitude. `d_best_k` is infinite until the best
+/// list is full.
 ///
 /// Each worker thread owns one membership-count array over the vertices, allocated once per
 /// call and reused across its queries (nothing is allocated per query). Results depend only on
@@ -166,47 +165,19 @@ impl Cache {
     }
 }
 
-/// How the slack `xi` of the stopping rule is scaled, by metric (the GPU search's kernel has the
-/// same three forms, numbered as here).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SlackForm {
-    /// Squared L2: `xi = tau * min(sqrt(d_best1), guard)`, applied squared.
-    Squared,
-    /// Cosine: `xi = tau * min(|d_best1|, guard)`, linear.
-    Linear,
-    /// Inner product: `xi = tau * min(d_best_k - d_best1, guard)`, linear. An inner-product
-    /// "distance" `-a.b` has no zero: `|d_best1|` measures the vectors' norms, not how close
-    /// the best one is (on unit vectors about 1, so the search ran until its iteration cap
-    /// whatever tau), whereas the spread of the best list does not move when every distance is
-    /// shifted by a constant.
-    Spread,
-}
-
-impl SlackForm {
-    fn of(metric: Metric) -> Self {
-        match metric {
-            Metric::L2Squared => SlackForm::Squared,
-            Metric::InnerProduct => SlackForm::Spread,
-            _ => SlackForm::Linear,
-        }
-    }
-}
-
 /// The stopping bound of the current state.
 #[inline]
-fn criterion(c: &Cache, best_cap: usize, tau: f32, guard: f32, form: SlackForm) -> f32 {
+fn criterion(c: &Cache, best_cap: usize, tau: f32, guard: f32, squared: bool) -> f32 {
     if c.best.len() < best_cap {
         return f32::INFINITY;
     }
     let dk = c.best[best_cap - 1].0;
     let d1 = c.best[0].0;
-    match form {
-        SlackForm::Squared => {
-            let xi = tau * d1.max(0.0).sqrt().min(guard);
-            dk + xi * xi
-        }
-        SlackForm::Linear => dk + tau * d1.abs().min(guard),
-        SlackForm::Spread => dk + tau * (dk - d1).min(guard),
+    if squared {
+        let xi = tau * d1.max(0.0).sqrt().min(guard);
+        dk + xi * xi
+    } else {
+        dk + tau * d1.abs().min(guard)
     }
 }
 
@@ -229,7 +200,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
         let k = check_search_inputs(graph, data, queries, &out, |n, dim| params.validate(n, dim))?;
         let n = data.rows();
         let best_cap = params.best.max(k);
-        let form = SlackForm::of(metric);
+        let squared = metric == Metric::L2Squared;
         let guard = params.max_nn1.unwrap_or(f32::INFINITY);
         let tau = params.tau;
         let dist = metric.distance_fn::<T>();
@@ -275,7 +246,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                     }
                     let d = dist.eval(q, data.row(v as usize));
                     *dc += 1;
-                    if d < criterion(c, best_cap, tau, guard, form) {
+                    if d < criterion(c, best_cap, tau, guard, squared) {
                         Cache::insert(&mut c.best, best_cap, &mut c.present, d, v);
                         Cache::insert(&mut c.prioq, params.prioq, &mut c.present, d, v);
                     }
@@ -288,7 +259,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                     let Some(&(d, a)) = c.prioq.first() else {
                         break;
                     };
-                    if d.partial_cmp(&criterion(c, best_cap, tau, guard, form))
+                    if d.partial_cmp(&criterion(c, best_cap, tau, guard, squared))
                         != Some(std::cmp::Ordering::Less)
                     {
                         break;
