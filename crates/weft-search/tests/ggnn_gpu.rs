@@ -105,10 +105,10 @@ fn oracle_case<T: Element>(
     iters: usize,
     entries: Entries,
     block: usize,
+    metric: Metric,
 ) -> Result<(), TestCaseError> {
     let base = integer_set::<T>(n, dim, seed);
     let queries = integer_set::<T>(40, dim, seed ^ 0xabc);
-    let metric = Metric::L2Squared;
     let mut graph = known_good_graph(base.view(), metric, seed);
     if entries != Entries::Graph {
         graph = graph.with_entry_points(Vec::new());
@@ -154,8 +154,8 @@ fn oracle_case<T: Element>(
     }
     prop_assert!(
         differing * 25 <= queries.rows(),
-        "{differing} of {} queries differ ({:?}, tau {tau}, best {best}, iterations {iters}, \
-         entries {entries:?}, block {block}); CPU {cst:?}, GPU {gst:?}",
+        "{differing} of {} queries differ ({:?}, {metric:?}, tau {tau}, best {best}, iterations \
+         {iters}, entries {entries:?}, block {block}); CPU {cst:?}, GPU {gst:?}",
         queries.rows(),
         T::DTYPE
     );
@@ -175,8 +175,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: gpu_cases(8), ..ProptestConfig::default() })]
 
     /// The oracle of the module documentation, for every element type, every entry kind (the
-    /// graph's entry point, the CPU's seeded random points, or points spread over the data)
-    /// and every block size.
+    /// graph's entry point, the CPU's seeded random points, or points spread over the data),
+    /// every block size, and the two metrics whose distances are exact on integer data (squared
+    /// L2, with its squared slack, and inner product, with the linear one).
     #[test]
     fn ggnn_gpu_equals_cpu_when_nothing_is_forgotten(
         n in 150usize..700,
@@ -188,17 +189,19 @@ proptest! {
         entries in prop::sample::select(vec![Entries::Graph, Entries::Random, Entries::Spread]),
         dtype in 0usize..4,
         block in prop::sample::select(vec![32usize, 64, 128]),
+        metric in prop::sample::select(vec![Metric::L2Squared, Metric::InnerProduct]),
     ) {
         let Some(ctx) = gpu_or_skip("ggnn_gpu_equals_cpu_when_nothing_is_forgotten") else {
             return Ok(());
         };
         // The merge holds best + queue + candidates <= 8 x block entries.
         let n = n.min(8 * block - best - 32);
+        let m = metric;
         match dtype {
-            0 => oracle_case::<f32>(&ctx, n, dim, seed, tau, best, iters, entries, block)?,
-            1 => oracle_case::<f16>(&ctx, n, dim, seed, tau, best, iters, entries, block)?,
-            2 => oracle_case::<u8>(&ctx, n, dim, seed, tau, best, iters, entries, block)?,
-            _ => oracle_case::<i8>(&ctx, n, dim, seed, tau, best, iters, entries, block)?,
+            0 => oracle_case::<f32>(&ctx, n, dim, seed, tau, best, iters, entries, block, m)?,
+            1 => oracle_case::<f16>(&ctx, n, dim, seed, tau, best, iters, entries, block, m)?,
+            2 => oracle_case::<u8>(&ctx, n, dim, seed, tau, best, iters, entries, block, m)?,
+            _ => oracle_case::<i8>(&ctx, n, dim, seed, tau, best, iters, entries, block, m)?,
         }
     }
 
