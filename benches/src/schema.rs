@@ -338,8 +338,8 @@ pub(crate) mod tests {
     #[test]
     fn the_cuvs_peer_self_check_writes_lines_this_schema_reads() {
         // cuvs_peer.py --self-check runs its record path with a numpy stand-in (no GPU). It
-        // needs a Python with numpy: WEFT_PEERS_PYTHON, the peers' virtual environment, or
-        // python3; skipped where none has numpy.
+        // needs a Python with numpy: WEFT_PEERS_PYTHON (`cargo xtask test` provides one), the
+        // peers' virtual environment, or python3.
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let venv = root.join("../target/peers-venv/bin/python");
         let python = std::env::var("WEFT_PEERS_PYTHON").unwrap_or_else(|_| {
@@ -353,10 +353,11 @@ pub(crate) mod tests {
             .args(["-c", "import numpy"])
             .output()
             .is_ok_and(|o| o.status.success());
-        if !has_numpy {
-            eprintln!("skipped: no Python with numpy ({python})");
-            return;
-        }
+        assert!(
+            has_numpy,
+            "no Python with numpy ({python}): run the tests with `cargo xtask test`, which \
+             provides one, or set WEFT_PEERS_PYTHON"
+        );
         let out = std::process::Command::new(&python)
             .arg(root.join("peers/cuvs_peer.py"))
             .arg("--self-check")

@@ -149,6 +149,10 @@ impl Params for GgnnParams {
 /// The GGNN CPU reference builder (name `ggnn`): see the crate documentation.
 ///
 /// Deterministic: the same seed and parameters give the same graph for any thread count.
+///
+/// Memory: besides the hierarchy, for data of 16 MiB or more on Linux while that takes at most
+/// half of the available memory, a copy of the data in transparent huge pages for the merges'
+/// scattered row reads (`weft_core::huge_pages`; the same values, the same graph).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GgnnCpu;
 
