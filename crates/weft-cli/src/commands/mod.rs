@@ -96,7 +96,7 @@ pub fn refuse_overwriting_inputs(
 
 /// Whether `a` and `b` name the same file: the same device and inode (Unix), or the same
 /// canonical path (for a file that does not exist yet: its canonical directory and name).
-fn same_file(a: &Path, b: &Path) -> bool {
+pub fn same_file(a: &Path, b: &Path) -> bool {
     #[cfg(unix)]
     if let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) {
         use std::os::unix::fs::MetadataExt;

@@ -3,15 +3,18 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use weft::graph::storage::{self, GraphKind, LoadOptions};
 use weft::index::{EntrySource, GpuSearchOptions, SearchBackend, SearchEntryPoints};
-use weft::io::IdMatrix;
+use weft::io::{Format, IdMatrix};
 use weft::search::CagraSearchModeParam;
 use weft::{Index, SearchParams};
 
-use super::{Report, id_output, read_vectors, refuse_overwriting_inputs, require_gpu, secs};
+use super::{
+    Report, id_output, known_format, read_vectors, refuse_overwriting_inputs, require_gpu,
+    same_file, secs,
+};
 use crate::progress::Session;
 
 /// Arguments of `weft search`.
@@ -41,9 +44,15 @@ pub struct Args {
     /// k-NN graph), the GPU search's random starting vertices.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Output id file (ivecs, ibin or npy by extension).
+    /// Output id file (ivecs, ibin or npy by extension). The distances go beside it (see
+    /// --distances-out). Without --out the results are printed: one line per query (`query:
+    /// id:distance ...`), or `ids` and `distances` arrays with --json.
     #[arg(long, short)]
     pub out: Option<PathBuf>,
+    /// Output distance file (fvecs, fbin or npy by extension; default beside --out:
+    /// `<stem>.dists.fvecs` for ivecs, `.dists.fbin` for ibin, `.dists.npy` for npy).
+    #[arg(long, requires = "out")]
+    pub distances_out: Option<PathBuf>,
     /// Where the search runs, and the GPU search's options.
     #[command(flatten)]
     pub gpu: GpuArgs,
@@ -208,19 +217,55 @@ pub fn entry_points_text(index: &Index, entries: &SearchEntryPoints, seconds: f6
     )
 }
 
-/// Searches and writes the neighbour ids.
+/// The distance file written beside the id file `out`: `--distances-out`, else `<stem>.dists.`
+/// with the float format that matches the id format (ivecs -> fvecs, ibin -> fbin, npy -> npy).
+fn distances_path(out: &Path, given: Option<&PathBuf>) -> Result<PathBuf> {
+    let path = match given {
+        Some(p) => p.clone(),
+        None => {
+            let ext = match known_format(out, None)? {
+                Format::Ivecs => "fvecs",
+                Format::Ibin => "fbin",
+                _ => "npy",
+            };
+            let stem = out
+                .file_stem()
+                .map(|s| s.to_string_lossy())
+                .unwrap_or_default();
+            out.with_file_name(format!("{stem}.dists.{ext}"))
+        }
+    };
+    let format = known_format(&path, None)?;
+    if !matches!(format, Format::Fvecs | Format::Fbin | Format::Npy) {
+        bail!(
+            "--distances-out {}: distances are written as fvecs, fbin or npy, not {}",
+            path.display(),
+            format.name()
+        );
+    }
+    if same_file(&path, out) {
+        bail!(
+            "--distances-out {} is the --out file: name another",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Searches and writes the neighbour ids and distances (or prints them without --out).
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    let inputs = [
+        ("--data", args.data.as_path()),
+        ("--graph", args.graph.as_path()),
+        ("--queries", args.queries.as_path()),
+    ];
+    let mut dists_out = None;
     if let Some(out) = &args.out {
-        refuse_overwriting_inputs(
-            "--out",
-            out,
-            &[
-                ("--data", &args.data),
-                ("--graph", &args.graph),
-                ("--queries", &args.queries),
-            ],
-        )?;
+        refuse_overwriting_inputs("--out", out, &inputs)?;
         id_output(out)?;
+        let d = distances_path(out, args.distances_out.as_ref())?;
+        refuse_overwriting_inputs("--distances-out", &d, &inputs)?;
+        dists_out = Some(d);
     }
     if !args.exact {
         args.gpu.check()?;
@@ -250,12 +295,15 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     s.done();
     let seconds = out.elapsed.as_secs_f64();
     let qps = queries.rows() as f64 / seconds.max(1e-9);
-    if let Some(path) = &args.out {
+    let rows = out.neighbors.rows();
+    if let (Some(path), Some(dpath)) = (&args.out, &dists_out) {
         weft::io::write_ids(
             path,
-            &IdMatrix::new(out.neighbors.ids.clone(), out.neighbors.rows(), args.k)?,
+            &IdMatrix::new(out.neighbors.ids.clone(), rows, args.k)?,
             None,
         )?;
+        let dists = weft::Dataset::from_vec(out.neighbors.dists.clone(), rows, args.k)?;
+        weft::io::write(dpath, dists.view(), None)?;
     }
     let mode = if args.exact {
         "exact".to_string()
@@ -274,21 +322,44 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         "distance_computations": out.stats.distance_computations, "out": args.out,
         "entry_points": entries_json,
     });
-    json.as_object_mut()
-        .expect("an object")
-        .extend(graph_kind_fields(index.graph_kind()));
+    let fields = json.as_object_mut().expect("an object");
+    fields.extend(graph_kind_fields(index.graph_kind()));
+    fields.insert("distances_out".into(), json!(dists_out));
+    let mut listing = String::new();
+    if args.out.is_none() {
+        // Nothing is thrown away: without --out the results are the output.
+        let n = &out.neighbors;
+        fields.insert(
+            "ids".into(),
+            json!((0..rows).map(|q| n.row_ids(q)).collect::<Vec<_>>()),
+        );
+        fields.insert(
+            "distances".into(),
+            json!((0..rows).map(|q| n.row_dists(q)).collect::<Vec<_>>()),
+        );
+        for q in 0..rows {
+            listing.push_str(&format!("{q}:"));
+            for (id, d) in n.row_ids(q).iter().zip(n.row_dists(q)) {
+                if *id == weft::INVALID {
+                    break;
+                }
+                listing.push_str(&format!(" {id}:{d}"));
+            }
+            listing.push('\n');
+        }
+    }
+    let wrote = match (&args.out, &dists_out) {
+        (Some(p), Some(d)) => format!("\nwrote {} and {}", p.display(), d.display()),
+        _ => String::new(),
+    };
     Ok(Report {
         json,
         text: format!(
-            "{entries_text}searched {} queries (k = {}, {mode}) in {} ({qps:.0} queries/s, {:.0} distances/query){}\n",
+            "{entries_text}searched {} queries (k = {}, {mode}) in {} ({qps:.0} queries/s, {:.0} distances/query){wrote}\n{listing}",
             queries.rows(),
             args.k,
             secs(seconds),
             out.stats.distance_computations as f64 / queries.rows().max(1) as f64,
-            args.out
-                .as_ref()
-                .map(|p| format!("\nwrote {}", p.display()))
-                .unwrap_or_default()
         ),
     })
 }
