@@ -779,21 +779,19 @@ impl Index {
             (Some(e), Some(p)) => self.entry_layer(data, e, p),
             _ => Ok(None),
         };
-        let layer = match params.backend {
-            Backend::Cpu => {
-                if !params.exact {
-                    // Outside the timed part too, as the layer.
-                    self.huge_page_copies();
-                }
-                Some(cpu_layer(&entries, &cpu_params)?)
+        let searches_on_cpu = match params.backend {
+            Backend::Cpu => true,
+            Backend::Auto => !self.gpu_may_search(),
+            Backend::Gpu => false,
+        };
+        let layer = if searches_on_cpu {
+            if !params.exact {
+                // Outside the timed part too, as the layer.
+                self.huge_page_copies();
             }
-            Backend::Auto if !self.gpu_may_search() => {
-                if !params.exact {
-                    self.huge_page_copies();
-                }
-                Some(cpu_layer(&entries, &cpu_params)?)
-            }
-            Backend::Auto | Backend::Gpu => None,
+            Some(cpu_layer(&entries, &cpu_params)?)
+        } else {
+            None
         };
         check_cancelled()?;
         let start = Instant::now();

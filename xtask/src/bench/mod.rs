@@ -42,7 +42,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::util::{cargo, root, run as sh};
+use crate::util::{cargo, pinned_venv, root, run as sh};
 use data::{Source, Spec};
 
 /// Pinned peer libraries (and numpy) of the virtual environment.
@@ -261,22 +261,7 @@ fn kernels(update_docs: bool) -> Result<()> {
 /// The peers' virtual environment `target/peers-venv` with the pinned libraries, created and
 /// filled on first use (and refilled when the pins change).
 fn peers_python() -> Result<PathBuf> {
-    let venv = root().join("target/peers-venv");
-    let py = venv.join("bin/python");
-    if !py.exists() {
-        sh(Command::new("python3").args(["-m", "venv"]).arg(&venv))
-            .context("python3 -m venv failed (install python3-venv)")?;
-    }
-    let stamp = venv.join("weft-pins.txt");
-    let pins = PEER_PINS.join("\n");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(pins.as_str()) {
-        sh(Command::new(&py)
-            .args(["-m", "pip", "install", "--quiet"])
-            .args(PEER_PINS))
-        .context("pip could not install the pinned peer libraries")?;
-        std::fs::write(&stamp, &pins)?;
-    }
-    Ok(py)
+    pinned_venv("peers-venv", PEER_PINS)
 }
 
 fn peers(update_docs: bool) -> Result<()> {
