@@ -6,14 +6,16 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, CudaView, DeviceRepr,
-    PinnedHostSlice, ValidAsZeroBits, sys,
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, PinnedHostSlice, PushKernelArg,
+    sys,
 };
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Result};
 
+use crate::kernel::{ArgList, Kernel, KernelArgs, KernelModule, Launch, check_launch};
 use crate::loader::{self, KernelLoadPath, KernelMode};
+use crate::memory::{DeviceBuffer, DeviceCopy, DeviceView, DeviceViewMut};
 use crate::nvrtc::Nvrtc;
 
 /// Transfers of at least this many bytes go through pinned staging buffers.
@@ -142,10 +144,19 @@ pub struct GpuContext {
     info: DeviceInfo,
     mode: KernelMode,
     margin: u64,
-    modules: Mutex<HashMap<&'static str, (Arc<CudaModule>, KernelLoadPath)>>,
+    modules: Mutex<HashMap<&'static str, LoadedModule>>,
     functions: Mutex<HashMap<String, CudaFunction>>,
     nvrtc: Mutex<Option<Arc<Nvrtc>>>,
     staging: Mutex<Vec<PinnedHostSlice<u8>>>,
+}
+
+/// A module loaded on a context: the module it came from (to tell two modules of one name
+/// apart), the driver's module, and how it was delivered.
+#[derive(Clone)]
+struct LoadedModule {
+    from: &'static KernelModule,
+    module: Arc<CudaModule>,
+    path: KernelLoadPath,
 }
 
 /// A context's pinned staging buffers, out of it for one transfer (see `GpuContext::staging`);
@@ -309,7 +320,7 @@ impl GpuContext {
 
     /// Allocates `len` zeroed elements, after checking that they fit in free memory minus the
     /// margin.
-    pub fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>> {
+    pub fn alloc_zeros<T: DeviceCopy>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let bytes = (len as u64).saturating_mul(std::mem::size_of::<T>() as u64);
         let free = self.memory()?.0;
         if bytes > free.saturating_sub(self.margin.min(free / 2)) {
@@ -320,21 +331,19 @@ impl GpuContext {
         }
         self.stream
             .alloc_zeros::<T>(len.max(1))
+            .map(DeviceBuffer::from_inner)
             .map_err(gpu_err(format!("allocate {bytes} bytes")))
     }
 
     /// Copies host data into a new device buffer (budget-checked).
     /// Large transfers go through pinned staging.
-    pub fn upload<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
-        &self,
-        data: &[T],
-    ) -> Result<CudaSlice<T>> {
+    pub fn upload<T: DeviceCopy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
         let mut buf = self.alloc_zeros::<T>(data.len())?;
         if !data.is_empty() {
             let bytes: &[u8] = bytemuck::cast_slice(data);
             // SAFETY: the buffer holds `data.len()` elements of `T` (Pod: plain bytes, no
             // padding), i.e. exactly `bytes.len()` bytes.
-            let mut dst = unsafe { buf.transmute_mut::<u8>(bytes.len()) }
+            let mut dst = unsafe { buf.inner_mut().transmute_mut::<u8>(bytes.len()) }
                 .ok_or_else(|| Error::Gpu("reinterpret a device buffer as bytes".into()))?;
             self.upload_staged(&mut dst, bytes.len(), |offset, piece| {
                 piece.copy_from_slice(&bytes[offset..offset + piece.len()])
@@ -345,11 +354,7 @@ impl GpuContext {
 
     /// Copies the first `len` elements of a device buffer to the host (through pinned staging
     /// when the transfer is large); see [`GpuContext::download_view`].
-    pub fn download<T: DeviceRepr + Default + Clone + bytemuck::Pod>(
-        &self,
-        buf: &CudaSlice<T>,
-        len: usize,
-    ) -> Result<Vec<T>> {
+    pub fn download<T: DeviceCopy>(&self, buf: &DeviceBuffer<T>, len: usize) -> Result<Vec<T>> {
         if len > buf.len() {
             return Err(Error::InvalidInput(format!(
                 "cannot download {len} elements from a buffer of {}",
@@ -363,10 +368,8 @@ impl GpuContext {
     /// transfers go through pinned staging; each staged chunk is copied into the vector by
     /// several threads (rayon's pool, or the installed one), and the vector is written once,
     /// without zero-filling it first. Synchronises before returning.
-    pub fn download_view<T: DeviceRepr + Default + Clone + bytemuck::Pod>(
-        &self,
-        src: &CudaView<'_, T>,
-    ) -> Result<Vec<T>> {
+    pub fn download_view<T: DeviceCopy>(&self, src: &DeviceView<'_, T>) -> Result<Vec<T>> {
+        let src = src.inner();
         let len = src.len();
         let size = std::mem::size_of::<T>();
         if len == 0 || size == 0 {
@@ -569,6 +572,83 @@ impl GpuContext {
         Ok(buf)
     }
 
+    /// Copies `src` into the device view `dst` of the same length (a plain copy; for large
+    /// uploads into new buffers, [`GpuContext::upload`] stages through pinned memory).
+    /// Synchronises before returning, so `src` may change or go right after.
+    pub fn copy_to_device<T: DeviceCopy>(&self, src: &[T], dst: &mut DeviceViewMut<'_, T>) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::InvalidInput(format!(
+                "copy of {} elements into a device range of {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .memcpy_htod(src, dst.inner_mut())
+            .map_err(gpu_err("copy to the device"))?;
+        self.synchronize()
+    }
+
+    /// Copies the device view `src` into `dst` of the same length; synchronises.
+    pub fn copy_to_host<T: DeviceCopy>(&self, src: &DeviceView<'_, T>, dst: &mut [T]) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::InvalidInput(format!(
+                "copy of a device range of {} elements into {}",
+                src.len(),
+                dst.len()
+            )));
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .memcpy_dtoh(src.inner(), dst)
+            .map_err(gpu_err("copy from the device"))?;
+        self.synchronize()
+    }
+
+    /// Sets every element of `dst` to zero (queued on the stream, like a kernel).
+    pub fn zero<T: DeviceCopy>(&self, dst: &mut DeviceViewMut<'_, T>) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.stream
+            .memset_zeros(dst.inner_mut())
+            .map_err(gpu_err("zero device memory"))
+    }
+
+    /// Launches `kernel` with `launch` and `args` on the context's stream, after checking the
+    /// configuration against the device's limits. `args` are the kernel's parameters in order
+    /// and with their types (the generated `<Kernel>Args` structs); that every pointer covers
+    /// what the kernel touches is the caller's contract (see [`crate::kernel`]).
+    pub fn launch(&self, kernel: &Kernel, launch: Launch, args: &dyn KernelArgs) -> Result<()> {
+        check_launch(self, kernel.symbol, &launch)?;
+        let f = self.function(kernel)?;
+        let mut list = ArgList::default();
+        args.push_args(&mut list);
+        let slots = list.slots();
+        let mut b = self.stream.launch_builder(&f);
+        for slot in slots {
+            // Each parameter's bytes sit in the low bytes of its 64-bit slot (little-endian):
+            // the driver reads as many bytes as the parameter's size from the slot's address.
+            b.arg(slot);
+        }
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: launch.grid,
+            block_dim: (launch.block, 1, 1),
+            shared_mem_bytes: launch.shared_bytes,
+        };
+        // SAFETY: the argument list comes from the kernel's generated binding (one slot per
+        // parameter, in order, of the parameter's size or larger with the value in the low
+        // bytes); the pointers in it are borrowed from live device buffers for the call, and
+        // the context's single stream frees buffers only after the kernels queued before.
+        unsafe { b.launch(cfg) }.map_err(gpu_err(format!("launch {}", kernel.symbol)))?;
+        Ok(())
+    }
+
     /// Waits for all work on the context's stream; kernel faults surface here.
     pub fn synchronize(&self) -> Result<()> {
         self.stream
@@ -576,28 +656,30 @@ impl GpuContext {
             .map_err(gpu_err("synchronize the stream"))
     }
 
-    /// The stream all work of this context runs on.
-    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
     /// How each kernel module loaded so far reached the GPU.
     pub fn kernel_load_paths(&self) -> Vec<(&'static str, KernelLoadPath)> {
         let mods = self.modules.lock().unwrap_or_else(|p| p.into_inner());
-        let mut v: Vec<_> = mods.iter().map(|(k, (_, p))| (*k, *p)).collect();
+        let mut v: Vec<_> = mods.iter().map(|(k, m)| (*k, m.path)).collect();
         v.sort_by_key(|(k, _)| *k);
         v
     }
 
-    /// Loads kernel module `name` (once per context) and says how it was delivered.
-    pub fn load_module(&self, name: &str) -> Result<KernelLoadPath> {
-        Ok(self.module(name)?.1)
+    /// Loads kernel module `module` (once per context) and says how it was delivered. Two
+    /// different modules of one name are an error: names identify modules in caches and
+    /// reports.
+    pub fn load_module(&self, module: &'static KernelModule) -> Result<KernelLoadPath> {
+        Ok(self.module(module)?.path)
     }
 
-    fn module(&self, name: &str) -> Result<(Arc<CudaModule>, KernelLoadPath)> {
-        let m = loader::embedded(name)?;
+    fn module(&self, m: &'static KernelModule) -> Result<LoadedModule> {
         let mut mods = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(entry) = mods.get(m.name) {
+            if !std::ptr::eq(entry.from, m) && entry.from.source != m.source {
+                return Err(Error::Gpu(format!(
+                    "two different kernel modules are called `{}`",
+                    m.name
+                )));
+            }
             return Ok(entry.clone());
         }
         let (module, path) =
@@ -608,8 +690,13 @@ impl GpuContext {
             self.info.name,
             self.info.arch()
         ));
-        mods.insert(m.name, (module.clone(), path));
-        Ok((module, path))
+        let entry = LoadedModule {
+            from: m,
+            module,
+            path,
+        };
+        mods.insert(m.name, entry.clone());
+        Ok(entry)
     }
 
     /// NVRTC, loaded on first use.
@@ -629,9 +716,9 @@ impl GpuContext {
         Ok(n)
     }
 
-    /// Kernel `function` of module `module`, loading the module if needed.
-    pub(crate) fn function(&self, module: &str, function: &str) -> Result<CudaFunction> {
-        let key = format!("{module}/{function}");
+    /// The driver's handle of `kernel`, loading its module if needed.
+    fn function(&self, kernel: &Kernel) -> Result<CudaFunction> {
+        let key = format!("{}/{}", kernel.module.name, kernel.symbol);
         if let Some(f) = self
             .functions
             .lock()
@@ -640,10 +727,11 @@ impl GpuContext {
         {
             return Ok(f.clone());
         }
-        let (m, _) = self.module(module)?;
-        let f = m
-            .load_function(function)
-            .map_err(gpu_err(format!("kernel {function} in module {module}")))?;
+        let m = self.module(kernel.module)?;
+        let f = m.module.load_function(kernel.symbol).map_err(gpu_err(format!(
+            "kernel {} in module {}",
+            kernel.symbol, kernel.module.name
+        )))?;
         self.functions
             .lock()
             .unwrap_or_else(|p| p.into_inner())

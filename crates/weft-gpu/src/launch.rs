@@ -1,11 +1,14 @@
-//! Safe wrappers around every kernel launch. Each wrapper checks the shapes and sizes of its
-//! arguments and picks the launch configuration; [`launch`] holds the crate's only
-//! `unsafe { launch }`.
+//! Checked launches of weft-gpu's own kernels (exact k-NN, device-side tests), and the
+//! argument checks every crate's launching code uses ([`need`], [`u32_of`], [`elem_bytes`],
+//! [`check_stride`]): a launch checks that each pointer covers what the kernel touches for the
+//! shapes it passes, then calls the kernel's generated launcher.
 
-use cudarc::driver::{CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg};
 use weft_core::{Element, Error, Metric, Result};
 
-use crate::context::{GpuContext, gpu_err};
+use crate::context::GpuContext;
+use crate::kernel::Launch;
+use crate::kernels::{exact, testing};
+use crate::memory::{DeviceView, DeviceViewMut};
 
 /// Threads per block of `exact_select_f32` (the kernel's `SELECT_THREADS`).
 pub(crate) const SELECT_THREADS: u32 = 256;
@@ -14,54 +17,13 @@ const NORM_WARPS: u32 = 8;
 /// Queries and base rows per block tile of `exact_distances_*` (the kernel's `TQ`, `TB`).
 const TILE: u32 = 128;
 
-/// Launches `args` with `cfg` after checking the configuration against the device's limits.
-///
-/// Every caller in this module has checked that each pointer argument covers every element the
-/// kernel reads or writes for the shapes it passes, and passes the arguments in the order and
-/// types of the kernel's `extern "C"` signature.
-pub(crate) fn launch(
-    ctx: &GpuContext,
-    name: &str,
-    mut args: LaunchArgs<'_>,
-    cfg: LaunchConfig,
-) -> Result<()> {
-    let (gx, gy, gz) = cfg.grid_dim;
-    let (bx, by, bz) = cfg.block_dim;
-    let threads = bx as u64 * by as u64 * bz as u64;
-    if gx == 0 || gy == 0 || gz == 0 || threads == 0 {
-        return Err(Error::Gpu(format!("{name}: empty launch {cfg:?}")));
-    }
-    if threads > 1024 || gx > i32::MAX as u32 || gy > 65_535 || gz > 65_535 {
-        return Err(Error::Gpu(format!(
-            "{name}: launch {cfg:?} exceeds the device limits"
-        )));
-    }
-    if cfg.shared_mem_bytes > (48 * 1024).min(ctx.info().max_shared_per_block) {
-        return Err(Error::Gpu(format!(
-            "{name}: {} bytes of dynamic shared memory exceed the 48 KiB default limit",
-            cfg.shared_mem_bytes
-        )));
-    }
-    // SAFETY: the caller checked the argument list against the kernel's signature and every
-    // buffer against the shapes (see above); the buffers are borrowed by `args` for the launch,
-    // and cudarc records stream events so that they outlive the kernel's use of them.
-    unsafe { args.launch(cfg) }.map_err(gpu_err(format!("launch {name}")))?;
-    Ok(())
-}
-
-pub(crate) fn cfg(grid: (u32, u32, u32), block: u32, smem: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: grid,
-        block_dim: (block, 1, 1),
-        shared_mem_bytes: smem,
-    }
-}
-
-pub(crate) fn u32_of(v: usize, what: &str) -> Result<u32> {
+/// `v` as a u32 kernel argument, or `InvalidInput` naming `what`.
+pub fn u32_of(v: usize, what: &str) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::InvalidInput(format!("{what} = {v} exceeds u32")))
 }
 
-pub(crate) fn need(len: usize, needed: u64, what: &str) -> Result<()> {
+/// `InvalidInput` naming `what` unless a buffer of `len` elements holds `needed`.
+pub fn need(len: usize, needed: u64, what: &str) -> Result<()> {
     if (len as u64) < needed {
         return Err(Error::InvalidInput(format!(
             "{what}: buffer of {len} elements, kernel needs {needed}"
@@ -70,11 +32,13 @@ pub(crate) fn need(len: usize, needed: u64, what: &str) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn elem_bytes<T: Element>(rows: u32, stride: u32) -> u64 {
+/// Bytes of `rows` rows of `stride` elements of `T`.
+pub fn elem_bytes<T: Element>(rows: u32, stride: u32) -> u64 {
     rows as u64 * stride as u64 * std::mem::size_of::<T>() as u64
 }
 
-pub(crate) fn check_stride(stride: u32) -> Result<()> {
+/// `InvalidInput` unless `stride` (elements between row starts) is a positive multiple of 16.
+pub fn check_stride(stride: u32) -> Result<()> {
     if stride == 0 || !stride.is_multiple_of(16) {
         return Err(Error::InvalidInput(format!(
             "row stride {stride} is not a positive multiple of 16"
@@ -86,10 +50,10 @@ pub(crate) fn check_stride(stride: u32) -> Result<()> {
 /// `out[r] = |x_r|^2` for `rows` rows of `stride` elements.
 pub(crate) fn exact_norms<T: Element>(
     ctx: &GpuContext,
-    x: &CudaView<'_, u8>,
+    x: &DeviceView<'_, u8>,
     rows: u32,
     stride: u32,
-    out: &mut CudaViewMut<'_, f32>,
+    out: &mut DeviceViewMut<'_, f32>,
 ) -> Result<()> {
     check_stride(stride)?;
     need(x.len(), elem_bytes::<T>(rows, stride), "exact_norms input")?;
@@ -97,27 +61,28 @@ pub(crate) fn exact_norms<T: Element>(
     if rows == 0 {
         return Ok(());
     }
-    let name = format!("exact_norms_{}", T::DTYPE.name());
-    let f = ctx.function("exact", &name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(x).arg(&rows).arg(&stride).arg(out);
-    launch(
+    exact::exact_norms(
         ctx,
-        &name,
-        a,
-        cfg((rows.div_ceil(NORM_WARPS), 1, 1), NORM_WARPS * 32, 0),
+        T::DTYPE,
+        Launch::blocks(rows.div_ceil(NORM_WARPS), NORM_WARPS * 32),
+        &exact::ExactNormsArgs {
+            x: x.input(),
+            rows,
+            stride,
+            out: out.output(),
+        },
     )
 }
 
 /// The arguments of [`exact_distances`].
 pub(crate) struct DistanceTile<'a, 'b> {
-    pub q: &'a CudaView<'b, u8>,
+    pub q: &'a DeviceView<'b, u8>,
     pub nq: u32,
-    pub b: &'a CudaView<'b, u8>,
+    pub b: &'a DeviceView<'b, u8>,
     pub nb: u32,
     pub stride: u32,
-    pub qnorm: &'a CudaView<'b, f32>,
-    pub bnorm: &'a CudaView<'b, f32>,
+    pub qnorm: &'a DeviceView<'b, f32>,
+    pub bnorm: &'a DeviceView<'b, f32>,
     pub metric: Metric,
 }
 
@@ -125,7 +90,7 @@ pub(crate) struct DistanceTile<'a, 'b> {
 pub(crate) fn exact_distances<T: Element>(
     ctx: &GpuContext,
     t: &DistanceTile<'_, '_>,
-    out: &mut CudaViewMut<'_, f32>,
+    out: &mut DeviceViewMut<'_, f32>,
     ldo: u32,
 ) -> Result<()> {
     check_stride(t.stride)?;
@@ -154,25 +119,22 @@ pub(crate) fn exact_distances<T: Element>(
         (t.nq as u64 - 1) * ldo as u64 + t.nb as u64,
         "exact_distances output",
     )?;
-    let name = format!("exact_distances_{}", T::DTYPE.name());
-    let f = ctx.function("exact", &name)?;
-    let metric = t.metric.code() as i32;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(t.q)
-        .arg(&t.nq)
-        .arg(t.b)
-        .arg(&t.nb)
-        .arg(&t.stride)
-        .arg(t.qnorm)
-        .arg(t.bnorm)
-        .arg(&metric)
-        .arg(out)
-        .arg(&ldo);
-    launch(
+    exact::exact_distances(
         ctx,
-        &name,
-        a,
-        cfg((t.nb.div_ceil(TILE), t.nq.div_ceil(TILE), 1), 256, 0),
+        T::DTYPE,
+        Launch::new((t.nb.div_ceil(TILE), t.nq.div_ceil(TILE), 1), 256, 0),
+        &exact::ExactDistancesArgs {
+            q: t.q.input(),
+            nq: t.nq,
+            b: t.b.input(),
+            nb: t.nb,
+            stride: t.stride,
+            qnorm: t.qnorm.input(),
+            bnorm: t.bnorm.input(),
+            metric: t.metric.code() as i32,
+            out: out.output(),
+            ldo,
+        },
     )
 }
 
@@ -205,9 +167,9 @@ pub(crate) fn select_slots(list: u32) -> u32 {
 pub(crate) fn exact_select(
     ctx: &GpuContext,
     s: &Select,
-    dist: &CudaView<'_, f32>,
-    top_d: &mut CudaViewMut<'_, f32>,
-    top_i: &mut CudaViewMut<'_, u32>,
+    dist: &DeviceView<'_, f32>,
+    top_d: &mut DeviceViewMut<'_, f32>,
+    top_i: &mut DeviceViewMut<'_, u32>,
 ) -> Result<()> {
     if s.k == 0 || s.k > s.list || !s.list.is_power_of_two() {
         return Err(Error::InvalidInput(format!(
@@ -236,22 +198,23 @@ pub(crate) fn exact_select(
     )?;
     need(top_i.len(), s.nq as u64 * s.list as u64, "select list ids")?;
     let slots = select_slots(s.list);
-    let name = "exact_select_f32";
-    let f = ctx.function("exact", name)?;
-    let excl = s.exclude_self as i32;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(dist)
-        .arg(&s.ldd)
-        .arg(&s.ncols)
-        .arg(&s.base_offset)
-        .arg(&s.query_offset)
-        .arg(&excl)
-        .arg(&s.k)
-        .arg(&s.list)
-        .arg(&slots)
-        .arg(top_d)
-        .arg(top_i);
-    launch(ctx, name, a, cfg((s.nq, 1, 1), SELECT_THREADS, slots * 8))
+    exact::exact_select_f32(
+        ctx,
+        Launch::new((s.nq, 1, 1), SELECT_THREADS, slots * 8),
+        &exact::ExactSelectF32Args {
+            dist: dist.input(),
+            ldd: s.ldd,
+            ncols: s.ncols,
+            base_offset: s.base_offset,
+            query_offset: s.query_offset,
+            exclude_self: s.exclude_self as i32,
+            k: s.k,
+            list: s.list,
+            slots,
+            top_d: top_d.output(),
+            top_i: top_i.output(),
+        },
+    )
 }
 
 /// `testing_rng_u64`: three values per index (see kernels/testing/testing.cu).
@@ -260,33 +223,34 @@ pub(crate) fn testing_rng(
     seed: u64,
     count: usize,
     n: u64,
-    out: &mut CudaViewMut<'_, u64>,
+    out: &mut DeviceViewMut<'_, u64>,
 ) -> Result<()> {
     let count = u32_of(count, "count")?;
     need(out.len(), 3 * count as u64, "testing_rng output")?;
     if count == 0 {
         return Ok(());
     }
-    let f = ctx.function("testing", "testing_rng_u64")?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&seed).arg(&count).arg(&n).arg(out);
-    launch(
+    testing::testing_rng_u64(
         ctx,
-        "testing_rng_u64",
-        a,
-        cfg((count.div_ceil(256), 1, 1), 256, 0),
+        Launch::per_item(count, 256),
+        &testing::TestingRngU64Args {
+            seed,
+            count,
+            n,
+            out: out.output(),
+        },
     )
 }
 
 /// `testing_pair_distance_<dtype>`: one warp per pair of rows.
 pub(crate) fn testing_pair_distance<T: Element>(
     ctx: &GpuContext,
-    a_rows: &CudaView<'_, u8>,
-    b_rows: &CudaView<'_, u8>,
+    a_rows: &DeviceView<'_, u8>,
+    b_rows: &DeviceView<'_, u8>,
     pairs: u32,
     stride: u32,
     metric: Metric,
-    out: &mut CudaViewMut<'_, f32>,
+    out: &mut DeviceViewMut<'_, f32>,
 ) -> Result<()> {
     check_stride(stride)?;
     need(
@@ -303,24 +267,26 @@ pub(crate) fn testing_pair_distance<T: Element>(
     if pairs == 0 {
         return Ok(());
     }
-    let name = format!("testing_pair_distance_{}", T::DTYPE.name());
-    let f = ctx.function("testing", &name)?;
-    let metric = metric.code() as i32;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(a_rows)
-        .arg(b_rows)
-        .arg(&pairs)
-        .arg(&stride)
-        .arg(&metric)
-        .arg(out);
-    launch(ctx, &name, a, cfg((pairs.div_ceil(4), 1, 1), 128, 0))
+    testing::testing_pair_distance(
+        ctx,
+        T::DTYPE,
+        Launch::blocks(pairs.div_ceil(4), 128),
+        &testing::TestingPairDistanceArgs {
+            a: a_rows.input(),
+            b: b_rows.input(),
+            pairs,
+            stride,
+            metric: metric.code() as i32,
+            out: out.output(),
+        },
+    )
 }
 
 /// `testing_warp_sort_f32`: sorts runs of 32 pairs in place.
 pub(crate) fn testing_warp_sort(
     ctx: &GpuContext,
-    d: &mut CudaViewMut<'_, f32>,
-    id: &mut CudaViewMut<'_, u32>,
+    d: &mut DeviceViewMut<'_, f32>,
+    id: &mut DeviceViewMut<'_, u32>,
     runs: u32,
 ) -> Result<()> {
     need(d.len(), runs as u64 * 32, "warp sort distances")?;
@@ -328,14 +294,14 @@ pub(crate) fn testing_warp_sort(
     if runs == 0 {
         return Ok(());
     }
-    let f = ctx.function("testing", "testing_warp_sort_f32")?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(d).arg(id).arg(&runs);
-    launch(
+    testing::testing_warp_sort_f32(
         ctx,
-        "testing_warp_sort_f32",
-        a,
-        cfg((runs.div_ceil(4), 1, 1), 128, 0),
+        Launch::blocks(runs.div_ceil(4), 128),
+        &testing::TestingWarpSortF32Args {
+            d: d.output(),
+            id: id.output(),
+            runs,
+        },
     )
 }
 
@@ -385,10 +351,10 @@ pub(crate) struct SetRun {
 pub(crate) fn testing_set(
     ctx: &GpuContext,
     run: &SetRun,
-    ids: &CudaView<'_, u32>,
-    answers: &mut CudaViewMut<'_, u8>,
-    contains: &mut CudaViewMut<'_, u8>,
-    table: &mut CudaViewMut<'_, u32>,
+    ids: &DeviceView<'_, u32>,
+    answers: &mut DeviceViewMut<'_, u8>,
+    contains: &mut DeviceViewMut<'_, u8>,
+    table: &mut DeviceViewMut<'_, u32>,
 ) -> Result<()> {
     let (name, max_bits, _) = run.kind.spec();
     if run.bits == 0 || run.bits > max_bits {
@@ -406,19 +372,33 @@ pub(crate) fn testing_set(
     if n == 0 {
         return Ok(());
     }
-    let f = ctx.function("testing", name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(ids)
-        .arg(&run.per_block)
-        .arg(&run.bits)
-        .arg(&run.mode)
-        .arg(answers)
-        .arg(contains)
-        .arg(table);
-    launch(
-        ctx,
-        name,
-        a,
-        cfg((run.blocks, 1, 1), 256, (words * 4) as u32),
-    )
+    let launch = Launch::new((run.blocks, 1, 1), 256, (words * 4) as u32);
+    match run.kind {
+        SetKind::Visited => testing::testing_visited_set(
+            ctx,
+            launch,
+            &testing::TestingVisitedSetArgs {
+                ids: ids.input(),
+                per_block: run.per_block,
+                bits: run.bits,
+                mode: run.mode,
+                is_new: answers.output(),
+                contains: contains.output(),
+                table: table.output(),
+            },
+        ),
+        SetKind::Tag => testing::testing_tag_set(
+            ctx,
+            launch,
+            &testing::TestingTagSetArgs {
+                ids: ids.input(),
+                per_block: run.per_block,
+                bits: run.bits,
+                mode: run.mode,
+                answer: answers.output(),
+                contains: contains.output(),
+                table: table.output(),
+            },
+        ),
+    }
 }

@@ -8,11 +8,11 @@
 
 use std::marker::PhantomData;
 
-use cudarc::driver::{CudaSlice, CudaView};
 use rayon::prelude::*;
 use weft_core::{Dataset, DatasetView, Element, Error, Result};
 
 use crate::context::{GpuContext, HOST_COPY_PIECE};
+use crate::memory::{DeviceBuffer, DeviceView};
 
 /// Elements per padded row for vectors of `dim` elements.
 pub fn padded_stride(dim: usize) -> usize {
@@ -67,7 +67,7 @@ fn unpack_padded(dst: &mut [u8], data_bytes: usize, row_bytes: usize, offset: us
 
 /// A row-major set of vectors on the device (see the module documentation for the layout).
 pub struct DeviceMatrix<T: Element> {
-    buf: CudaSlice<u8>,
+    buf: DeviceBuffer<u8>,
     rows: usize,
     capacity: usize,
     dim: usize,
@@ -165,7 +165,7 @@ impl<T: Element> DeviceMatrix<T> {
         let elem = std::mem::size_of::<T>();
         let row_bytes = self.stride * elem;
         let total = data.rows() * row_bytes;
-        ctx.upload_staged(&mut self.buf.slice_mut(0..total), total, |offset, piece| {
+        ctx.upload_staged(&mut self.buf.inner_mut().slice_mut(0..total), total, |offset, piece| {
             pack_padded(data, row_bytes, offset, piece)
         })?;
         self.rows = data.rows();
@@ -182,7 +182,7 @@ impl<T: Element> DeviceMatrix<T> {
         if !out.is_empty() {
             let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out[..]);
             let total = self.rows * row_bytes;
-            ctx.download_staged(&self.buf.slice(0..total), total, |offset, chunk| {
+            ctx.download_staged(&self.buf.inner().slice(0..total), total, |offset, chunk| {
                 unpack_padded(dst, data_bytes, row_bytes, offset, chunk)
             })?;
         }
@@ -209,8 +209,9 @@ impl<T: Element> DeviceMatrix<T> {
         self.stride
     }
 
-    /// The raw bytes of rows `start..end` (checked against `rows()`).
-    pub(crate) fn rows_view(&self, start: usize, end: usize) -> Result<CudaView<'_, u8>> {
+    /// The raw bytes of rows `start..end` (checked against `rows()`), for kernel arguments; an
+    /// empty range still covers one byte, so that its pointer is valid.
+    pub fn rows_view(&self, start: usize, end: usize) -> Result<DeviceView<'_, u8>> {
         if start > end || end > self.rows {
             return Err(Error::InvalidInput(format!(
                 "rows {start}..{end} outside a device matrix of {} rows",

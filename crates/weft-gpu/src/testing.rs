@@ -37,6 +37,36 @@ pub fn gpu_or_skip(test: &str) -> Option<GpuContext> {
     }
 }
 
+/// Compiles every module of `modules` with NVRTC for sm_80 and sm_90 and asserts an empty log:
+/// the check each crate with kernels runs on its own modules. Needs NVRTC but no GPU: without
+/// NVRTC it says so on stderr and returns (and fails under `WEFT_REQUIRE_GPU`).
+pub fn assert_nvrtc_compiles(test: &str, modules: &[&crate::KernelModule]) {
+    let nv = match crate::nvrtc::Nvrtc::load() {
+        Ok(nv) => nv,
+        Err(e) => {
+            assert!(
+                !gpu_required(),
+                "{test}: WEFT_REQUIRE_GPU is set but NVRTC is missing: {e}"
+            );
+            let _ = writeln!(std::io::stderr(), "{test}: SKIPPED (no NVRTC: {e})");
+            return;
+        }
+    };
+    for m in modules {
+        for arch in [80, 90] {
+            let (cubin, log) = nv
+                .compile_cubin(
+                    m.source,
+                    &format!("{}.cu", m.name),
+                    &crate::loader::nvrtc_options(arch),
+                )
+                .unwrap_or_else(|e| panic!("{test}: module {} sm_{arch}: {e}", m.name));
+            assert!(!cubin.is_empty(), "{test}: module {} sm_{arch}: empty cubin", m.name);
+            assert!(log.is_empty(), "{test}: module {} sm_{arch}: {log}", m.name);
+        }
+    }
+}
+
 /// Runs kernel `testing_rng_u64`: for `i < count`, `[mix64(i ^ seed), hash3(seed, i, 7 i + 3),
 /// below(hash3(seed, i, 1), n + i)]`.
 pub fn rng_on_device(ctx: &GpuContext, seed: u64, count: usize, n: u64) -> Result<Vec<u64>> {

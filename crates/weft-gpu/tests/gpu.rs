@@ -775,49 +775,24 @@ fn nvrtc_path_compiles_and_caches() {
         return;
     };
     let ctx = ctx.with_kernel_mode(KernelMode::Nvrtc);
-    let p = ctx.load_module("testing").unwrap();
+    let p = ctx.load_module(weft_gpu::kernel_modules()[1]).unwrap();
     assert!(matches!(p, KernelLoadPath::Nvrtc { .. }), "{p:?}");
     let got = rng_on_device(&ctx, 5, 100, 10).unwrap();
     assert_eq!(got[3], mix64(1 ^ 5));
     // A second context finds the cubin in the disk cache (when the cache folder is writable).
     let ctx2 = probe().unwrap().with_kernel_mode(KernelMode::Nvrtc);
-    let p2 = ctx2.load_module("testing").unwrap();
+    let p2 = ctx2.load_module(weft_gpu::kernel_modules()[1]).unwrap();
     eprintln!("first load: {p}; second load: {p2}");
     assert!(matches!(p2, KernelLoadPath::Nvrtc { .. }));
     assert_eq!(ctx2.kernel_load_paths(), vec![("testing", p2)]);
 }
 
-/// NVRTC compiles every embedded module for sm_80 and sm_90 without a warning; needs NVRTC but no
+/// NVRTC compiles weft-gpu's modules for sm_80 and sm_90 without a warning; needs NVRTC but no
 /// GPU (skips visibly without NVRTC, fails under WEFT_REQUIRE_GPU).
 #[test]
 fn nvrtc_compiles_every_module() {
-    let nv = match weft_gpu::nvrtc::Nvrtc::load() {
-        Ok(nv) => nv,
-        Err(e) => {
-            assert!(
-                !gpu_required(),
-                "WEFT_REQUIRE_GPU is set but NVRTC is missing: {e}"
-            );
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "nvrtc_compiles_every_module: SKIPPED (no NVRTC: {e})"
-            );
-            return;
-        }
-    };
-    for (name, _) in weft_gpu::loader::embedded_modules() {
-        let src = weft_gpu::loader::embedded_source(name).unwrap();
-        for arch in [80, 90] {
-            let (cubin, log) = nv
-                .compile_cubin(
-                    src,
-                    &format!("{name}.cu"),
-                    &weft_gpu::loader::nvrtc_options(arch),
-                )
-                .unwrap();
-            assert!(!cubin.is_empty());
-            assert!(log.is_empty(), "{name} sm_{arch}: {log}");
-        }
-    }
+    weft_gpu::testing::assert_nvrtc_compiles(
+        "nvrtc_compiles_every_module",
+        &weft_gpu::kernel_modules(),
+    );
 }

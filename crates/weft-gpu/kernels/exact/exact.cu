@@ -158,15 +158,17 @@ WEFT_EXACT_INSTANTIATE(u8, u8)
 WEFT_EXACT_INSTANTIATE(i8, i8)
 
 // Folds row q of `dist` (`ncols` distances of base rows base_offset.., `ldd` apart) into query
-// q's running list top_d/top_i (`K` sorted pairs, a power of two >= k). Candidates that beat the
+// q's running list top_d/top_i (`list` = K sorted pairs, a power of two >= k). Candidates that beat the
 // k-th best so far go to a shared-memory buffer; when it could overflow, the list and the buffer
 // are sorted together and the best K kept. With exclude_self, base id query_offset + q is
 // skipped (k-NN graphs). Launch: grid = queries, block = SELECT_THREADS, dynamic shared memory =
-// S * 8 bytes, S a power of two >= K + 4 * SELECT_THREADS.
+// `slots` = S * 8 bytes, S a power of two >= K + 4 * SELECT_THREADS.
 extern "C" __global__ void __launch_bounds__(exact::SELECT_THREADS)
     exact_select_f32(const float* __restrict__ dist, u32 ldd, u32 ncols, u32 base_offset,
-                     u32 query_offset, i32 exclude_self, u32 k, u32 K, u32 S,
+                     u32 query_offset, i32 exclude_self, u32 k, u32 list, u32 slots,
                      float* __restrict__ top_d, u32* __restrict__ top_i) {
+    const u32 K = list;
+    const u32 S = slots;
     extern __shared__ float4 smem4[];
     float* sd = reinterpret_cast<float*>(smem4);
     u32* si = reinterpret_cast<u32*>(sd + S);

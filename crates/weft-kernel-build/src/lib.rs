@@ -1,0 +1,953 @@
+//! # weft-kernel-build
+//!
+//! The build-time side of weft's CUDA kernel modules, shared by the build scripts of every crate
+//! that ships kernels (weft-gpu and the algorithm crates) and by `cargo xtask kernels`, so that
+//! all of them list, flatten and compile modules the same way.
+//!
+//! A crate's kernel modules are the folders of its `kernels/` folder (all but `include/`); each
+//! module is its `.cu` files, compiled as one unit.
+//!
+//! - [`list_modules`]: a crate's modules and their files.
+//! - [`flatten_module`]: one self-contained source per module, every `#include "weft/..."`
+//!   replaced by the shared header (weft-gpu's `kernels/include/weft/`), with `#line` markers.
+//! - [`find_nvcc`] and [`nvcc_compile`]: cubins and PTX at build time, when nvcc is available.
+//! - [`parse_kernels`]: the `extern "C" __global__` kernels of a source and their parameters,
+//!   also those a macro instantiates once per element type.
+//! - [`generate_bindings`]: Rust code for a module: a `KernelModule` static, one argument
+//!   struct per kernel whose fields are the kernel's parameters in order and with their types,
+//!   and one launcher function per kernel (per element-type family). The bindings are generated
+//!   from the source the GPU compiles, so the two cannot drift apart.
+//! - [`build_crate_kernels`]: all of the above for a build script.
+//!
+//! The crate has no dependencies and never touches a GPU.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// SM versions nvcc builds cubins for (PTX is built for compute_80, the oldest of them).
+pub const ARCHS: [u32; 2] = [80, 90];
+
+/// One kernel module: a folder of a crate's `kernels/` and its `.cu` files, sorted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module {
+    /// The folder name, which is the module's name (`gnnd`, `exact`, ...).
+    pub name: String,
+    /// The module's `.cu` files, sorted by path.
+    pub files: Vec<PathBuf>,
+}
+
+/// The modules under `kernels` (every folder but `include/` that holds `.cu` files), sorted by
+/// name. A missing folder has no modules.
+pub fn list_modules(kernels: &Path) -> std::io::Result<Vec<Module>> {
+    let dir = match std::fs::read_dir(kernels) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut mods = Vec::new();
+    for entry in dir {
+        let entry = entry?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !path.is_dir() || name == "include" {
+            continue;
+        }
+        let mut files = Vec::new();
+        for f in std::fs::read_dir(&path)? {
+            let p = f?.path();
+            if p.extension().is_some_and(|e| e == "cu") {
+                files.push(p);
+            }
+        }
+        files.sort();
+        if !files.is_empty() {
+            mods.push(Module { name, files });
+        }
+    }
+    mods.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(mods)
+}
+
+/// The module's `.cu` files concatenated, each `#include "weft/..."` replaced by the header
+/// from `include_dir` (once per module), with `#line` markers so that compiler messages name
+/// the original files. `kernels` is the folder the files are shown relative to.
+pub fn flatten_module(kernels: &Path, include_dir: &Path, files: &[PathBuf]) -> std::io::Result<String> {
+    let mut out = String::new();
+    let mut seen = HashSet::new();
+    for f in files {
+        let shown = f.strip_prefix(kernels).unwrap_or(f).display().to_string();
+        flatten_file(include_dir, f, &shown, &mut seen, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn flatten_file(
+    include_dir: &Path,
+    path: &Path,
+    shown: &str,
+    seen: &mut HashSet<String>,
+    out: &mut String,
+) -> std::io::Result<()> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let _ = writeln!(out, "#line 1 \"{shown}\"");
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t == "#pragma once" {
+            out.push('\n');
+            continue;
+        }
+        if let Some(inc) = t
+            .strip_prefix("#include \"")
+            .and_then(|r| r.strip_suffix('"'))
+            .filter(|inc| inc.starts_with("weft/"))
+        {
+            if seen.insert(inc.to_string()) {
+                flatten_file(include_dir, &include_dir.join(inc), inc, seen, out)?;
+            }
+            let _ = writeln!(out, "#line {} \"{shown}\"", i + 2);
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    Ok(())
+}
+
+/// nvcc from `$NVCC`, `nvcc` on PATH, or the toolchain `cargo xtask kernels` installs under
+/// `target/cuda-toolchain` of `start` or one of its ancestors; `None` when `WEFT_NVCC` is `off`
+/// or `0`, or when there is none.
+pub fn find_nvcc(start: &Path) -> Option<PathBuf> {
+    if std::env::var("WEFT_NVCC").is_ok_and(|v| v == "off" || v == "0") {
+        return None;
+    }
+    if let Some(p) = std::env::var_os("NVCC").map(PathBuf::from)
+        && p.is_file()
+    {
+        return Some(p);
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join("nvcc");
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    start
+        .ancestors()
+        .map(|a| a.join("target/cuda-toolchain/nvidia/cu13/bin/nvcc"))
+        .find(|p| p.is_file())
+}
+
+/// Runs `nvcc MODE -O3 -std=c++17 -lineinfo EXTRA -o dst src` (e.g. `MODE` = `["-cubin",
+/// "-arch=sm_90"]`); on failure, the compiler's messages.
+pub fn nvcc_compile(nvcc: &Path, src: &Path, dst: &Path, mode: &[&str], extra: &[&str]) -> Result<String, String> {
+    let out = Command::new(nvcc)
+        .args(mode)
+        .args(["-O3", "-std=c++17", "-lineinfo"])
+        .args(extra)
+        .arg("-o")
+        .arg(dst)
+        .arg(src)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
+    let msg = String::from_utf8_lossy(&out.stderr).into_owned();
+    if out.status.success() { Ok(msg) } else { Err(msg) }
+}
+
+/// The element type a macro-instantiated kernel is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Element {
+    /// `float`.
+    F32,
+    /// `f16_t` (`__half`).
+    F16,
+    /// `u8`.
+    U8,
+    /// `i8`.
+    I8,
+}
+
+impl Element {
+    /// The element of a C type name, if it is one.
+    pub fn from_c_type(c: &str) -> Option<Element> {
+        match c.trim() {
+            "float" => Some(Element::F32),
+            "f16_t" | "__half" | "half" => Some(Element::F16),
+            "u8" | "uint8_t" | "unsigned char" => Some(Element::U8),
+            "i8" | "int8_t" | "signed char" => Some(Element::I8),
+            _ => None,
+        }
+    }
+
+    /// The `weft_core::DType` variant's name.
+    pub fn dtype_variant(self) -> &'static str {
+        match self {
+            Element::F32 => "F32",
+            Element::F16 => "F16",
+            Element::U8 => "U8",
+            Element::I8 => "I8",
+        }
+    }
+
+    const ALL: [Element; 4] = [Element::F32, Element::F16, Element::U8, Element::I8];
+}
+
+/// How a kernel parameter is passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// By value.
+    Scalar,
+    /// A pointer to device memory the kernel only reads (`const T*`).
+    In,
+    /// A pointer to device memory the kernel may write (`T*`).
+    Out,
+}
+
+/// One kernel parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    /// The field name in the argument struct (the C name, lower-cased; a raw identifier where
+    /// it is a Rust keyword).
+    pub field: String,
+    /// The declaration as written in the kernel (for the field's doc comment).
+    pub c_decl: String,
+    /// How it is passed.
+    pub kind: ParamKind,
+    /// The Rust type of the value or of the pointed-to elements (`u8` for the instantiated
+    /// element type: the data is passed as bytes).
+    pub rust_type: &'static str,
+}
+
+/// One kernel, or one family of kernels instantiated by a macro once per element type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelDecl {
+    /// The launcher's name: the symbol, or for a family the symbols' common stem
+    /// (`gnnd_init` for `gnnd_init_f32`, `gnnd_init_f16`, ...).
+    pub name: String,
+    /// The symbols: one with no element for a plain kernel, else one per instantiated element.
+    pub instances: Vec<(Option<Element>, String)>,
+    /// The parameters, in order.
+    pub params: Vec<Param>,
+}
+
+/// Removes `//` and `/* */` comments, keeping string and character literals and newlines.
+fn strip_comments(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                if b[i] == b'\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 2;
+        } else if c == b'"' || c == b'\'' {
+            let start = i;
+            i += 1;
+            while i < b.len() && b[i] != c {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i = (i + 1).min(b.len());
+            out.push_str(&src[start..i]);
+        } else {
+            let ch = src[i..].chars().next().unwrap_or(' ');
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+/// A `__global__` declaration found in text: its name expression and its parameter list.
+struct RawKernel {
+    name: String,
+    params: String,
+    extern_c: bool,
+}
+
+/// The `__global__` function declarations of `text` (name as written, which may contain `##`).
+fn find_globals(text: &str) -> Result<Vec<RawKernel>, String> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(pos) = text[from..].find("__global__") {
+        let at = from + pos;
+        from = at + "__global__".len();
+        let before = &text[..at];
+        let extern_c = before.trim_end().ends_with("extern \"C\"");
+        let mut rest = text[from..].trim_start();
+        rest = rest
+            .strip_prefix("void")
+            .ok_or_else(|| format!("a __global__ function that does not return void near `{}`", head(rest)))?
+            .trim_start();
+        if let Some(r) = rest.strip_prefix("__launch_bounds__") {
+            let (_, after) = balanced(r.trim_start())?;
+            rest = after.trim_start();
+        }
+        let open = rest.find('(').ok_or_else(|| format!("no parameter list after `{}`", head(rest)))?;
+        let name: String = rest[..open].split_whitespace().collect();
+        let (params, _) = balanced(&rest[open..])?;
+        found.push(RawKernel {
+            name,
+            params: params.to_string(),
+            extern_c,
+        });
+    }
+    Ok(found)
+}
+
+fn head(s: &str) -> &str {
+    let end = s.char_indices().nth(60).map_or(s.len(), |(i, _)| i);
+    &s[..end]
+}
+
+/// For text starting with `(`: the inside of the balanced parentheses and what follows them.
+fn balanced(s: &str) -> Result<(&str, &str), String> {
+    if !s.starts_with('(') {
+        return Err(format!("expected `(` at `{}`", head(s)));
+    }
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Ok((&s[1..i], &s[i + 1..]));
+                }
+            }
+            _ => {}
+        }
+    }
+    Err(format!("unbalanced parentheses at `{}`", head(s)))
+}
+
+/// Splits at commas outside parentheses, trimming each part; empty input gives no parts.
+fn split_top(s: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '(' | '<' => depth += 1,
+            ')' | '>' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(cur.trim().to_string());
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.trim().is_empty() {
+        parts.push(cur.trim().to_string());
+    }
+    parts
+}
+
+const RUST_KEYWORDS: [&str; 38] = [
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return",
+    "self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
+    "while", "async", "await", "dyn", "gen",
+];
+
+/// The Rust type of a C scalar type.
+fn rust_scalar(c: &str) -> Option<&'static str> {
+    Some(match c {
+        "u32" | "unsigned" | "unsigned int" | "uint32_t" => "u32",
+        "i32" | "int" | "int32_t" => "i32",
+        "u64" | "unsigned long long" | "uint64_t" | "size_t" => "u64",
+        "i64" | "long long" | "int64_t" => "i64",
+        "float" => "f32",
+        "double" => "f64",
+        "u8" | "uint8_t" | "unsigned char" => "u8",
+        "i8" | "int8_t" | "signed char" => "i8",
+        "u16" | "uint16_t" => "u16",
+        _ => return None,
+    })
+}
+
+/// Parses one parameter declaration; `element_param` is the macro parameter that stands for
+/// the element type, if any.
+fn parse_param(decl: &str, element_param: Option<&str>, kernel: &str) -> Result<Param, String> {
+    let pointer = decl.contains('*');
+    let spaced = decl.replace('*', " * ");
+    let words: Vec<&str> = spaced.split_whitespace().collect();
+    // `const T*` and `T const*` point to constant data; `T* const` is a constant pointer.
+    let is_const = match (
+        words.iter().position(|w| *w == "const"),
+        words.iter().position(|w| *w == "*"),
+    ) {
+        (Some(c), Some(star)) => c < star,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let name = words
+        .last()
+        .filter(|w| w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .ok_or_else(|| format!("kernel {kernel}: cannot read the parameter `{decl}`"))?;
+    let base: Vec<&str> = words[..words.len() - 1]
+        .iter()
+        .copied()
+        .filter(|w| !matches!(*w, "const" | "__restrict__" | "volatile" | "*"))
+        .collect();
+    let base = base.join(" ");
+    if decl.matches('*').count() > 1 {
+        return Err(format!("kernel {kernel}: parameter `{decl}` is a pointer to a pointer"));
+    }
+    let rust_type = if Some(base.as_str()) == element_param {
+        if !pointer {
+            return Err(format!(
+                "kernel {kernel}: parameter `{decl}` passes the element type by value"
+            ));
+        }
+        "u8"
+    } else {
+        rust_scalar(&base).ok_or_else(|| {
+            format!("kernel {kernel}: parameter `{decl}` has the type `{base}`, which has no binding")
+        })?
+    };
+    let lower = name.to_ascii_lowercase();
+    let field = if RUST_KEYWORDS.contains(&lower.as_str()) {
+        format!("r#{lower}")
+    } else {
+        lower
+    };
+    let kind = match (pointer, is_const) {
+        (false, _) => ParamKind::Scalar,
+        (true, true) => ParamKind::In,
+        (true, false) => ParamKind::Out,
+    };
+    Ok(Param {
+        field,
+        c_decl: words.join(" ").replace(" * ", "* ").replace(" *", "*"),
+        kind,
+        rust_type,
+    })
+}
+
+fn parse_params(list: &str, element_param: Option<&str>, kernel: &str) -> Result<Vec<Param>, String> {
+    let params: Vec<Param> = split_top(list)
+        .iter()
+        .map(|p| parse_param(p, element_param, kernel))
+        .collect::<Result<_, _>>()?;
+    let mut seen = HashSet::new();
+    for p in &params {
+        if !seen.insert(p.field.clone()) {
+            return Err(format!(
+                "kernel {kernel}: two parameters are both `{}` once lower-cased; rename one",
+                p.field
+            ));
+        }
+    }
+    Ok(params)
+}
+
+/// The `extern "C" __global__` kernels of a (flattened) module source, in source order: plain
+/// ones, and macro-instantiated families (a `#define M(T, NAME)` whose body declares
+/// `extern "C" __global__` kernels, and the lines `M(float, f32)`, ... that instantiate it). A
+/// family's launcher takes the element type; parameters of the element type are passed as
+/// bytes. `__global__` functions without `extern "C"` (templates) are not launchable by name
+/// and are skipped. Errors name the kernel and the parameter that cannot be bound.
+pub fn parse_kernels(source: &str) -> Result<Vec<KernelDecl>, String> {
+    let text = strip_comments(source).replace("\\\r\n", " ").replace("\\\n", " ");
+    let mut plain = String::new();
+    // name -> (params, body)
+    let mut macros: BTreeMap<String, (Vec<String>, String)> = BTreeMap::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        if let Some(def) = t.strip_prefix("#define ").or_else(|| t.strip_prefix("#define\t")) {
+            let def = def.trim_start();
+            let name_end = def
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(def.len());
+            let name = &def[..name_end];
+            let rest = &def[name_end..];
+            if rest.starts_with('(') && rest.contains("__global__") {
+                let (params, body) = balanced(rest)?;
+                let params = split_top(params);
+                macros.insert(name.to_string(), (params, body.to_string()));
+            }
+            plain.push('\n');
+            continue;
+        }
+        plain.push_str(line);
+        plain.push('\n');
+    }
+
+    let mut decls: Vec<KernelDecl> = Vec::new();
+    let mut order: Vec<(usize, KernelDecl)> = Vec::new();
+    for k in find_globals(&plain)? {
+        if !k.extern_c {
+            continue;
+        }
+        if k.name.contains("##") {
+            return Err(format!("kernel `{}`: `##` outside a macro", k.name));
+        }
+        let params = parse_params(&k.params, None, &k.name)?;
+        let at = plain.find(&k.name).unwrap_or(0);
+        order.push((
+            at,
+            KernelDecl {
+                name: k.name.clone(),
+                instances: vec![(None, k.name)],
+                params,
+            },
+        ));
+    }
+
+    for (mname, (mparams, body)) in &macros {
+        let templates: Vec<RawKernel> = find_globals(body)?.into_iter().filter(|k| k.extern_c).collect();
+        if templates.is_empty() {
+            continue;
+        }
+        // The invocations `M(args)` on lines of their own.
+        let mut invocations: Vec<(usize, Vec<String>)> = Vec::new();
+        let mut offset = 0;
+        for line in plain.lines() {
+            let t = line.trim();
+            if let Some(r) = t.strip_prefix(mname.as_str())
+                && r.trim_start().starts_with('(')
+            {
+                let (args, _) = balanced(r.trim_start())?;
+                let args = split_top(args);
+                if args.len() != mparams.len() {
+                    return Err(format!("{mname} takes {} arguments: `{t}`", mparams.len()));
+                }
+                invocations.push((offset, args));
+            }
+            offset += line.len() + 1;
+        }
+        for tk in &templates {
+            let mut instances = Vec::new();
+            let mut element_param: Option<&str> = None;
+            for (_, args) in &invocations {
+                // The element: the argument that is an element type name.
+                let mut element = None;
+                for (p, a) in mparams.iter().zip(args) {
+                    if let Some(e) = Element::from_c_type(a)
+                        && !is_name_part(&tk.name, p)
+                    {
+                        element = Some(e);
+                        element_param = Some(p.as_str());
+                    }
+                }
+                let element = element.ok_or_else(|| {
+                    format!("{mname}({}): no argument is an element type", args.join(", "))
+                })?;
+                let symbol = expand_name(&tk.name, mparams, args);
+                if instances.iter().any(|(e, _)| *e == Some(element)) {
+                    return Err(format!("{mname}: two instances for {element:?}"));
+                }
+                instances.push((Some(element), symbol));
+            }
+            if instances.is_empty() {
+                continue;
+            }
+            let family = family_name(&tk.name, mparams, &instances)?;
+            let params = parse_params(&tk.params, element_param, &family)?;
+            let at = invocations.first().map_or(0, |i| i.0);
+            order.push((
+                at,
+                KernelDecl {
+                    name: family,
+                    instances,
+                    params,
+                },
+            ));
+        }
+    }
+    order.sort_by_key(|(at, d)| (*at, d.name.clone()));
+    let mut names = HashSet::new();
+    for (_, d) in order {
+        if !names.insert(d.name.clone()) {
+            return Err(format!("two kernels or families are called `{}`", d.name));
+        }
+        decls.push(d);
+    }
+    Ok(decls)
+}
+
+/// Whether macro parameter `p` is used in the kernel's name expression.
+fn is_name_part(name_expr: &str, p: &str) -> bool {
+    name_expr.split("##").any(|part| part.trim() == p)
+}
+
+/// The kernel symbol for one invocation: macro parameters replaced, `##` pasted.
+fn expand_name(name_expr: &str, params: &[String], args: &[String]) -> String {
+    name_expr
+        .split("##")
+        .map(|part| {
+            let part = part.trim();
+            params
+                .iter()
+                .position(|p| p == part)
+                .map_or(part.to_string(), |i| args[i].clone())
+        })
+        .collect()
+}
+
+/// A family's launcher name: the fixed part of the name expression, or, where the whole name
+/// is a macro argument, the common stem of the symbols; trailing `_` trimmed.
+fn family_name(name_expr: &str, params: &[String], instances: &[(Option<Element>, String)]) -> Result<String, String> {
+    let fixed: String = name_expr
+        .split("##")
+        .map(str::trim)
+        .filter(|part| !params.iter().any(|p| p == part))
+        .collect();
+    let stem = if fixed.is_empty() {
+        let first = &instances[0].1;
+        let mut len = first.len();
+        for (_, s) in instances {
+            len = len.min(first.chars().zip(s.chars()).take_while(|(a, b)| a == b).count());
+        }
+        first[..len].to_string()
+    } else {
+        fixed
+    };
+    let stem = stem.trim_end_matches('_').to_string();
+    if stem.is_empty() {
+        return Err(format!("cannot name the kernel family `{name_expr}`"));
+    }
+    Ok(stem)
+}
+
+/// What nvcc built for a module, named relative to `OUT_DIR`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BuiltImages {
+    /// The flattened source file.
+    pub source_file: String,
+    /// Cubins: (SM version, file).
+    pub cubins: Vec<(u32, String)>,
+    /// PTX for compute_80, if built.
+    pub ptx_file: Option<String>,
+}
+
+fn camel(snake: &str) -> String {
+    snake
+        .split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Rust bindings for module `module`: the `MODULE` static (its embedded files named by
+/// `images`, relative to `OUT_DIR`), and per kernel an argument struct (`<Name>Args`) and a
+/// launcher function (`<name>`). `runtime` is the path of the weft-gpu crate as the including
+/// crate sees it (`weft_gpu`, or `crate` inside weft-gpu).
+pub fn generate_bindings(module: &str, runtime: &str, kernels: &[KernelDecl], images: &BuiltImages) -> String {
+    let r = runtime;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// Generated by weft-kernel-build from the kernel module `{module}`. Do not edit: change\n\
+         // the kernels' signatures and rebuild.\n"
+    );
+    let cubins: String = images
+        .cubins
+        .iter()
+        .map(|(arch, f)| {
+            format!("({arch}, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{f}\")) as &[u8]), ")
+        })
+        .collect();
+    let ptx = images.ptx_file.as_ref().map_or("None".to_string(), |f| {
+        format!("Some(include_str!(concat!(env!(\"OUT_DIR\"), \"/{f}\")))")
+    });
+    let _ = writeln!(
+        s,
+        "/// The kernel module `{module}`: its self-contained source for NVRTC, and the cubins and\n\
+         /// PTX nvcc built at build time (none when nvcc was not available).\n\
+         pub static MODULE: {r}::KernelModule = {r}::KernelModule {{\n    \
+         name: {module:?},\n    \
+         source: include_str!(concat!(env!(\"OUT_DIR\"), \"/{src}\")),\n    \
+         cubins: &[{cubins}],\n    \
+         ptx: {ptx},\n}};\n",
+        src = images.source_file
+    );
+    for k in kernels {
+        let ty = format!("{}Args", camel(&k.name));
+        let has_ptr = k.params.iter().any(|p| p.kind != ParamKind::Scalar);
+        let lt = if has_ptr { "<'a>" } else { "" };
+        let symbols: Vec<&str> = k.instances.iter().map(|(_, s)| s.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "/// The arguments of `{}`, in the order of its parameters.\n\
+             #[derive(Debug)]\npub struct {ty}{lt} {{",
+            symbols.join("`, `")
+        );
+        for p in &k.params {
+            let field_ty = match p.kind {
+                ParamKind::Scalar => p.rust_type.to_string(),
+                ParamKind::In => format!("{r}::In<'a, {}>", p.rust_type),
+                ParamKind::Out => format!("{r}::Out<'a, {}>", p.rust_type),
+            };
+            let _ = writeln!(s, "    /// `{}`\n    pub {}: {field_ty},", p.c_decl, p.field);
+        }
+        let _ = writeln!(s, "}}\n");
+        let impl_lt = if has_ptr { "<'_>" } else { "" };
+        let _ = writeln!(s, "impl {r}::KernelArgs for {ty}{impl_lt} {{");
+        let _ = writeln!(s, "    fn push_args(&self, args: &mut {r}::ArgList) {{");
+        for p in &k.params {
+            let _ = writeln!(s, "        args.push(&self.{});", p.field);
+        }
+        let _ = writeln!(s, "    }}\n}}\n");
+        match k.instances.as_slice() {
+            [(None, symbol)] => {
+                let _ = writeln!(
+                    s,
+                    "/// Launches `{symbol}` with `launch` on the context's stream.\n\
+                     pub fn {name}(ctx: &{r}::GpuContext, launch: {r}::Launch, args: &{ty}{impl_lt}) -> weft_core::Result<()> {{\n    \
+                     ctx.launch(&{r}::Kernel {{ module: &MODULE, symbol: {symbol:?} }}, launch, args)\n}}\n",
+                    name = k.name
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "/// Launches the `{name}` kernel for `dtype` (`{syms}`) with `launch` on the\n\
+                     /// context's stream; an element type the module has no kernel for is\n\
+                     /// [`weft_core::Error::Unsupported`].\n\
+                     pub fn {name}(ctx: &{r}::GpuContext, dtype: weft_core::DType, launch: {r}::Launch, args: &{ty}{impl_lt}) -> weft_core::Result<()> {{\n    \
+                     let symbol = match dtype {{",
+                    name = k.name,
+                    syms = symbols.join("`, `")
+                );
+                for e in Element::ALL {
+                    match k.instances.iter().find(|(el, _)| *el == Some(e)) {
+                        Some((_, sym)) => {
+                            let _ = writeln!(s, "        weft_core::DType::{} => {sym:?},", e.dtype_variant());
+                        }
+                        None => {
+                            let _ = writeln!(
+                                s,
+                                "        weft_core::DType::{} => return Err(weft_core::Error::Unsupported(\"kernel `{}` has no {:?} instance\".into())),",
+                                e.dtype_variant(),
+                                k.name,
+                                e
+                            );
+                        }
+                    }
+                }
+                let _ = writeln!(
+                    s,
+                    "    }};\n    ctx.launch(&{r}::Kernel {{ module: &MODULE, symbol }}, launch, args)\n}}\n"
+                );
+            }
+        }
+    }
+    s
+}
+
+/// Builds and binds every kernel module of the calling crate, from its build script:
+///
+/// - modules from `$CARGO_MANIFEST_DIR/kernels/`; shared headers from `$DEP_WEFT_GPU_INCLUDE`
+///   (weft-gpu's `kernels/include/`, which weft-gpu's build script exports), or the crate's own
+///   `kernels/include/` (weft-gpu itself);
+/// - for each module: the flattened source, cubins for [`ARCHS`] and PTX when nvcc is
+///   available (a failing nvcc is a warning: the source is embedded regardless and NVRTC
+///   compiles it at run time), and `$OUT_DIR/<module>.rs` from [`generate_bindings`], which the
+///   crate includes with `include!(concat!(env!("OUT_DIR"), "/<module>.rs"))`;
+/// - `runtime` is how the crate names weft-gpu (`weft_gpu`, or `crate` inside weft-gpu).
+///
+/// Returns the modules' names. Panics (failing the build with the message) when a file cannot
+/// be read or a kernel signature cannot be bound.
+pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    let kernels = manifest.join("kernels");
+    let include = std::env::var_os("DEP_WEFT_GPU_INCLUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| kernels.join("include"));
+    println!("cargo::rerun-if-changed={}", kernels.display());
+    println!("cargo::rerun-if-changed={}", include.display());
+    println!("cargo::rerun-if-env-changed=NVCC");
+    println!("cargo::rerun-if-env-changed=WEFT_NVCC");
+    let modules = list_modules(&kernels)
+        .unwrap_or_else(|e| panic!("cannot list the kernel modules of {}: {e}", kernels.display()));
+    let nvcc = find_nvcc(&manifest);
+    let mut names = Vec::new();
+    for m in &modules {
+        let source = flatten_module(&kernels, &include, &m.files)
+            .unwrap_or_else(|e| panic!("kernel module {}: {e}", m.name));
+        let decls = parse_kernels(&source)
+            .unwrap_or_else(|e| panic!("kernel module {}: {e}", m.name));
+        let mut images = BuiltImages {
+            source_file: format!("{}.cu", m.name),
+            ..BuiltImages::default()
+        };
+        let src_path = out.join(&images.source_file);
+        std::fs::write(&src_path, &source).expect("write to OUT_DIR");
+        if let Some(nvcc) = &nvcc {
+            for arch in ARCHS {
+                let file = format!("{}.sm_{arch}.cubin", m.name);
+                let arch_flag = format!("-arch=sm_{arch}");
+                match nvcc_compile(nvcc, &src_path, &out.join(&file), &["-cubin", &arch_flag], &[]) {
+                    Ok(_) => images.cubins.push((arch, file)),
+                    Err(msg) => println!(
+                        "cargo::warning=nvcc failed for kernel module {} (sm_{arch}; NVRTC at run time instead): {}",
+                        m.name,
+                        msg.lines().next().unwrap_or("")
+                    ),
+                }
+            }
+            let file = format!("{}.compute_80.ptx", m.name);
+            if nvcc_compile(nvcc, &src_path, &out.join(&file), &["-ptx", "-arch=compute_80"], &[]).is_ok() {
+                images.ptx_file = Some(file);
+            }
+        }
+        let rust = generate_bindings(&m.name, runtime, &decls, &images);
+        std::fs::write(out.join(format!("{}.rs", m.name)), rust).expect("write to OUT_DIR");
+        names.push(m.name.clone());
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"
+#line 1 "x.cu"
+// a comment with __global__ in it
+/* and extern "C" __global__ void fake(int x) */
+template <typename T> __global__ void helper(const T* x) {}
+extern "C" __global__ void __launch_bounds__(256, 2) plain_kernel(const u32* __restrict__ ids, u32 n,
+    float* __restrict__ out, unsigned long long* counters, i32 metric, u64 seed) {
+    const char* s = "not ) a paren";
+}
+#define WEFT_SAMPLE(T, NAME)                                            \
+    extern "C" __global__ void sample_norms_##NAME(const T* x, u32 rows, \
+                                                   float* out) {         \
+        helper<T>(x);                                                   \
+    }
+WEFT_SAMPLE(float, f32)
+WEFT_SAMPLE(u8, u8)
+#define WEFT_WHOLE(NAME, T) extern "C" __global__ void NAME(const u8* data, u32 K) {}
+WEFT_WHOLE(whole_f32, float)
+WEFT_WHOLE(whole_i8, i8)
+"#;
+
+    #[test]
+    fn parses_plain_and_macro_kernels() {
+        let k = parse_kernels(SAMPLE).unwrap();
+        let names: Vec<&str> = k.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["plain_kernel", "sample_norms", "whole"]);
+        let p = &k[0];
+        assert_eq!(p.instances, vec![(None, "plain_kernel".to_string())]);
+        let kinds: Vec<(&str, ParamKind, &str)> = p
+            .params
+            .iter()
+            .map(|q| (q.field.as_str(), q.kind, q.rust_type))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("ids", ParamKind::In, "u32"),
+                ("n", ParamKind::Scalar, "u32"),
+                ("out", ParamKind::Out, "f32"),
+                ("counters", ParamKind::Out, "u64"),
+                ("metric", ParamKind::Scalar, "i32"),
+                ("seed", ParamKind::Scalar, "u64"),
+            ]
+        );
+        let f = &k[1];
+        assert_eq!(
+            f.instances,
+            vec![
+                (Some(Element::F32), "sample_norms_f32".to_string()),
+                (Some(Element::U8), "sample_norms_u8".to_string())
+            ]
+        );
+        assert_eq!(f.params[0].kind, ParamKind::In);
+        assert_eq!(f.params[0].rust_type, "u8", "element data is passed as bytes");
+        let w = &k[2];
+        assert_eq!(w.instances[1], (Some(Element::I8), "whole_i8".to_string()));
+        assert_eq!(w.params[1].field, "k");
+    }
+
+    #[test]
+    fn unbindable_parameters_are_errors_that_name_the_kernel() {
+        let e = parse_kernels("extern \"C\" __global__ void bad(const Foo* f) {}").unwrap_err();
+        assert!(e.contains("bad") && e.contains("Foo"), "{e}");
+        let e = parse_kernels("extern \"C\" __global__ void two(u32 N, u32 n) {}").unwrap_err();
+        assert!(e.contains("two") && e.contains("`n`"), "{e}");
+        let e = parse_kernels("extern \"C\" __global__ void pp(u32** p) {}").unwrap_err();
+        assert!(e.contains("pointer to a pointer"), "{e}");
+    }
+
+    #[test]
+    fn keyword_parameter_names_become_raw_identifiers() {
+        let k = parse_kernels("extern \"C\" __global__ void kw(u32 type, float* in) {}").unwrap();
+        let fields: Vec<&str> = k[0].params.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(fields, ["r#type", "r#in"]);
+    }
+
+    #[test]
+    fn bindings_name_every_instance_and_parameter() {
+        let k = parse_kernels(SAMPLE).unwrap();
+        let images = BuiltImages {
+            source_file: "m.cu".into(),
+            cubins: vec![(90, "m.sm_90.cubin".into())],
+            ptx_file: None,
+        };
+        let rs = generate_bindings("m", "weft_gpu", &k, &images);
+        for needle in [
+            "pub static MODULE: weft_gpu::KernelModule",
+            "(90, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/m.sm_90.cubin\"))",
+            "pub struct PlainKernelArgs<'a> {",
+            "pub ids: weft_gpu::In<'a, u32>,",
+            "pub counters: weft_gpu::Out<'a, u64>,",
+            "pub fn plain_kernel(ctx: &weft_gpu::GpuContext, launch: weft_gpu::Launch, args: &PlainKernelArgs<'_>)",
+            "weft_core::DType::F32 => \"sample_norms_f32\",",
+            "weft_core::DType::F16 => return Err(",
+            "pub struct WholeArgs<'a> {",
+        ] {
+            assert!(rs.contains(needle), "missing `{needle}` in\n{rs}");
+        }
+    }
+
+    #[test]
+    fn modules_and_flattening() {
+        let dir = std::env::temp_dir().join(format!("weft-kernel-build-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("include/weft")).unwrap();
+        std::fs::create_dir_all(dir.join("one")).unwrap();
+        std::fs::create_dir_all(dir.join("empty")).unwrap();
+        std::fs::write(dir.join("include/weft/a.cuh"), "#pragma once\nint a;\n").unwrap();
+        std::fs::write(
+            dir.join("one/x.cu"),
+            "#include \"weft/a.cuh\"\n#include \"weft/a.cuh\"\nint x;\n",
+        )
+        .unwrap();
+        let mods = list_modules(&dir).unwrap();
+        assert_eq!(mods.len(), 1);
+        assert_eq!(mods[0].name, "one");
+        let flat = flatten_module(&dir, &dir.join("include"), &mods[0].files).unwrap();
+        assert_eq!(flat.matches("int a;").count(), 1, "{flat}");
+        assert!(flat.contains("#line 1 \"one/x.cu\"") && flat.contains("int x;"));
+        assert!(list_modules(&dir.join("missing")).unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
