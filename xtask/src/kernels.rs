@@ -8,12 +8,12 @@
 //!   `nvidia-cuda-runtime`, `nvidia-cuda-cccl`, `nvidia-nvvm`, `nvidia-cuda-crt`, all for CUDA
 //!   13.0) are installed into `target/cuda-toolchain` with `python3 -m pip`.
 //!
-//! Each module (`kernels/<module>/*.cu`) is flattened exactly as weft-gpu's build.rs does (the
-//! `weft/*.cuh` headers inlined) and compiled as one unit. nvcc runs with
+//! The modules are every crate's `crates/<crate>/kernels/<module>/*.cu`, each listed and
+//! flattened by weft-kernel-build exactly as the crates' build scripts do (the shared
+//! `weft/*.cuh` headers of weft-gpu's `kernels/include/` inlined), and compiled as one unit. nvcc runs with
 //! `-Werror all-warnings`; NVRTC's log must be empty. With `--check` any warning fails the task
 //! (without it, warnings are printed and errors still fail). No GPU is needed.
 
-use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,46 +52,40 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     let root = root();
-    let kernels = root.join("kernels");
     let out = root.join("target/kernels");
     std::fs::create_dir_all(&out)?;
     let (nvcc, nvrtc) = toolchain(&root)?;
     eprintln!("nvcc: {}\nNVRTC: {}", nvcc.display(), nvrtc.display());
 
-    let modules = list_modules(&kernels)?;
+    let modules = workspace_modules(&root)?;
     if modules.is_empty() {
-        bail!("no kernel modules under {}", kernels.display());
+        bail!("no kernel modules under {}/crates/*/kernels", root.display());
     }
     let mut report = String::new();
     let mut warnings = 0usize;
     let mut failures = Vec::new();
-    for (name, files) in &modules {
-        let src = flatten_module(&kernels, files)?;
+    for (name, src) in &modules {
         let src_path = out.join(format!("{name}.cu"));
         std::fs::write(&src_path, &src)?;
         for &arch in &archs {
             // nvcc, with ptxas's resource report.
             let cubin = out.join(format!("{name}.sm_{arch}.cubin"));
-            let o = Command::new(&nvcc)
-                .args([
-                    "-cubin",
-                    &format!("-arch=sm_{arch}"),
-                    "-O3",
-                    "-std=c++17",
-                    "-lineinfo",
-                ])
-                .args(["-Werror", "all-warnings", "-Xptxas", "-v", "-o"])
-                .arg(&cubin)
-                .arg(&src_path)
-                .output()
-                .with_context(|| format!("run {}", nvcc.display()))?;
-            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            let arch_flag = format!("-arch=sm_{arch}");
+            let compiled = weft_kernel_build::nvcc_compile(
+                &nvcc,
+                &src_path,
+                &cubin,
+                &["-cubin", &arch_flag],
+                &["-Werror", "all-warnings", "-Xptxas", "-v"],
+            );
+            let ok = compiled.is_ok();
+            let err = compiled.unwrap_or_else(|e| e);
             let w = err
                 .lines()
                 .filter(|l| l.to_lowercase().contains("warning"))
                 .count();
             warnings += w;
-            if !o.status.success() {
+            if !ok {
                 eprintln!("{err}");
                 failures.push(format!("nvcc {name} sm_{arch}"));
                 continue;
@@ -301,71 +295,32 @@ if r or cs.value == 0: sys.exit("no cubin")
 print(log)
 "#;
 
-/// Module folders (every folder of `kernels/` but `include/`) and their `.cu` files, sorted.
-fn list_modules(kernels: &Path) -> Result<Vec<(String, Vec<PathBuf>)>> {
-    let mut mods = Vec::new();
-    for entry in
-        std::fs::read_dir(kernels).with_context(|| format!("read {}", kernels.display()))?
-    {
-        let entry = entry?;
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !path.is_dir() || name == "include" {
-            continue;
-        }
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&path)?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "cu"))
-            .collect();
-        files.sort();
-        if !files.is_empty() {
-            mods.push((name, files));
-        }
-    }
-    mods.sort();
-    Ok(mods)
-}
-
-/// The same flattening as crates/weft-gpu/build.rs.
-fn flatten_module(kernels: &Path, files: &[PathBuf]) -> Result<String> {
-    let mut out = String::new();
-    let mut seen = HashSet::new();
-    for f in files {
-        let rel = f.strip_prefix(kernels).unwrap_or(f).display().to_string();
-        flatten_file(kernels, f, &rel, &mut seen, &mut out)?;
-    }
-    Ok(out)
-}
-
-fn flatten_file(
-    kernels: &Path,
-    path: &Path,
-    shown: &str,
-    seen: &mut HashSet<String>,
-    out: &mut String,
-) -> Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    let _ = writeln!(out, "#line 1 \"{shown}\"");
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if t == "#pragma once" {
-            out.push('\n');
-            continue;
-        }
-        if let Some(inc) = t
-            .strip_prefix("#include \"")
-            .and_then(|r| r.strip_suffix('"'))
-            .filter(|inc| inc.starts_with("weft/"))
+/// Every crate's kernel modules, flattened as its build script does: (name, source), sorted
+/// by name; two modules of one name are an error (names identify modules at run time).
+pub fn workspace_modules(root: &Path) -> Result<Vec<(String, String)>> {
+    let include = root.join("crates/weft-gpu/kernels/include");
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("kernels").is_dir())
+        .collect();
+    crates.sort();
+    let mut modules: Vec<(String, String)> = Vec::new();
+    for krate in crates {
+        let kernels = krate.join("kernels");
+        for m in weft_kernel_build::list_modules(&kernels)
+            .with_context(|| format!("list {}", kernels.display()))?
         {
-            if seen.insert(inc.to_string()) {
-                flatten_file(kernels, &kernels.join("include").join(inc), inc, seen, out)?;
+            if modules.iter().any(|(n, _)| *n == m.name) {
+                bail!("two kernel modules are called `{}`", m.name);
             }
-            let _ = writeln!(out, "#line {} \"{shown}\"", i + 2);
-            continue;
+            let src = weft_kernel_build::flatten_module(&kernels, &include, &m.files)
+                .with_context(|| format!("flatten module {}", m.name))?;
+            weft_kernel_build::parse_kernels(&src)
+                .map_err(|e| anyhow::anyhow!("module {}: {e}", m.name))?;
+            modules.push((m.name, src));
         }
-        out.push_str(line);
-        out.push('\n');
     }
-    Ok(())
+    modules.sort();
+    Ok(modules)
 }

@@ -5,12 +5,14 @@
 //! - `cargo xtask device-pack`: gather release binaries and a run script for the GPU machine.
 //! - `cargo xtask bench`: the benchmark harness.
 //! - `cargo xtask cuvs-wheels`: the cuVS wheels in parts for the GPU machine (its GPU peer).
+//! - `cargo xtask tidy`: only weft-gpu names cudarc, dependencies point one way, none unused.
 
 mod bench;
 mod cuvs_wheels;
 mod device_pack;
 mod kernels;
 mod test;
+mod tidy;
 mod util;
 
 use anyhow::{Result, bail};
@@ -24,6 +26,7 @@ tasks:
   device-pack   build release test/bench binaries and the CLI into device-pack/ for the GPU machine
   bench         run the benchmark harness
   cuvs-wheels   download the cuVS wheels and split them into device-pack-wheels-NN/ parts
+  tidy          check that only weft-gpu names cudarc, dependencies point one way, none unused
   help          print this message";
 
 fn main() -> Result<()> {
@@ -38,6 +41,7 @@ fn main() -> Result<()> {
         "device-pack" => device_pack::run(rest),
         "bench" => bench::run(rest),
         "cuvs-wheels" => cuvs_wheels::run(rest),
+        "tidy" => tidy::run(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -127,6 +127,11 @@ impl<'a> NeighborsMut<'a> {
         self.k
     }
 
+    /// The whole id and distance buffers, row-major (`rows() * k()` each).
+    pub fn buffers_mut(&mut self) -> (&mut [NodeId], &mut [f32]) {
+        (self.ids, self.dists)
+    }
+
     /// Row `q`'s buffers.
     pub fn row_mut(&mut self, q: usize) -> (&mut [NodeId], &mut [f32]) {
         let r = q * self.k..(q + 1) * self.k;

@@ -656,6 +656,13 @@ impl GpuContext {
             .map_err(gpu_err("synchronize the stream"))
     }
 
+    /// An identity of the context's stream, for callers that keep device buffers across calls
+    /// and must not use them on another context (the buffers of one context are not valid on
+    /// another's device).
+    pub fn stream_id(&self) -> usize {
+        Arc::as_ptr(&self.stream) as usize
+    }
+
     /// How each kernel module loaded so far reached the GPU.
     pub fn kernel_load_paths(&self) -> Vec<(&'static str, KernelLoadPath)> {
         let mods = self.modules.lock().unwrap_or_else(|p| p.into_inner());

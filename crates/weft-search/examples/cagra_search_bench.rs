@@ -25,8 +25,8 @@
 use std::time::Instant;
 
 use weft_core::{BuildCtx, Dataset, Element, Metric, Neighbors};
-use weft_gpu::cagra_search::{
-    CagraSearchBuffers, CagraSearchConfig, CagraSearchDevice, CagraSearchMode,
+use weft_search::gpu::cagra::{
+    CagraSearchBuffers, CagraSearchParams, CagraSearchDevice, CagraSearchMode,
 };
 use weft_gpu::{
     CagraOptimizer, DeviceFixedGraph, DeviceMatrix, ExactGpu, Gnnd, GnndConfig, GpuContext,
@@ -80,7 +80,7 @@ fn sweep<T: Element>(
     let nq = queries.rows();
     let row_bytes = data.stride() * std::mem::size_of::<T>();
     for &itopk in itopks {
-        let cfg = CagraSearchConfig {
+        let cfg = CagraSearchParams {
             itopk,
             mode: CagraSearchMode::SingleCta,
             ..Default::default()
@@ -176,7 +176,7 @@ fn batch1<T: Element>(
         .map(|q| DeviceMatrix::upload(ctx, queries.view().slice_rows(q..q + 1)?))
         .collect::<weft_core::Result<_>>()?;
     for &itopk in itopks {
-        let cfg = CagraSearchConfig {
+        let cfg = CagraSearchParams {
             itopk,
             mode: CagraSearchMode::MultiCta,
             ..Default::default()

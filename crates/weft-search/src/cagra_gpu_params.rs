@@ -6,11 +6,13 @@ use weft_core::{Error, Params, Result};
 
 /// The largest `itopk` (and so `k`) of the GPU search.
 pub const CAGRA_GPU_MAX_ITOPK: usize = 1024;
+/// The largest `search_width` (parents expanded per iteration) of the GPU search.
+pub const CAGRA_GPU_MAX_SEARCH_WIDTH: usize = 32;
 
 /// How the GPU search (`CagraSearchGpu`, feature `cuda`) spreads queries over thread blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CagraSearchModeParam {
+pub enum CagraSearchMode {
     /// Multi-CTA for batches smaller than twice the GPU's SM count or `itopk > 512`, else
     /// single-CTA. Results of the two modes differ: fix the mode when results must not depend on
     /// the batch size.
@@ -29,9 +31,11 @@ pub struct CagraSearchParams {
     /// Internal list size: at least the search's `k`, at most 1024. The main recall knob, the
     /// counterpart of the beam search's `l`. Default 64.
     pub itopk: usize,
-    /// Parents expanded per iteration (1..=32). Default 1.
+    /// Parents expanded per iteration (1..=[`CAGRA_GPU_MAX_SEARCH_WIDTH`]). Default 1.
     pub search_width: usize,
-    /// Iteration cap; 0 = automatic. Default 0.
+    /// Iteration cap; 0 = automatic (single-CTA `1 + min(ceil(1.1 itopk / w), itopk / w + 10)`,
+    /// multi-CTA 36, at least `min_iterations`). The batches that score the entry points before
+    /// the first expansion are not iterations. Default 0.
     pub max_iterations: usize,
     /// Iterations before a search may stop (one that runs out of parents earlier restarts from
     /// random points). Default 0.
@@ -40,7 +44,7 @@ pub struct CagraSearchParams {
     /// Default 0.
     pub team_size: usize,
     /// Single- or multi-CTA. Default automatic.
-    pub mode: CagraSearchModeParam,
+    pub mode: CagraSearchMode,
     /// Seed of the random starting points. Default 0.
     pub seed: u64,
     /// Only these ids may be returned: a bitset, bit `i % 32` of word `i / 32` set when id `i`
@@ -57,7 +61,7 @@ impl Default for CagraSearchParams {
             max_iterations: 0,
             min_iterations: 0,
             team_size: 0,
-            mode: CagraSearchModeParam::Auto,
+            mode: CagraSearchMode::Auto,
             seed: 0,
             filter: None,
         }
@@ -94,10 +98,13 @@ impl Params for CagraSearchParams {
                 ),
             ));
         }
-        if self.search_width == 0 || self.search_width > 32 {
+        if self.search_width == 0 || self.search_width > CAGRA_GPU_MAX_SEARCH_WIDTH {
             return Err(Error::invalid_param(
                 "search_width",
-                format!("{} must be between 1 and 32", self.search_width),
+                format!(
+                    "{} must be between 1 and {CAGRA_GPU_MAX_SEARCH_WIDTH}",
+                    self.search_width
+                ),
             ));
         }
         if !matches!(self.team_size, 0 | 2 | 4 | 8 | 16 | 32) {

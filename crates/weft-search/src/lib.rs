@@ -9,9 +9,10 @@
 //! - [`GgnnSearch`]: the GGNN query (bounded best list, priority queue and visited ring, tau
 //!   slack stop rule) on the CPU over any [`weft_core::GraphView`] (name `ggnn`).
 //! - `CagraSearchGpu` (feature `cuda`): the CAGRA-style search on the GPU (name `cagra_gpu`)
-//!   over any [`weft_core::FixedDegreeGraph`], with [`CagraSearchParams`].
+//!   over any [`weft_core::FixedDegreeGraph`], with [`CagraSearchParams`]; `CagraSearchSession`
+//!   keeps data and graph on the device (module `gpu`, kernels in `kernels/cagra_search/`).
 //! - `GgnnSearchGpu` (feature `cuda`): the GGNN query on the GPU (name `ggnn_gpu`), one
-//!   thread block per query, with [`GgnnSearchParams`].
+//!   thread block per query, with [`GgnnSearchParams`]; `GgnnSearchSession` likewise.
 //! - [`medoid`]: an approximate medoid (seeded sample), the usual search entry point.
 //! - [`EntryLayer`]: a small navigable graph over many entry points, searched per query by
 //!   [`BeamSearch`] in place of scoring every entry point ([`entry_layer`]).
@@ -25,17 +26,17 @@ pub mod entry_layer;
 mod exact;
 mod ggnn;
 #[cfg(feature = "cuda")]
-mod ggnn_gpu;
-#[cfg(feature = "cuda")]
-mod gpu;
+pub mod gpu;
 
 pub use beam::{BeamSearch, BeamSearchParams, EntryPoints};
-pub use cagra_gpu_params::{CAGRA_GPU_MAX_ITOPK, CagraSearchModeParam, CagraSearchParams};
+pub use cagra_gpu_params::{
+    CAGRA_GPU_MAX_ITOPK, CAGRA_GPU_MAX_SEARCH_WIDTH, CagraSearchMode, CagraSearchParams,
+};
 pub use entry::medoid;
 pub use entry_layer::{EntryLayer, EntryLayerParams};
 pub use exact::ExactSearcher;
 pub use ggnn::{GgnnSearch, GgnnSearchParams};
 #[cfg(feature = "cuda")]
-pub use ggnn_gpu::GgnnSearchGpu;
+pub use gpu::cagra::{CagraSearchDevice, CagraSearchGpu, CagraSearchSession};
 #[cfg(feature = "cuda")]
-pub use gpu::CagraSearchGpu;
+pub use gpu::ggnn::{GgnnSearchDevice, GgnnSearchGpu, GgnnSearchSession};

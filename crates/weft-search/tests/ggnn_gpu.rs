@@ -22,7 +22,7 @@ use weft_core::{
     Dataset, Element, Error, FixedDegreeGraph, GraphView, INVALID, Metric, Neighbors, NodeId,
 };
 use weft_gpu::GpuContext;
-use weft_gpu::ggnn_search::{GgnnSearchBuffers, GgnnSearchConfig, GgnnSearchDevice};
+use weft_search::gpu::ggnn::{GgnnSearchBuffers, GgnnSearchConfig, GgnnSearchDevice};
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceFixedGraph, DeviceMatrix};
 use weft_search::{GgnnSearch, GgnnSearchGpu, GgnnSearchParams};

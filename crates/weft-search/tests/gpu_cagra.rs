@@ -9,7 +9,7 @@ use weft_core::{Error, FixedDegreeGraph, INVALID, Metric, Neighbors, Searcher};
 use weft_gpu::GpuContext;
 use weft_gpu::testing::gpu_or_skip;
 use weft_search::{
-    BeamSearch, BeamSearchParams, CagraSearchGpu, CagraSearchModeParam, CagraSearchParams,
+    BeamSearch, BeamSearchParams, CagraSearchGpu, CagraSearchMode, CagraSearchParams,
 };
 use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
@@ -24,14 +24,14 @@ const RECALL_TOLERANCE: f64 = 0.02;
 
 fn single(itopk: usize) -> CagraSearchParams {
     CagraSearchParams {
-        mode: CagraSearchModeParam::SingleCta,
+        mode: CagraSearchMode::SingleCta,
         ..CagraSearchParams::with_itopk(itopk)
     }
 }
 
 fn multi(itopk: usize) -> CagraSearchParams {
     CagraSearchParams {
-        mode: CagraSearchModeParam::MultiCta,
+        mode: CagraSearchMode::MultiCta,
         ..CagraSearchParams::with_itopk(itopk)
     }
 }

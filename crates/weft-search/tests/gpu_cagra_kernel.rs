@@ -6,14 +6,15 @@
 
 use proptest::prelude::*;
 use weft_core::{BuildCtx, Dataset, DatasetView, Error, FixedDegreeGraph, INVALID, Metric, NodeId};
-use weft_gpu::cagra_search::{
-    CagraSearchConfig, CagraSearchDevice, CagraSearchMode, auto_team_size, plan, plan_with_entries,
+use weft_search::gpu::cagra::{
+    CagraSearchParams, CagraSearchDevice, CagraSearchMode, auto_team_size, plan, plan_with_entries,
 };
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{CagraOptimizer, DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_cagra::CagraOptimizer;
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
 
-fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchConfig {
-    CagraSearchConfig {
+fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchParams {
+    CagraSearchParams {
         itopk,
         mode,
         ..Default::default()
@@ -105,7 +106,7 @@ fn cagra_search_plan_rules() {
     }
     // Bad parameters.
     let bad =
-        |c: CagraSearchConfig, k: usize| plan(132, 1000, 16, 4, 32, 100, k, &c, false).unwrap_err();
+        |c: CagraSearchParams, k: usize| plan(132, 1000, 16, 4, 32, 100, k, &c, false).unwrap_err();
     assert!(matches!(
         bad(cfg(8, CagraSearchMode::Auto), 10),
         Error::InvalidParams { .. }
@@ -116,7 +117,7 @@ fn cagra_search_plan_rules() {
     ));
     assert!(matches!(
         bad(
-            CagraSearchConfig {
+            CagraSearchParams {
                 search_width: 0,
                 ..Default::default()
             },
@@ -126,7 +127,7 @@ fn cagra_search_plan_rules() {
     ));
     assert!(matches!(
         bad(
-            CagraSearchConfig {
+            CagraSearchParams {
                 team_size: 3,
                 ..Default::default()
             },
@@ -136,7 +137,7 @@ fn cagra_search_plan_rules() {
     ));
     assert!(matches!(
         bad(
-            CagraSearchConfig {
+            CagraSearchParams {
                 search_width: 33,
                 ..Default::default()
             },
@@ -146,7 +147,7 @@ fn cagra_search_plan_rules() {
     ));
     assert!(matches!(
         bad(
-            CagraSearchConfig {
+            CagraSearchParams {
                 max_iterations: 3,
                 min_iterations: 4,
                 ..Default::default()
@@ -165,7 +166,7 @@ fn cagra_search_plan_rules() {
             32,
             100,
             10,
-            &CagraSearchConfig::default(),
+            &CagraSearchParams::default(),
             false
         ),
         Err(Error::InvalidParams { .. })
@@ -314,7 +315,7 @@ proptest! {
             return Ok(());
         };
         let mode = if multi { CagraSearchMode::MultiCta } else { CagraSearchMode::SingleCta };
-        let c = CagraSearchConfig {
+        let c = CagraSearchParams {
             itopk,
             search_width: width,
             mode,
@@ -434,7 +435,7 @@ fn cagra_search_entry_points_reach_every_cluster() {
         .search(base.view(), queries.view(), Metric::L2Squared, k)
         .unwrap();
     for mode in [CagraSearchMode::SingleCta, CagraSearchMode::MultiCta] {
-        let c = CagraSearchConfig {
+        let c = CagraSearchParams {
             itopk: 64,
             search_width: 4,
             mode,

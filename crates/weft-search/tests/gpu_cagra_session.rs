@@ -2,14 +2,15 @@
 //! same results as one-shot searches, and a steady state allocates no device memory.
 
 use weft_core::{BuildCtx, Dataset, INVALID, Metric};
-use weft_gpu::cagra_search::{
-    CagraSearchBuffers, CagraSearchConfig, CagraSearchDevice, CagraSearchMode, CagraSearchSession,
+use weft_search::gpu::cagra::{
+    CagraSearchBuffers, CagraSearchParams, CagraSearchDevice, CagraSearchMode, CagraSearchSession,
 };
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{CagraOptimizer, DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_cagra::CagraOptimizer;
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
 
-fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchConfig {
-    CagraSearchConfig {
+fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchParams {
+    CagraSearchParams {
         itopk,
         mode,
         ..Default::default()
@@ -20,7 +21,7 @@ fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchConfig {
 type Call<'a> = (
     usize,
     usize,
-    &'a CagraSearchConfig,
+    &'a CagraSearchParams,
     Option<&'a [u32]>,
     &'a [u32],
 );

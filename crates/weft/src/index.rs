@@ -79,7 +79,7 @@ pub struct GpuSearchOptions {
     /// Threads per distance (0: from the dimension).
     pub team_size: usize,
     /// Single- or multi-CTA (default automatic).
-    pub mode: weft_search::CagraSearchModeParam,
+    pub mode: weft_search::CagraSearchMode,
     /// Iteration cap (0: automatic; for the GGNN search its default of 400 expansions).
     pub max_iterations: usize,
     /// Slack `tau` of the GGNN search (hierarchical graphs; finite, `>= 0`).
@@ -92,7 +92,7 @@ impl Default for GpuSearchOptions {
             itopk: None,
             search_width: 1,
             team_size: 0,
-            mode: weft_search::CagraSearchModeParam::Auto,
+            mode: weft_search::CagraSearchMode::Auto,
             max_iterations: 0,
             tau: weft_search::GgnnSearchParams::default().tau,
         }
@@ -313,8 +313,8 @@ struct HugePageCopies {
 
 /// The GPU state an [`Index`] keeps between searches: nothing before the first GPU search, then
 /// either the probe's error (no usable GPU; not probed again) or a
-/// `weft_gpu::cagra_search::CagraSearchSession` of the data's element type (for a
-/// hierarchical graph: a `weft_gpu::GgnnSearchSession`). Searches through it
+/// `weft_search::CagraSearchSession` of the data's element type (for a hierarchical graph: a
+/// `weft_search::GgnnSearchSession`). Searches through it
 /// take turns.
 #[cfg(feature = "cuda")]
 #[derive(Default)]
@@ -911,7 +911,7 @@ impl Index {
         #[cfg(feature = "cuda")]
         {
             use weft_core::{FixedDegreeGraph, Params as _};
-            use weft_gpu::cagra_search::CagraSearchSession;
+            use weft_search::CagraSearchSession;
             if let StoredGraph::Hier(hier) = &self.graph {
                 return self.search_gpu_hier(hier, data, queries, params, required, out);
             }
@@ -966,15 +966,7 @@ impl Index {
                     };
                     CagraSearchSession::new(ctx, data, graph)
                 },
-                |session| {
-                    session.search(
-                        queries,
-                        self.metric(),
-                        k,
-                        &weft_search::CagraSearchGpu::device_config(&p),
-                        None,
-                    )
-                },
+                |session, out| session.search_into(queries, self.metric(), &p, out),
             )
         }
         #[cfg(not(feature = "cuda"))]
@@ -993,7 +985,7 @@ impl Index {
     /// hierarchy's entry points: spread over the data for a graph built now), the parameters of `weft_search::GgnnSearchGpu`: the beam width as its
     /// queue size, `params.gpu.tau` as its slack and `params.gpu.max_iterations` (0: 400) as its
     /// expansion cap. The first search uploads the data and the base layer into a
-    /// `weft_gpu::GgnnSearchSession` kept in the index's GPU cache; later ones upload only their
+    /// `weft_search::GgnnSearchSession` kept in the index's GPU cache; later ones upload only their
     /// queries. `None` when no GPU is usable and the backend is automatic.
     #[cfg(feature = "cuda")]
     fn search_gpu_hier<T: Element>(
@@ -1019,24 +1011,28 @@ impl Index {
             ..defaults
         };
         p.validate(data.rows(), data.dim())?;
-        let k = out.k();
-        self.search_resident_session::<T, weft_gpu::GgnnSearchSession<T>>(
+        self.search_resident_session::<T, weft_search::GgnnSearchSession<T>>(
             required,
             None,
             out,
             |ctx| {
                 data.check_finite()?;
-                weft_gpu::GgnnSearchSession::new(ctx, data, hier.base(), hier.entry_points())
+                weft_search::GgnnSearchSession::new(ctx, data, hier.base(), hier.entry_points())
             },
-            |session| {
-                let cfg = weft_search::GgnnSearchGpu::new(session.context()).device_config(&p);
-                session.search(queries, self.metric(), k, &cfg)
+            |session, out| {
+                session.search_into(
+                    queries,
+                    self.metric(),
+                    &p,
+                    &weft_search::gpu::ggnn::GgnnGpuOptions::default(),
+                    out,
+                )
             },
         )
     }
 
     /// Runs `search` on the resident GPU search session of type `S` kept in the index's GPU
-    /// cache (held for the whole call: searches take turns) and copies its neighbours into
+    /// cache (held for the whole call: searches take turns); it writes its neighbours into
     /// `out`. The first call probes the GPU and, when there is one, makes the session with
     /// `new_session`; its errors (e.g. out of device memory) are returned, not cached, while a
     /// failed probe is cached. `spread_seed` is the seed of the spread entry points
@@ -1051,7 +1047,7 @@ impl Index {
         spread_seed: Option<u64>,
         out: &mut NeighborsMut<'_>,
         new_session: impl FnOnce(weft_gpu::GpuContext) -> Result<S>,
-        search: impl FnOnce(&mut S) -> Result<(Neighbors, SearchStats)>,
+        search: impl FnOnce(&mut S, NeighborsMut<'_>) -> Result<SearchStats>,
     ) -> Result<Option<SearchStats>> {
         // A search that panicked midway leaves nothing worth keeping: start again.
         let mut cache = self.gpu.0.lock().unwrap_or_else(|poisoned| {
@@ -1084,9 +1080,7 @@ impl Index {
                 T::DTYPE
             )));
         };
-        let (nb, stats) = search(session)?;
-        out.copy_from(&nb)?;
-        Ok(Some(stats))
+        search(session, out.reborrow()).map(Some)
     }
 
     /// Saves the index into folder `dir` (created if needed): `graph.wgraph` and the vectors in

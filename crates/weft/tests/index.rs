@@ -223,7 +223,7 @@ fn index_is_send_and_sync() {
 #[test]
 fn index_gpu_search_is_repeatable() {
     use weft::index::SearchBackend;
-    use weft::search::CagraSearchModeParam;
+    use weft::search::CagraSearchMode;
     if weft::gpu::testing::gpu_or_skip("index_gpu_search_is_repeatable").is_none() {
         return;
     }
@@ -240,7 +240,7 @@ fn index_gpu_search_is_repeatable() {
     let mut params = SearchParams::with_beam_width(64);
     params.backend = SearchBackend::Gpu;
     // Single-CTA: deterministic and independent of the batch.
-    params.gpu.mode = CagraSearchModeParam::SingleCta;
+    params.gpu.mode = CagraSearchMode::SingleCta;
     let a = index.search(queries.view(), 10, &params).unwrap();
     assert_eq!(a.backend, "gpu");
     let b = index.search(queries.view(), 10, &params).unwrap();

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use weft::graph::storage::{self, GraphKind, LoadOptions};
 use weft::index::{EntrySource, GpuSearchOptions, SearchBackend, SearchEntryPoints};
 use weft::io::{Format, IdMatrix};
-use weft::search::CagraSearchModeParam;
+use weft::search::CagraSearchMode;
 use weft::{Index, SearchParams};
 
 use super::{
@@ -70,15 +70,21 @@ pub enum BackendArg {
     Gpu,
 }
 
-/// Single- or multi-CTA GPU search.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModeArg {
-    /// Multi-CTA for small batches (below twice the SM count) or itopk > 512.
-    Auto,
-    /// One thread block per query (deterministic, independent of the batch).
-    SingleCta,
-    /// Several thread blocks per query (small batches, large itopk).
-    MultiCta,
+/// `--mode`'s values, parsed straight into the search's own [`CagraSearchMode`].
+fn mode_parser() -> impl clap::builder::TypedValueParser<Value = CagraSearchMode> {
+    clap::builder::PossibleValuesParser::new([
+        clap::builder::PossibleValue::new("auto")
+            .help("multi-CTA for small batches (below twice the SM count) or itopk > 512"),
+        clap::builder::PossibleValue::new("single-cta")
+            .help("one thread block per query (deterministic, independent of the batch)"),
+        clap::builder::PossibleValue::new("multi-cta")
+            .help("several thread blocks per query (small batches, large itopk)"),
+    ])
+    .map(|s| match s.as_str() {
+        "single-cta" => CagraSearchMode::SingleCta,
+        "multi-cta" => CagraSearchMode::MultiCta,
+        _ => CagraSearchMode::Auto,
+    })
 }
 
 /// The search backend and the GPU search's options (`weft search`, `weft eval`).
@@ -103,8 +109,8 @@ pub struct GpuArgs {
     #[arg(long, default_value_t = 0)]
     pub team_size: usize,
     /// GPU: single- or multi-CTA.
-    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
-    pub mode: ModeArg,
+    #[arg(long, default_value = "auto", value_parser = mode_parser())]
+    pub mode: CagraSearchMode,
     /// GPU: iteration cap (0 = automatic).
     #[arg(long, default_value_t = 0)]
     pub max_iterations: usize,
@@ -134,11 +140,7 @@ impl GpuArgs {
             itopk: self.itopk,
             search_width: self.search_width,
             team_size: self.team_size,
-            mode: match self.mode {
-                ModeArg::Auto => CagraSearchModeParam::Auto,
-                ModeArg::SingleCta => CagraSearchModeParam::SingleCta,
-                ModeArg::MultiCta => CagraSearchModeParam::MultiCta,
-            },
+            mode: self.mode,
             max_iterations: self.max_iterations,
             tau: self.tau,
         };

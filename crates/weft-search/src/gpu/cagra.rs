@@ -1,8 +1,8 @@
 //! CAGRA-style graph search on the GPU: [`CagraSearchDevice`].
 //!
 //! It searches a graph of fixed out-degree ([`FixedDegreeGraph`] on the host or
-//! [`DeviceFixedGraph`] on the device, e.g. from [`crate::CagraOptimizer`]) with the kernels of
-//! `kernels/cagra_search/`: per query an internal top-`itopk` list sorted by distance, a candidate
+//! [`DeviceFixedGraph`] on the device, e.g. from weft-cagra's GPU optimiser) with the kernels
+//! of this crate's `kernels/cagra_search/`: per query an internal top-`itopk` list sorted by distance, a candidate
 //! buffer of `search_width * degree` entries, parent selection of the first `search_width`
 //! entries not yet expanded, distances by teams of threads with 16-byte loads, a bitonic sort of
 //! the candidates and a merge into the list, a visited hash table (in shared memory and cleared
@@ -19,31 +19,32 @@
 //!   batches. Which block reaches a vertex first depends on timing, so results may differ
 //!   slightly between runs.
 //!
+//! The parameters are the crate's [`CagraSearchParams`] (the filter included).
 //! [`CagraSearchMode::Auto`] picks multi-CTA when the batch is smaller than twice the number of
 //! SMs or `itopk > 512`. A filter (a bitset of allowed ids) keeps a second result list of
 //! allowed points only: filtered-out points are traversed (so the search still reaches the
 //! allowed points near the query) but never returned.
 
-use cudarc::driver::PushKernelArg;
 use weft_core::{
-    DatasetView, Element, Error, FixedDegreeGraph, GraphView, Metric, Neighbors, NodeId, Result,
-    SearchStats,
+    DatasetView, Element, Error, FixedDegreeGraph, GraphView, Metric, Neighbors, NeighborsMut,
+    NodeId, Params, Result, SearchStats, Searcher,
 };
+use weft_gpu::launch::{need, u32_of};
+use weft_gpu::matrix::padded_stride;
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
 
-use crate::cagra::DeviceFixedGraph;
-use crate::context::GpuContext;
-use crate::launch::{cfg as launch_cfg, launch, need, u32_of};
-use crate::matrix::DeviceMatrix;
-use crate::search_common::{
-    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_query_dim,
-    download_results, download_stats, fmt_session, grow_bytes, take_grown,
+use super::common::{
+    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
+    check_query_dim, download_results, download_stats, fmt_session, grow_bytes, take_grown,
     upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
 };
+use super::kernels::cagra_search as kernels;
+use crate::cagra_gpu_params::{
+    CAGRA_GPU_MAX_ITOPK as MAX_ITOPK, CAGRA_GPU_MAX_SEARCH_WIDTH as MAX_SEARCH_WIDTH,
+    CagraSearchMode, CagraSearchParams,
+};
+use crate::check::check_search_inputs;
 
-/// The largest internal list (`itopk`), and so the largest `k`.
-pub const MAX_ITOPK: usize = 1024;
-/// The largest `search_width` (parents per iteration).
-pub const MAX_SEARCH_WIDTH: usize = 32;
 /// The largest candidate buffer (`search_width * degree`).
 pub const MAX_CANDIDATES: usize = 1024;
 /// Entries of each block's list in multi-CTA mode.
@@ -57,64 +58,15 @@ const SMEM_LIMIT: usize = 48 * 1024;
 /// The largest multi-CTA merge buffer (pairs).
 const MERGE_SLOTS_MAX: usize = 4096;
 
-/// How the queries are spread over blocks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum CagraSearchMode {
-    /// Multi-CTA for batches smaller than twice the SM count or `itopk > 512`, else single-CTA.
-    #[default]
-    Auto,
-    /// One block per query.
-    SingleCta,
-    /// Several blocks per query sharing a visited table.
-    MultiCta,
-}
-
-/// Search parameters (see the module documentation).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CagraSearchConfig {
-    /// Internal list length (at least k, at most [`MAX_ITOPK`]). Default 64.
-    pub itopk: usize,
-    /// Parents expanded per iteration (1..=[`MAX_SEARCH_WIDTH`]). Default 1.
-    pub search_width: usize,
-    /// Iteration cap; 0 = automatic (single-CTA `1 + min(ceil(1.1 itopk / w), itopk / w + 10)`,
-    /// multi-CTA 36, at least `min_iterations`). The batches that score the entry points before
-    /// the first expansion are not iterations. Default 0.
-    pub max_iterations: usize,
-    /// Iterations before the search may stop; a search that runs out of parents earlier
-    /// restarts from random points. Default 0.
-    pub min_iterations: usize,
-    /// Threads per distance (2, 4, 8, 16 or 32); 0 = automatic from the row size
-    /// ([`auto_team_size`]). Default 0.
-    pub team_size: usize,
-    /// Single- or multi-CTA. Default automatic.
-    pub mode: CagraSearchMode,
-    /// Seed of the random starting points. Default 0.
-    pub seed: u64,
-}
-
-impl Default for CagraSearchConfig {
-    fn default() -> Self {
-        CagraSearchConfig {
-            itopk: 64,
-            search_width: 1,
-            max_iterations: 0,
-            min_iterations: 0,
-            team_size: 0,
-            mode: CagraSearchMode::Auto,
-            seed: 0,
-        }
-    }
-}
-
 /// The automatic team size for rows of `dim` elements of `elem_bytes` bytes: one lane per four
 /// 16-byte loads of the padded row, rounded up to a power of two, between 4 and 32 (8 for 128
 /// f32, 32 for 960 f32, 4 for 128 f16).
 pub fn auto_team_size(dim: usize, elem_bytes: usize) -> usize {
-    let vecs = crate::matrix::padded_stride(dim) * elem_bytes / 16;
+    let vecs = padded_stride(dim) * elem_bytes / 16;
     vecs.div_ceil(4).next_power_of_two().clamp(4, 32)
 }
 
-/// The launch plan of one search, resolved from a [`CagraSearchConfig`] and the shapes.
+/// The launch plan of one search, resolved from a [`CagraSearchParams`] and the shapes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CagraSearchPlan {
     /// The mode used (never `Auto`).
@@ -194,7 +146,7 @@ impl<'c> CagraSearchDevice<'c> {
         self
     }
 
-    /// Checks `cfg` for `n` points of `dim` elements of `elem_bytes` bytes, a graph of `degree`,
+    /// Checks `params` for `n` points of `dim` elements of `elem_bytes` bytes, a graph of `degree`,
     /// `nq` queries and `k` results, and resolves the launch plan.
     #[allow(clippy::too_many_arguments)]
     pub fn plan(
@@ -205,7 +157,7 @@ impl<'c> CagraSearchDevice<'c> {
         degree: usize,
         nq: usize,
         k: usize,
-        cfg: &CagraSearchConfig,
+        params: &CagraSearchParams,
         filtered: bool,
     ) -> Result<CagraSearchPlan> {
         plan(
@@ -216,15 +168,14 @@ impl<'c> CagraSearchDevice<'c> {
             degree,
             nq,
             k,
-            cfg,
+            params,
             filtered,
         )
     }
 
     /// Searches host data through a host graph (all its entry points, when it has some, start
-    /// the search besides the random points). `filter`: a bitset of allowed ids (see
-    /// [`CagraSearchDevice::search_device`]).
-    #[allow(clippy::too_many_arguments)]
+    /// the search besides the random points), with `params.filter` if any (see
+    /// [`CagraSearchDevice::search_device`]); `k` results per query.
     pub fn search<T: Element>(
         &self,
         data: DatasetView<'_, T>,
@@ -232,10 +183,30 @@ impl<'c> CagraSearchDevice<'c> {
         queries: DatasetView<'_, T>,
         metric: Metric,
         k: usize,
-        cfg: &CagraSearchConfig,
-        filter: Option<&[u32]>,
+        params: &CagraSearchParams,
     ) -> Result<(Neighbors, SearchStats)> {
+        let mut out = Neighbors::new(queries.rows(), k.max(1));
+        if k == 0 {
+            return Err(Error::invalid_param("k", "k must be at least 1"));
+        }
+        let stats = self.search_into(data, graph, queries, metric, params, out.as_mut())?;
+        Ok((out, stats))
+    }
+
+    /// [`CagraSearchDevice::search`] into the caller's buffers (`out.k()` results for each of
+    /// the `out.rows()` queries).
+    pub fn search_into<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        graph: &FixedDegreeGraph,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &CagraSearchParams,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        let filter = params.filter.as_deref();
         check_host_shapes(data, graph, queries)?;
+        check_out_rows(&out, queries.rows())?;
         // Check everything that needs no device memory before uploading.
         self.plan(
             data.rows(),
@@ -243,20 +214,24 @@ impl<'c> CagraSearchDevice<'c> {
             std::mem::size_of::<T>(),
             graph.degree(),
             queries.rows(),
-            k,
-            cfg,
+            out.k(),
+            params,
             filter.is_some(),
         )?;
         check_filter(filter, data.rows())?;
+        if queries.rows() == 0 {
+            return Ok(SearchStats::default());
+        }
         let (d, q, g) = upload_search(self.ctx, data, graph, queries, 0, self.budget)?;
-        self.search_device(&d, &g, &q, metric, k, cfg, graph.entry_points(), filter)
+        let mut bufs = CagraSearchBuffers::default();
+        self.search_device_with(&mut bufs, &d, &g, &q, metric, params, graph.entry_points(), out)
     }
 
     /// Searches data already on the device through a device graph; the results come back to
     /// the host. `entries`: vertices every query starts from besides the random ones (may be
     /// empty; any number, all scored before the first expansion in batches of the candidate
-    /// buffer's size that do not count towards `max_iterations`). `filter`: a bitset of allowed
-    /// ids, bit `i % 32` of word `i / 32` set when id `i` may be returned (at least
+    /// buffer's size that do not count towards `max_iterations`). `params.filter`: a bitset of
+    /// allowed ids, bit `i % 32` of word `i / 32` set when id `i` may be returned (at least
     /// `ceil(n / 32)` words). Allocates its work buffers for this call only; repeated searches
     /// should keep a [`CagraSearchBuffers`] and call [`CagraSearchDevice::search_device_with`].
     #[allow(clippy::too_many_arguments)]
@@ -267,20 +242,32 @@ impl<'c> CagraSearchDevice<'c> {
         queries: &DeviceMatrix<T>,
         metric: Metric,
         k: usize,
-        cfg: &CagraSearchConfig,
+        params: &CagraSearchParams,
         entries: &[NodeId],
-        filter: Option<&[u32]>,
     ) -> Result<(Neighbors, SearchStats)> {
         let mut bufs = CagraSearchBuffers::default();
-        self.search_device_with(
-            &mut bufs, data, graph, queries, metric, k, cfg, entries, filter,
-        )
+        let mut out = Neighbors::new(queries.rows(), k.max(1));
+        if k == 0 {
+            return Err(Error::invalid_param("k", "k must be at least 1"));
+        }
+        let stats = self.search_device_with(
+            &mut bufs,
+            data,
+            graph,
+            queries,
+            metric,
+            params,
+            entries,
+            out.as_mut(),
+        )?;
+        Ok((out, stats))
     }
 
-    /// [`CagraSearchDevice::search_device`] with work buffers (visited tables, partial and final
-    /// results, filter, entry points, counters) kept in `bufs` across calls: they grow when a
-    /// call needs more (checked against the budget first) and are never shrunk, so repeated
-    /// calls of the same or smaller batches allocate no device memory.
+    /// [`CagraSearchDevice::search_device`] into the caller's buffers (`out.k()` results for
+    /// each query), with work buffers (visited tables, partial and final results, filter, entry
+    /// points, counters) kept in `bufs` across calls: they grow when a call needs more (checked
+    /// against the budget first) and are never shrunk, so repeated calls of the same or smaller
+    /// batches allocate no device memory.
     #[allow(clippy::too_many_arguments)]
     pub fn search_device_with<T: Element>(
         &self,
@@ -289,15 +276,17 @@ impl<'c> CagraSearchDevice<'c> {
         graph: &DeviceFixedGraph,
         queries: &DeviceMatrix<T>,
         metric: Metric,
-        k: usize,
-        cfg: &CagraSearchConfig,
+        params: &CagraSearchParams,
         entries: &[NodeId],
-        filter: Option<&[u32]>,
-    ) -> Result<(Neighbors, SearchStats)> {
+        mut out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
         let ctx = self.ctx;
+        let filter = params.filter.as_deref();
         let n = data.rows();
         check_device_shapes(data, graph, queries)?;
         let nq = queries.rows();
+        check_out_rows(&out, nq)?;
+        let k = out.k();
         let p = plan_with_entries(
             ctx.info().sm_count as usize,
             n,
@@ -306,15 +295,14 @@ impl<'c> CagraSearchDevice<'c> {
             graph.degree(),
             nq,
             k,
-            cfg,
+            params,
             filter.is_some(),
             entries.len(),
         )?;
         check_filter(filter, n)?;
         check_entries(entries, n)?;
-        let mut out = Neighbors::new(nq, k);
         if nq == 0 {
-            return Ok((out, SearchStats::default()));
+            return Ok(SearchStats::default());
         }
         let sms = ctx.info().sm_count as usize;
         let multi = p.mode == CagraSearchMode::MultiCta;
@@ -360,16 +348,9 @@ impl<'c> CagraSearchDevice<'c> {
         let mut entry_buf = take_grown(ctx, &mut bufs.entries, entries.len(), allocs)?;
         let mut counters = take_grown(ctx, &mut bufs.counters, 2, allocs)?;
         // The buffers go back to `bufs` whatever happens below.
-        let result = (|| -> Result<(Neighbors, SearchStats)> {
+        let result = (|| -> Result<SearchStats> {
             if let Some(f) = filter {
-                ctx.stream()
-                    .memcpy_htod(
-                        &f[..filter_words],
-                        &mut filter_buf.slice_mut(0..filter_words),
-                    )
-                    .map_err(|e| {
-                        Error::Gpu(format!("copy the search filter to the device: {e}"))
-                    })?;
+                ctx.copy_to_device(&f[..filter_words], &mut filter_buf.slice_mut(0..filter_words))?;
             }
             upload_entries_zero_counters(ctx, entries, &mut entry_buf, &mut counters)?;
 
@@ -380,14 +361,12 @@ impl<'c> CagraSearchDevice<'c> {
             let itopk = p.list_len as u32;
             let width = p.width as u32;
             let max_iter = p.max_iterations as u32;
-            let min_iter = u32_of(cfg.min_iterations, "min_iterations")?;
+            let min_iter = u32_of(params.min_iterations, "min_iterations")?;
             let team = p.team_size as u32;
             let n_entries = u32_of(entries.len(), "entry points")?;
             let has_filter = filter.is_some() as u32;
             let cand_cap = p.candidates as u32;
             let ncta = p.ctas_per_query as u32;
-            let name = format!("cagra_search_{}", T::DTYPE.name());
-            let f = ctx.function("cagra_search", &name)?;
             need(graph.ids().len(), n as u64 * degree as u64, "graph ids")?;
 
             let mut start = 0usize;
@@ -396,86 +375,87 @@ impl<'c> CagraSearchDevice<'c> {
                 let cnt32 = cnt as u32;
                 if p.table_mode == 2 {
                     let len = (cnt * hsize) as u64;
-                    let fill = ctx.function("cagra_search", "cagra_search_fill")?;
-                    let mut a = ctx.stream().launch_builder(&fill);
-                    a.arg(&mut gtable).arg(&len);
+                    need(gtable.len(), len, "visited tables")?;
                     let blocks = (len.div_ceil(256)).min(8192) as u32;
-                    launch(
+                    kernels::cagra_search_fill(
                         ctx,
-                        "cagra_search_fill",
-                        a,
-                        launch_cfg((blocks, 1, 1), 256, 0),
+                        Launch::blocks(blocks, 256),
+                        &kernels::CagraSearchFillArgs {
+                            p: gtable.output(),
+                            len,
+                        },
                     )?;
                 }
                 let qv = queries.rows_view(start, start + cnt)?;
                 let dv = data.rows_view(0, n)?;
                 let out_len = if multi { p.list_len as u32 } else { k as u32 };
                 let grid = ((cnt * p.ctas_per_query).min(grid_cap)).max(1) as u32;
-                {
-                    let mut a = ctx.stream().launch_builder(&f);
-                    a.arg(&dv)
-                        .arg(&n32)
-                        .arg(&stride)
-                        .arg(graph.ids())
-                        .arg(&degree)
-                        .arg(&qv)
-                        .arg(&cnt32)
-                        .arg(&metric_code)
-                        .arg(&itopk)
-                        .arg(&width)
-                        .arg(&max_iter)
-                        .arg(&min_iter)
-                        .arg(&team)
-                        .arg(&cfg.seed)
-                        .arg(&entry_buf)
-                        .arg(&n_entries)
-                        .arg(&filter_buf)
-                        .arg(&has_filter)
-                        .arg(&cand_cap)
-                        .arg(&p.hash_bits)
-                        .arg(&p.table_mode)
-                        .arg(&mut gtable)
-                        .arg(&ncta)
-                        .arg(&out_len)
-                        .arg(&mut part_ids)
-                        .arg(&mut part_d)
-                        .arg(&mut counters);
-                    launch(
-                        ctx,
-                        &name,
-                        a,
-                        launch_cfg((grid, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
-                    )?;
-                }
+                need(
+                    part_ids.len().min(part_d.len()),
+                    cnt as u64 * if multi { p.ctas_per_query * p.list_len } else { k } as u64,
+                    "search results",
+                )?;
+                kernels::cagra_search(
+                    ctx,
+                    T::DTYPE,
+                    Launch::new((grid, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
+                    &kernels::CagraSearchArgs {
+                        data: dv.input(),
+                        n: n32,
+                        stride,
+                        graph: graph.ids().input(),
+                        degree,
+                        queries: qv.input(),
+                        nq: cnt32,
+                        metric: metric_code,
+                        itopk,
+                        width,
+                        max_iter,
+                        min_iter,
+                        team,
+                        seed: params.seed,
+                        entries: entry_buf.input(),
+                        n_entries,
+                        filter: filter_buf.input(),
+                        has_filter,
+                        cand_cap,
+                        hash_bits: p.hash_bits,
+                        table_mode: p.table_mode,
+                        gtable: gtable.output(),
+                        num_cta: ncta,
+                        out_len,
+                        out_ids: part_ids.output(),
+                        out_d: part_d.output(),
+                        counters: counters.output(),
+                    },
+                )?;
                 let (src_ids, src_d) = if multi {
                     let parts = p.ctas_per_query as u32;
                     let len = p.list_len as u32;
                     let slots = (parts * len).next_power_of_two();
-                    let k32 = k as u32;
-                    let mf = ctx.function("cagra_search", "cagra_search_merge")?;
-                    let mut a = ctx.stream().launch_builder(&mf);
-                    a.arg(&part_ids)
-                        .arg(&part_d)
-                        .arg(&parts)
-                        .arg(&len)
-                        .arg(&slots)
-                        .arg(&k32)
-                        .arg(&mut fin_ids)
-                        .arg(&mut fin_d);
-                    launch(
+                    need(fin_ids.len().min(fin_d.len()), cnt as u64 * k as u64, "merged results")?;
+                    kernels::cagra_search_merge(
                         ctx,
-                        "cagra_search_merge",
-                        a,
-                        launch_cfg((cnt32, 1, 1), 256, slots * 8),
+                        Launch::new((cnt32, 1, 1), 256, slots * 8),
+                        &kernels::CagraSearchMergeArgs {
+                            in_ids: part_ids.input(),
+                            in_d: part_d.input(),
+                            parts,
+                            len,
+                            slots,
+                            k: k as u32,
+                            out_ids: fin_ids.output(),
+                            out_d: fin_d.output(),
+                        },
                     )?;
                     (&fin_ids, &fin_d)
                 } else {
                     (&part_ids, &part_d)
                 };
-                download_results(ctx, src_ids, src_d, &mut out, start, cnt, k)?;
+                download_results(ctx, src_ids, src_d, &mut out, start, cnt)?;
                 start += cnt;
             }
-            Ok((out, download_stats(ctx, &counters, nq)?))
+            download_stats(ctx, &counters, nq)
         })();
         bufs.gtable = Some(gtable);
         bufs.part_ids = Some(part_ids);
@@ -582,32 +562,51 @@ impl<T: Element> CagraSearchSession<T> {
         &self.bufs
     }
 
-    /// Searches host queries: they are copied into the session's query buffer (grown when the
-    /// batch is larger than any before), then as [`CagraSearchDevice::search_device_with`].
+    /// Searches host queries for `k` results each (see [`CagraSearchSession::search_into`]).
     pub fn search(
         &mut self,
         queries: DatasetView<'_, T>,
         metric: Metric,
         k: usize,
-        cfg: &CagraSearchConfig,
-        filter: Option<&[u32]>,
+        params: &CagraSearchParams,
     ) -> Result<(Neighbors, SearchStats)> {
+        if k == 0 {
+            return Err(Error::invalid_param("k", "k must be at least 1"));
+        }
+        let mut out = Neighbors::new(queries.rows(), k);
+        let stats = self.search_into(queries, metric, params, out.as_mut())?;
+        Ok((out, stats))
+    }
+
+    /// Searches host queries into the caller's buffers (`out.k()` results for each of the
+    /// `out.rows()` queries): the queries are copied into the session's query buffer (grown
+    /// when the batch is larger than any before), then as
+    /// [`CagraSearchDevice::search_device_with`]; the results are copied from the device
+    /// straight into `out`.
+    pub fn search_into(
+        &mut self,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &CagraSearchParams,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        let filter = params.filter.as_deref();
         check_query_dim(self.data.dim(), queries.dim())?;
-        let dev = self.device();
+        check_out_rows(&out, queries.rows())?;
         // Check everything that needs no device memory before uploading.
-        dev.plan(
+        self.device().plan(
             self.data.rows(),
             self.data.dim(),
             std::mem::size_of::<T>(),
             self.graph.degree(),
             queries.rows(),
-            k,
-            cfg,
+            out.k(),
+            params,
             filter.is_some(),
         )?;
         check_filter(filter, self.data.rows())?;
         if queries.rows() == 0 {
-            return Ok((Neighbors::new(0, k), SearchStats::default()));
+            return Ok(SearchStats::default());
         }
         let q = DeviceMatrix::upload_reusing(
             &mut self.queries,
@@ -626,37 +625,40 @@ impl<T: Element> CagraSearchSession<T> {
             &self.graph,
             q,
             metric,
-            k,
-            cfg,
+            params,
             &self.entries,
-            filter,
+            out,
         )
     }
 
-    /// Searches queries already on the device, with the session's work buffers.
+    /// Searches queries already on the device for `k` results each, with the session's work
+    /// buffers.
     pub fn search_device(
         &mut self,
         queries: &DeviceMatrix<T>,
         metric: Metric,
         k: usize,
-        cfg: &CagraSearchConfig,
-        filter: Option<&[u32]>,
+        params: &CagraSearchParams,
     ) -> Result<(Neighbors, SearchStats)> {
+        if k == 0 {
+            return Err(Error::invalid_param("k", "k must be at least 1"));
+        }
+        let mut out = Neighbors::new(queries.rows(), k);
         let dev = CagraSearchDevice {
             ctx: &self.ctx,
             budget: self.budget,
         };
-        dev.search_device_with(
+        let stats = dev.search_device_with(
             &mut self.bufs,
             &self.data,
             &self.graph,
             queries,
             metric,
-            k,
-            cfg,
+            params,
             &self.entries,
-            filter,
-        )
+            out.as_mut(),
+        )?;
+        Ok((out, stats))
     }
 
     fn device(&self) -> CagraSearchDevice<'_> {
@@ -678,10 +680,10 @@ pub fn plan(
     degree: usize,
     nq: usize,
     k: usize,
-    cfg: &CagraSearchConfig,
+    params: &CagraSearchParams,
     filtered: bool,
 ) -> Result<CagraSearchPlan> {
-    plan_with_entries(sms, n, dim, elem_bytes, degree, nq, k, cfg, filtered, 0)
+    plan_with_entries(sms, n, dim, elem_bytes, degree, nq, k, params, filtered, 0)
 }
 
 /// [`plan`] for a search that starts from `n_entries` entry points. Only multi-CTA's visited
@@ -699,7 +701,7 @@ pub fn plan_with_entries(
     degree: usize,
     nq: usize,
     k: usize,
-    cfg: &CagraSearchConfig,
+    params: &CagraSearchParams,
     filtered: bool,
     n_entries: usize,
 ) -> Result<CagraSearchPlan> {
@@ -718,21 +720,21 @@ pub fn plan_with_entries(
             format!("k = {k} must be between 1 and {MAX_ITOPK}"),
         ));
     }
-    if cfg.itopk < k || cfg.itopk > MAX_ITOPK {
+    if params.itopk < k || params.itopk > MAX_ITOPK {
         return Err(Error::invalid_param(
             "itopk",
             format!(
                 "the internal list size {} must be at least k = {k} and at most {MAX_ITOPK}",
-                cfg.itopk
+                params.itopk
             ),
         ));
     }
-    if cfg.search_width == 0 || cfg.search_width > MAX_SEARCH_WIDTH {
+    if params.search_width == 0 || params.search_width > MAX_SEARCH_WIDTH {
         return Err(Error::invalid_param(
             "search_width",
             format!(
                 "{} parents per iteration: must be between 1 and {MAX_SEARCH_WIDTH}",
-                cfg.search_width
+                params.search_width
             ),
         ));
     }
@@ -741,33 +743,33 @@ pub fn plan_with_entries(
             "graph degree {degree} must be between 1 and {MAX_CANDIDATES}"
         )));
     }
-    if !matches!(cfg.team_size, 0 | 2 | 4 | 8 | 16 | 32) {
+    if !matches!(params.team_size, 0 | 2 | 4 | 8 | 16 | 32) {
         return Err(Error::invalid_param(
             "team_size",
             format!(
                 "{} threads per distance: use 0 (automatic), 2, 4, 8, 16 or 32",
-                cfg.team_size
+                params.team_size
             ),
         ));
     }
-    if cfg.max_iterations != 0 && cfg.min_iterations > cfg.max_iterations {
+    if params.max_iterations != 0 && params.min_iterations > params.max_iterations {
         return Err(Error::invalid_param(
             "min_iterations",
             format!(
                 "min_iterations = {} exceeds max_iterations = {}",
-                cfg.min_iterations, cfg.max_iterations
+                params.min_iterations, params.max_iterations
             ),
         ));
     }
-    if cfg.max_iterations > u32::MAX as usize || cfg.min_iterations > u32::MAX as usize {
+    if params.max_iterations > u32::MAX as usize || params.min_iterations > u32::MAX as usize {
         return Err(Error::invalid_param(
             "max_iterations",
             "iteration counts must fit in 32 bits",
         ));
     }
-    let mode = match cfg.mode {
+    let mode = match params.mode {
         CagraSearchMode::Auto => {
-            if nq < 2 * sms || cfg.itopk > 512 {
+            if nq < 2 * sms || params.itopk > 512 {
                 CagraSearchMode::MultiCta
             } else {
                 CagraSearchMode::SingleCta
@@ -780,10 +782,10 @@ pub fn plan_with_entries(
         (
             MULTI_CTA_ITOPK,
             1,
-            cfg.search_width.max(cfg.itopk.div_ceil(MULTI_CTA_ITOPK)),
+            params.search_width.max(params.itopk.div_ceil(MULTI_CTA_ITOPK)),
         )
     } else {
-        (cfg.itopk, cfg.search_width, 1)
+        (params.itopk, params.search_width, 1)
     };
     if multi && (ctas * list_len).next_power_of_two() > MERGE_SLOTS_MAX {
         return Err(Error::invalid_param(
@@ -791,7 +793,7 @@ pub fn plan_with_entries(
             format!(
                 "multi-CTA search merges at most {MERGE_SLOTS_MAX} entries per query; itopk = {} \
                  needs {ctas} blocks of {list_len}",
-                cfg.itopk
+                params.itopk
             ),
         ));
     }
@@ -802,10 +804,10 @@ pub fn plan_with_entries(
         ));
     }
     let candidates = (width * degree).next_power_of_two().max(32);
-    let team_size = if cfg.team_size == 0 {
+    let team_size = if params.team_size == 0 {
         auto_team_size(dim, elem_bytes)
     } else {
-        cfg.team_size
+        params.team_size
     };
     let auto_iter = if multi {
         36
@@ -813,12 +815,12 @@ pub fn plan_with_entries(
         let l = list_len as f64 / width as f64;
         1 + ((1.1 * l).ceil() as usize).min(list_len / width + 10)
     };
-    let max_iterations = if cfg.max_iterations == 0 {
-        auto_iter.max(cfg.min_iterations).max(1)
+    let max_iterations = if params.max_iterations == 0 {
+        auto_iter.max(params.min_iterations).max(1)
     } else {
-        cfg.max_iterations
+        params.max_iterations
     };
-    let stride = crate::matrix::padded_stride(dim);
+    let stride = padded_stride(dim);
     let results = if filtered { list_len } else { 0 };
     // query f32, top list, result list, candidates (pairs), parents, filter masks.
     let base_words = stride + 2 * list_len + 2 * results + 2 * candidates + 32 + candidates / 32;
@@ -874,4 +876,50 @@ pub fn plan_with_entries(
         shared_bytes: shared_words * 4,
         block_threads,
     })
+}
+
+/// CAGRA-style search on a GPU (name `cagra_gpu`) over any [`FixedDegreeGraph`]: the graph's
+/// entry points (when it has some) and seeded random points start each query. The data, graph
+/// and queries are uploaded for each call; [`CagraSearchSession`] keeps them on the device, and
+/// [`CagraSearchDevice::search_device`] searches sets already there.
+#[derive(Clone, Copy, Debug)]
+pub struct CagraSearchGpu<'c> {
+    ctx: &'c GpuContext,
+}
+
+impl<'c> CagraSearchGpu<'c> {
+    /// The search on `ctx`.
+    pub fn new(ctx: &'c GpuContext) -> Self {
+        CagraSearchGpu { ctx }
+    }
+}
+
+impl Searcher<FixedDegreeGraph> for CagraSearchGpu<'_> {
+    type Params = CagraSearchParams;
+
+    fn name(&self) -> &'static str {
+        "cagra_gpu"
+    }
+
+    fn search<T: Element>(
+        &self,
+        graph: &FixedDegreeGraph,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &CagraSearchParams,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        let k = check_search_inputs(graph, data, queries, &out, |n, dim| params.validate(n, dim))?;
+        if params.itopk < k {
+            return Err(Error::invalid_param(
+                "itopk",
+                format!("the list size itopk = {} is below k = {k}", params.itopk),
+            ));
+        }
+        if queries.rows() == 0 {
+            return Ok(SearchStats::default());
+        }
+        CagraSearchDevice::new(self.ctx).search_into(data, graph, queries, metric, params, out)
+    }
 }

@@ -1,16 +1,11 @@
-//! What the CAGRA and GGNN searches on the GPU share ([`crate::cagra_search`],
-//! [`crate::ggnn_search`]): the argument checks, the uploads that precede a search, the work
+//! What the CAGRA and GGNN searches on the GPU share ([`super::cagra`], [`super::ggnn`]): the argument checks, the uploads that precede a search, the work
 //! buffers kept across searches (grown, never shrunk, dropped when handed to another stream),
 //! the copying of results and counters back to the host, and a session's debug output.
 
-use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use weft_core::{
-    DatasetView, Element, Error, FixedDegreeGraph, Neighbors, NodeId, Result, SearchStats,
+    DatasetView, Element, Error, FixedDegreeGraph, NeighborsMut, NodeId, Result, SearchStats,
 };
-
-use crate::cagra::DeviceFixedGraph;
-use crate::context::GpuContext;
-use crate::matrix::DeviceMatrix;
+use weft_gpu::{DeviceBuffer, DeviceCopy, DeviceFixedGraph, DeviceMatrix, GpuContext};
 
 /// The graph must have one vertex per data row.
 pub(crate) fn check_graph_rows(graph_n: usize, rows: usize) -> Result<()> {
@@ -108,7 +103,7 @@ pub(crate) fn upload_search<T: Element>(
     Ok((d, q, g))
 }
 
-/// Defines a search's work buffers: a struct of the named `Option<CudaSlice<_>>` slots, plus
+/// Defines a search's work buffers: a struct of the named `Option<DeviceBuffer<_>>` slots, plus
 /// the stream they were made on and the count of device allocations made, with `new`,
 /// `bytes`, `allocations`, a `Debug` showing the bytes and allocations, and `adopt` (drops the
 /// buffers when handed to another stream than the context's, keeping the count).
@@ -122,7 +117,7 @@ macro_rules! work_buffers {
         pub struct $name {
             /// The stream the buffers belong to (its address; 0 before the first search).
             owner: usize,
-            $($field: Option<cudarc::driver::CudaSlice<$elem>>,)*
+            $($field: Option<weft_gpu::DeviceBuffer<$elem>>,)*
             allocations: u64,
         }
 
@@ -143,7 +138,7 @@ macro_rules! work_buffers {
 
             /// Device bytes held now.
             pub fn bytes(&self) -> u64 {
-                [$($crate::search_common::slot_bytes(&self.$field)),*]
+                [$($crate::gpu::common::slot_bytes(&self.$field)),*]
                     .into_iter()
                     .sum()
             }
@@ -154,8 +149,8 @@ macro_rules! work_buffers {
             }
 
             /// Drops buffers of another context's stream.
-            fn adopt(&mut self, ctx: &$crate::context::GpuContext) {
-                let owner = std::sync::Arc::as_ptr(ctx.stream()) as usize;
+            fn adopt(&mut self, ctx: &weft_gpu::GpuContext) {
+                let owner = ctx.stream_id();
                 if self.owner != owner {
                     let allocations = self.allocations;
                     *self = $name {
@@ -171,13 +166,12 @@ macro_rules! work_buffers {
 pub(crate) use work_buffers;
 
 /// Device bytes the buffer in `slot` holds.
-pub(crate) fn slot_bytes<T>(slot: &Option<CudaSlice<T>>) -> u64 {
-    slot.as_ref()
-        .map_or(0, |s| s.len() as u64 * std::mem::size_of::<T>() as u64)
+pub(crate) fn slot_bytes<T: DeviceCopy>(slot: &Option<DeviceBuffer<T>>) -> u64 {
+    slot.as_ref().map_or(0, DeviceBuffer::bytes)
 }
 
 /// Bytes a buffer must newly allocate to hold `len` (at least 1) elements.
-pub(crate) fn grow_bytes<T>(slot: &Option<CudaSlice<T>>, len: usize) -> u64 {
+pub(crate) fn grow_bytes<T: DeviceCopy>(slot: &Option<DeviceBuffer<T>>, len: usize) -> u64 {
     let len = len.max(1);
     match slot {
         Some(s) if s.len() >= len => 0,
@@ -187,12 +181,12 @@ pub(crate) fn grow_bytes<T>(slot: &Option<CudaSlice<T>>, len: usize) -> u64 {
 
 /// The buffer in `slot`, taken out, replaced by a larger one when it holds fewer than `len`
 /// (at least 1) elements.
-pub(crate) fn take_grown<T: DeviceRepr + ValidAsZeroBits>(
+pub(crate) fn take_grown<T: DeviceCopy>(
     ctx: &GpuContext,
-    slot: &mut Option<CudaSlice<T>>,
+    slot: &mut Option<DeviceBuffer<T>>,
     len: usize,
     allocations: &mut u64,
-) -> Result<CudaSlice<T>> {
+) -> Result<DeviceBuffer<T>> {
     let len = len.max(1);
     match slot.take() {
         Some(s) if s.len() >= len => Ok(s),
@@ -208,41 +202,48 @@ pub(crate) fn take_grown<T: DeviceRepr + ValidAsZeroBits>(
 pub(crate) fn upload_entries_zero_counters(
     ctx: &GpuContext,
     entries: &[NodeId],
-    entry_buf: &mut CudaSlice<u32>,
-    counters: &mut CudaSlice<u64>,
+    entry_buf: &mut DeviceBuffer<u32>,
+    counters: &mut DeviceBuffer<u64>,
 ) -> Result<()> {
     if !entries.is_empty() {
-        ctx.stream()
-            .memcpy_htod(entries, &mut entry_buf.slice_mut(0..entries.len()))
-            .map_err(|e| Error::Gpu(format!("copy the entry points to the device: {e}")))?;
+        ctx.copy_to_device(entries, &mut entry_buf.slice_mut(0..entries.len()))?;
     }
-    ctx.stream()
-        .memset_zeros(counters)
-        .map_err(|e| Error::Gpu(format!("zero the search counters: {e}")))?;
-    Ok(())
+    ctx.zero(&mut counters.view_mut())
 }
 
-/// Downloads the `cnt * k` results of queries `start..start + cnt` into their rows of `out`.
+/// Copies the `cnt * k` results of queries `start..start + cnt` from the device straight into
+/// their rows of `out` (`k = out.k()`).
 pub(crate) fn download_results(
     ctx: &GpuContext,
-    ids: &CudaSlice<u32>,
-    dists: &CudaSlice<f32>,
-    out: &mut Neighbors,
+    ids: &DeviceBuffer<u32>,
+    dists: &DeviceBuffer<f32>,
+    out: &mut NeighborsMut<'_>,
     start: usize,
     cnt: usize,
-    k: usize,
 ) -> Result<()> {
-    let ids = ctx.download(ids, cnt * k)?;
-    let dists = ctx.download(dists, cnt * k)?;
-    out.ids[start * k..(start + cnt) * k].copy_from_slice(&ids);
-    out.dists[start * k..(start + cnt) * k].copy_from_slice(&dists);
+    let len = cnt * out.k();
+    let mut rows = out.rows_mut(start..start + cnt);
+    let (row_ids, row_dists) = rows.buffers_mut();
+    ctx.copy_to_host(&ids.slice(0..len), row_ids)?;
+    ctx.copy_to_host(&dists.slice(0..len), row_dists)
+}
+
+/// The output buffers must hold one row per query.
+pub(crate) fn check_out_rows(out: &NeighborsMut<'_>, nq: usize) -> Result<()> {
+    if out.rows() != nq {
+        return Err(Error::dim_mismatch(
+            "result rows vs queries",
+            nq,
+            out.rows(),
+        ));
+    }
     Ok(())
 }
 
 /// The statistics of `nq` queries from the search counters (hops, distance computations).
 pub(crate) fn download_stats(
     ctx: &GpuContext,
-    counters: &CudaSlice<u64>,
+    counters: &DeviceBuffer<u64>,
     nq: usize,
 ) -> Result<SearchStats> {
     let c = ctx.download(counters, 2)?;

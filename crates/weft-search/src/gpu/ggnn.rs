@@ -1,11 +1,13 @@
-//! The GGNN query on the GPU: [`GgnnSearchDevice`] (the device side of
-//! `weft_search::GgnnSearchGpu`).
+//! The GGNN query on the GPU: [`GgnnSearchGpu`] (a [`Searcher`], name `ggnn_gpu`),
+//! [`GgnnSearchDevice`] (sets already on the device) and [`GgnnSearchSession`] (data and graph
+//! resident). Parameters: the CPU search's [`GgnnSearchParams`] plus the GPU's own knobs
+//! ([`GgnnGpuOptions`]).
 //!
-//! One thread block per query (`kernels/ggnn_search/`): the query in shared memory, a sorted
+//! One thread block per query (this crate's `kernels/ggnn_search/`): the query in shared memory, a sorted
 //! best list and a sorted bounded priority queue in shared memory, a visited hash table in
 //! shared memory, distances by teams of lanes with 16-byte loads, and all the neighbours of an
 //! expanded vertex scored and merged into both lists at once. The stop rule is the CPU
-//! search's (`weft_search::GgnnSearch`): the queue's head is expanded while `d < d_best_k + xi`
+//! search's ([`crate::GgnnSearch`]): the queue's head is expanded while `d < d_best_k + xi`
 //! with `xi = tau * min(d_best_1, max_nn1)` in real distances, **squared** for squared L2
 //! (`d^2 < d_k^2 + xi^2`) and linear for inner product and cosine.
 //!
@@ -26,22 +28,25 @@
 //!
 //! With lists large enough that nothing falls off and enough iterations, both searches expand
 //! every vertex whose distance passes the bound and return the same ids up to distance ties
-//! (the oracle test, `crates/weft-gpu/tests/ggnn_search.rs`).
+//! (the oracle test, `crates/weft-search/tests/ggnn_gpu.rs`).
 
-use cudarc::driver::PushKernelArg;
 use weft_core::{
-    DatasetView, Element, Error, FixedDegreeGraph, Metric, Neighbors, NodeId, Result, SearchStats,
+    DatasetView, Element, Error, FixedDegreeGraph, GraphView, Metric, Neighbors, NeighborsMut,
+    NodeId, Params, Result, SearchStats, Searcher,
 };
+use weft_gpu::launch::{need, u32_of};
+use weft_gpu::matrix::padded_stride;
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
+use weft_graph::hier::HierGraph;
 
-use crate::cagra::DeviceFixedGraph;
-use crate::context::GpuContext;
-use crate::launch::{cfg as launch_cfg, launch, need, u32_of};
-use crate::matrix::DeviceMatrix;
-use crate::search_common::{
-    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_query_dim,
-    download_results, download_stats, fmt_session, grow_bytes, take_grown,
+use super::common::{
+    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
+    check_query_dim, download_results, download_stats, fmt_session, grow_bytes, take_grown,
     upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
 };
+use super::kernels::ggnn_search as kernels;
+use crate::check::check_search_inputs;
+use crate::ggnn::{GgnnSearchParams, fallback_entry_points};
 
 /// The largest graph degree (candidates per expanded vertex).
 pub const MAX_DEGREE: usize = 1024;
@@ -52,27 +57,9 @@ const MERGE_PER_THREAD: usize = 8;
 const SMEM_LIMIT: usize = 48 * 1024;
 /// The largest visited table (2^13 slots, 32 KiB).
 const MAX_TABLE_BITS: u32 = 13;
-/// Random entry points drawn per query when the graph has none (the kernel's
-/// `RANDOM_ENTRIES`, the CPU search's count).
-pub const RANDOM_ENTRIES: usize = 32;
-
-/// Parameters of the GPU GGNN query: `weft_search::GgnnSearchParams` plus the GPU's own knobs.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GgnnSearchConfig {
-    /// Slack factor `tau` (finite, `>= 0`).
-    pub tau: f32,
-    /// Best-list size; `max(best, k)` is used (at least 1).
-    pub best: usize,
-    /// Priority-queue size (at least 1).
-    pub prioq: usize,
-    /// Ring of the last expanded vertices (0 allowed).
-    pub visited: usize,
-    /// Most vertices expanded per query (at least 1).
-    pub max_iterations: usize,
-    /// The largest 1-NN distance of the data (real, not squared), capping the slack.
-    pub max_nn1: Option<f32>,
-    /// Seed of the random entry points used when the graph has none.
-    pub seed: u64,
+/// The GPU's own knobs of the GGNN query; everything else is [`GgnnSearchParams`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GgnnGpuOptions {
     /// Threads per query block: 32, 64 or 128; 0 = automatic ([`GgnnSearchPlan`]).
     pub block_threads: usize,
     /// Lanes per distance: 2, 4, 8, 16 or 32 (at most the block size); 0 = automatic.
@@ -82,16 +69,9 @@ pub struct GgnnSearchConfig {
     pub prefetch_rows: bool,
 }
 
-impl Default for GgnnSearchConfig {
+impl Default for GgnnGpuOptions {
     fn default() -> Self {
-        GgnnSearchConfig {
-            tau: 0.5,
-            best: 10,
-            prioq: 54,
-            visited: 384,
-            max_iterations: 400,
-            max_nn1: None,
-            seed: 0,
+        GgnnGpuOptions {
             block_threads: 0,
             team_size: 0,
             prefetch_rows: true,
@@ -99,7 +79,7 @@ impl Default for GgnnSearchConfig {
     }
 }
 
-/// The launch plan of one search, resolved from a [`GgnnSearchConfig`] and the shapes.
+/// The launch plan of one search, resolved from the parameters, the options and the shapes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GgnnSearchPlan {
     /// Best-list size (`max(best, k)`).
@@ -121,19 +101,20 @@ pub struct GgnnSearchPlan {
 /// The automatic team size for rows of `dim` elements of `elem_bytes` bytes: one lane per four
 /// 16-byte loads of the padded row, a power of two between 2 and 32 (8 for 128 f32).
 pub fn auto_team_size(dim: usize, elem_bytes: usize) -> usize {
-    let vecs = crate::matrix::padded_stride(dim) * elem_bytes / 16;
+    let vecs = padded_stride(dim) * elem_bytes / 16;
     vecs.div_ceil(4).next_power_of_two().clamp(2, 32)
 }
 
-/// Checks `cfg` for `n` points of `dim` elements of `elem_bytes` bytes, a graph of `degree`
-/// and `k` results, and resolves the launch plan.
+/// Checks `params` and `options` for `n` points of `dim` elements of `elem_bytes` bytes, a
+/// graph of `degree` and `k` results, and resolves the launch plan.
 pub fn plan(
     n: usize,
     dim: usize,
     elem_bytes: usize,
     degree: usize,
     k: usize,
-    cfg: &GgnnSearchConfig,
+    params: &GgnnSearchParams,
+    options: &GgnnGpuOptions,
 ) -> Result<GgnnSearchPlan> {
     if n == 0 {
         return Err(Error::InvalidInput("cannot search an empty set".into()));
@@ -144,25 +125,25 @@ pub fn plan(
         )));
     }
     weft_core::error::check_k(k, n)?;
-    if !(cfg.tau.is_finite() && cfg.tau >= 0.0) {
+    if !(params.tau.is_finite() && params.tau >= 0.0) {
         return Err(Error::invalid_param(
             "tau",
-            format!("{} is not a finite slack >= 0", cfg.tau),
+            format!("{} is not a finite slack >= 0", params.tau),
         ));
     }
-    if cfg.best == 0 {
+    if params.best == 0 {
         return Err(Error::invalid_param("best", "must be at least 1"));
     }
-    if cfg.prioq == 0 {
+    if params.prioq == 0 {
         return Err(Error::invalid_param("prioq", "must be at least 1"));
     }
-    if cfg.max_iterations == 0 || cfg.max_iterations > u32::MAX as usize {
+    if params.max_iterations == 0 || params.max_iterations > u32::MAX as usize {
         return Err(Error::invalid_param(
             "max_iterations",
-            format!("{} must be between 1 and 2^32 - 1", cfg.max_iterations),
+            format!("{} must be between 1 and 2^32 - 1", params.max_iterations),
         ));
     }
-    if let Some(m) = cfg.max_nn1
+    if let Some(m) = params.max_nn1
         && !(m.is_finite() && m >= 0.0)
     {
         return Err(Error::invalid_param(
@@ -175,29 +156,29 @@ pub fn plan(
             "graph degree {degree} exceeds the GPU GGNN search's {MAX_DEGREE}"
         )));
     }
-    if !matches!(cfg.block_threads, 0 | 32 | 64 | 128) {
+    if !matches!(options.block_threads, 0 | 32 | 64 | 128) {
         return Err(Error::invalid_param(
             "block_threads",
-            format!("{}: use 0 (automatic), 32, 64 or 128", cfg.block_threads),
+            format!("{}: use 0 (automatic), 32, 64 or 128", options.block_threads),
         ));
     }
-    if !matches!(cfg.team_size, 0 | 2 | 4 | 8 | 16 | 32) {
+    if !matches!(options.team_size, 0 | 2 | 4 | 8 | 16 | 32) {
         return Err(Error::invalid_param(
             "team_size",
             format!(
                 "{} lanes per distance: use 0 (automatic), 2, 4, 8, 16 or 32",
-                cfg.team_size
+                options.team_size
             ),
         ));
     }
-    let best_cap = cfg.best.max(k);
+    let best_cap = params.best.max(k);
     let cand_cap = degree.max(1).div_ceil(32).max(1) * 32;
-    let merge = best_cap + cfg.prioq + cand_cap;
-    let block_threads = if cfg.block_threads != 0 {
-        cfg.block_threads
+    let merge = best_cap + params.prioq + cand_cap;
+    let block_threads = if options.block_threads != 0 {
+        options.block_threads
     } else {
         // One warp keeps the most queries in flight; wide rows and large lists take more.
-        let row_bytes = crate::matrix::padded_stride(dim) * elem_bytes;
+        let row_bytes = padded_stride(dim) * elem_bytes;
         let base = if row_bytes > 1024 { 64 } else { 32 };
         [base, 64, 128]
             .into_iter()
@@ -210,16 +191,16 @@ pub fn plan(
             format!(
                 "best {best_cap} + prioq {} + {cand_cap} candidates exceed the {} entries a block \
                  of {block_threads} threads merges (at most {} threads per block)",
-                cfg.prioq,
+                params.prioq,
                 MERGE_PER_THREAD * block_threads,
                 128
             ),
         ));
     }
-    let team_size = if cfg.team_size == 0 {
+    let team_size = if options.team_size == 0 {
         auto_team_size(dim, elem_bytes).min(block_threads)
     } else {
-        cfg.team_size
+        options.team_size
     };
     if team_size > block_threads {
         return Err(Error::invalid_param(
@@ -229,7 +210,7 @@ pub fn plan(
     }
     // The table is reset before a row could fill it past half, and refilled with the lists
     // and the ring: half of it must hold those and one row.
-    let keep = best_cap + cfg.prioq + cfg.visited + cand_cap;
+    let keep = best_cap + params.prioq + params.visited + cand_cap;
     let hash_bits = (2 * keep).next_power_of_two().trailing_zeros().max(6);
     if hash_bits > MAX_TABLE_BITS {
         return Err(Error::invalid_param(
@@ -237,13 +218,13 @@ pub fn plan(
             format!(
                 "best {best_cap} + prioq {} + visited {} + {cand_cap} candidates need a visited \
                  table of 2^{hash_bits} slots; the GPU search holds at most 2^{MAX_TABLE_BITS}",
-                cfg.prioq, cfg.visited
+                params.prioq, params.visited
             ),
         ));
     }
-    let stride = crate::matrix::padded_stride(dim);
+    let stride = padded_stride(dim);
     let words =
-        stride + 2 * best_cap + 2 * cfg.prioq + 3 * cand_cap + cfg.visited + (1 << hash_bits);
+        stride + 2 * best_cap + 2 * params.prioq + 3 * cand_cap + params.visited + (1 << hash_bits);
     let shared_bytes = words * 4;
     if shared_bytes > SMEM_LIMIT {
         return Err(Error::invalid_param(
@@ -252,7 +233,7 @@ pub fn plan(
                 "dimension {dim} with best {best_cap}, prioq {}, visited {} and {cand_cap} \
                  candidates needs {shared_bytes} bytes of shared memory per block (limit \
                  {SMEM_LIMIT})",
-                cfg.prioq, cfg.visited
+                params.prioq, params.visited
             ),
         ));
     }
@@ -299,8 +280,8 @@ impl<'c> GgnnSearchDevice<'c> {
 
     /// Searches host data through a host graph of fixed degree (layer 0 of a GGNN hierarchy,
     /// say), starting every query from `entries` (the hierarchy's entry points; when empty,
-    /// from 32 random points per query drawn as the CPU search draws them). Data, graph and
-    /// queries are uploaded for this call after checking that they fit.
+    /// from 32 random points per query drawn as the CPU search draws them); `k` results per
+    /// query. Data, graph and queries are uploaded for this call after checking that they fit.
     #[allow(clippy::too_many_arguments)]
     pub fn search<T: Element>(
         &self,
@@ -310,29 +291,66 @@ impl<'c> GgnnSearchDevice<'c> {
         queries: DatasetView<'_, T>,
         metric: Metric,
         k: usize,
-        cfg: &GgnnSearchConfig,
+        params: &GgnnSearchParams,
+        options: &GgnnGpuOptions,
     ) -> Result<(Neighbors, SearchStats)> {
+        if k == 0 {
+            return Err(Error::invalid_param("k", "k must be at least 1"));
+        }
+        let mut out = Neighbors::new(queries.rows(), k);
+        let stats = self.search_into(
+            data,
+            graph,
+            entries,
+            queries,
+            metric,
+            params,
+            options,
+            out.as_mut(),
+        )?;
+        Ok((out, stats))
+    }
+
+    /// [`GgnnSearchDevice::search`] into the caller's buffers (`out.k()` results for each of
+    /// the `out.rows()` queries).
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_into<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        graph: &FixedDegreeGraph,
+        entries: &[NodeId],
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnSearchParams,
+        options: &GgnnGpuOptions,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
         check_host_shapes(data, graph, queries)?;
+        check_out_rows(&out, queries.rows())?;
+        let k = out.k();
         plan(
             data.rows(),
             data.dim(),
             std::mem::size_of::<T>(),
             graph.degree(),
             k,
-            cfg,
+            params,
+            options,
         )?;
         check_entries(entries, data.rows())?;
         if queries.rows() == 0 {
-            return Ok((Neighbors::new(0, k), SearchStats::default()));
+            return Ok(SearchStats::default());
         }
         let results = queries.rows() as u64 * k as u64 * 8;
         let (d, q, g) = upload_search(self.ctx, data, graph, queries, results, self.budget)?;
-        self.search_device(&d, &g, entries, &q, metric, k, cfg)
+        let mut bufs = GgnnSearchBuffers::new();
+        self.search_device_with(&mut bufs, &d, &g, entries, &q, metric, params, options, out)
     }
 
-    /// Searches data already on the device through a device graph; the results come back to
-    /// the host. Allocates its work buffers for this call only; repeated searches should keep
-    /// a [`GgnnSearchBuffers`] and call [`GgnnSearchDevice::search_device_with`].
+    /// Searches data already on the device through a device graph for `k` results per query;
+    /// the results come back to the host. Allocates its work buffers for this call only;
+    /// repeated searches should keep a [`GgnnSearchBuffers`] and call
+    /// [`GgnnSearchDevice::search_device_with`].
     #[allow(clippy::too_many_arguments)]
     pub fn search_device<T: Element>(
         &self,
@@ -342,15 +360,32 @@ impl<'c> GgnnSearchDevice<'c> {
         queries: &DeviceMatrix<T>,
         metric: Metric,
         k: usize,
-        cfg: &GgnnSearchConfig,
+        params: &GgnnSearchParams,
+        options: &GgnnGpuOptions,
     ) -> Result<(Neighbors, SearchStats)> {
+        if k == 0 {
+            return Err(Error::invalid_param("k", "k must be at least 1"));
+        }
         let mut bufs = GgnnSearchBuffers::new();
-        self.search_device_with(&mut bufs, data, graph, entries, queries, metric, k, cfg)
+        let mut out = Neighbors::new(queries.rows(), k);
+        let stats = self.search_device_with(
+            &mut bufs,
+            data,
+            graph,
+            entries,
+            queries,
+            metric,
+            params,
+            options,
+            out.as_mut(),
+        )?;
+        Ok((out, stats))
     }
 
-    /// [`GgnnSearchDevice::search_device`] with the work buffers (results, entry points,
-    /// counters) kept in `bufs` across calls: they grow when a call needs more (checked against
-    /// the budget first) and are never shrunk.
+    /// [`GgnnSearchDevice::search_device`] into the caller's buffers (`out.k()` results for
+    /// each query), with the work buffers (results, entry points, counters) kept in `bufs`
+    /// across calls: they grow when a call needs more (checked against the budget first) and
+    /// are never shrunk.
     #[allow(clippy::too_many_arguments)]
     pub fn search_device_with<T: Element>(
         &self,
@@ -360,25 +395,28 @@ impl<'c> GgnnSearchDevice<'c> {
         entries: &[NodeId],
         queries: &DeviceMatrix<T>,
         metric: Metric,
-        k: usize,
-        cfg: &GgnnSearchConfig,
-    ) -> Result<(Neighbors, SearchStats)> {
+        params: &GgnnSearchParams,
+        options: &GgnnGpuOptions,
+        mut out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
         let ctx = self.ctx;
         let n = data.rows();
         check_device_shapes(data, graph, queries)?;
+        check_out_rows(&out, queries.rows())?;
+        let k = out.k();
         let p = plan(
             n,
             data.dim(),
             std::mem::size_of::<T>(),
             graph.degree(),
             k,
-            cfg,
+            params,
+            options,
         )?;
         check_entries(entries, n)?;
         let nq = queries.rows();
-        let mut out = Neighbors::new(nq, k);
         if nq == 0 {
-            return Ok((out, SearchStats::default()));
+            return Ok(SearchStats::default());
         }
         let chunk = nq.min(1 << 20);
         bufs.adopt(ctx);
@@ -392,7 +430,7 @@ impl<'c> GgnnSearchDevice<'c> {
         let mut out_d = take_grown(ctx, &mut bufs.out_d, chunk * k, allocs)?;
         let mut entry_buf = take_grown(ctx, &mut bufs.entries, entries.len(), allocs)?;
         let mut counters = take_grown(ctx, &mut bufs.counters, 2, allocs)?;
-        let result = (|| -> Result<(Neighbors, SearchStats)> {
+        let result = (|| -> Result<SearchStats> {
             upload_entries_zero_counters(ctx, entries, &mut entry_buf, &mut counters)?;
             let stride = u32_of(data.stride(), "row stride")?;
             let n32 = u32_of(n, "points")?;
@@ -400,17 +438,15 @@ impl<'c> GgnnSearchDevice<'c> {
             need(graph.ids().len(), n as u64 * degree as u64, "graph ids")?;
             let metric_code = metric.code() as i32;
             let best_cap = u32_of(p.best_cap, "best")?;
-            let prioq = u32_of(cfg.prioq, "prioq")?;
-            let ring = u32_of(cfg.visited, "visited")?;
-            let max_iter = u32_of(cfg.max_iterations, "max_iterations")?;
-            let guard = cfg.max_nn1.unwrap_or(f32::INFINITY);
+            let prioq = u32_of(params.prioq, "prioq")?;
+            let ring = u32_of(params.visited, "visited")?;
+            let max_iter = u32_of(params.max_iterations, "max_iterations")?;
+            let guard = params.max_nn1.unwrap_or(f32::INFINITY);
             let team = p.team_size as u32;
             let n_entries = u32_of(entries.len(), "entry points")?;
             let cand_cap = p.cand_cap as u32;
             let k32 = u32_of(k, "k")?;
-            let prefetch = u32::from(cfg.prefetch_rows);
-            let name = format!("ggnn_search_{}", T::DTYPE.name());
-            let f = ctx.function("ggnn_search", &name)?;
+            let prefetch = u32::from(options.prefetch_rows);
             let mut start = 0usize;
             while start < nq {
                 let cnt = chunk.min(nq - start);
@@ -418,45 +454,44 @@ impl<'c> GgnnSearchDevice<'c> {
                 let q_base = u32_of(start, "query index")?;
                 let qv = queries.rows_view(start, start + cnt)?;
                 let dv = data.rows_view(0, n)?;
-                {
-                    let mut a = ctx.stream().launch_builder(&f);
-                    a.arg(&dv)
-                        .arg(&n32)
-                        .arg(&stride)
-                        .arg(graph.ids())
-                        .arg(&degree)
-                        .arg(&qv)
-                        .arg(&cnt32)
-                        .arg(&q_base)
-                        .arg(&metric_code)
-                        .arg(&best_cap)
-                        .arg(&prioq)
-                        .arg(&ring)
-                        .arg(&max_iter)
-                        .arg(&cfg.tau)
-                        .arg(&guard)
-                        .arg(&team)
-                        .arg(&cfg.seed)
-                        .arg(&entry_buf)
-                        .arg(&n_entries)
-                        .arg(&cand_cap)
-                        .arg(&p.hash_bits)
-                        .arg(&k32)
-                        .arg(&prefetch)
-                        .arg(&mut out_ids)
-                        .arg(&mut out_d)
-                        .arg(&mut counters);
-                    launch(
-                        ctx,
-                        &name,
-                        a,
-                        launch_cfg((cnt32, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
-                    )?;
-                }
-                download_results(ctx, &out_ids, &out_d, &mut out, start, cnt, k)?;
+                need(out_ids.len().min(out_d.len()), cnt as u64 * k as u64, "search results")?;
+                kernels::ggnn_search(
+                    ctx,
+                    T::DTYPE,
+                    Launch::new((cnt32, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
+                    &kernels::GgnnSearchArgs {
+                        data: dv.input(),
+                        n: n32,
+                        stride,
+                        graph: graph.ids().input(),
+                        degree,
+                        queries: qv.input(),
+                        nq: cnt32,
+                        q_base,
+                        metric: metric_code,
+                        best_cap,
+                        prioq_cap: prioq,
+                        ring_cap: ring,
+                        max_iter,
+                        tau: params.tau,
+                        guard,
+                        team,
+                        seed: params.seed,
+                        entries: entry_buf.input(),
+                        n_entries,
+                        cand_cap,
+                        hash_bits: p.hash_bits,
+                        k: k32,
+                        prefetch,
+                        out_ids: out_ids.output(),
+                        out_d: out_d.output(),
+                        counters: counters.output(),
+                    },
+                )?;
+                download_results(ctx, &out_ids, &out_d, &mut out, start, cnt)?;
                 start += cnt;
             }
-            Ok((out, download_stats(ctx, &counters, nq)?))
+            download_stats(ctx, &counters, nq)
         })();
         bufs.out_ids = Some(out_ids);
         bufs.out_d = Some(out_d);
@@ -524,27 +559,49 @@ impl<T: Element> GgnnSearchSession<T> {
         &self.bufs
     }
 
-    /// Searches host queries: they are copied into the session's query buffer (grown when the
-    /// batch is larger than any before), then as [`GgnnSearchDevice::search_device_with`].
+    /// Searches host queries for `k` results each (see [`GgnnSearchSession::search_into`]).
     pub fn search(
         &mut self,
         queries: DatasetView<'_, T>,
         metric: Metric,
         k: usize,
-        cfg: &GgnnSearchConfig,
+        params: &GgnnSearchParams,
+        options: &GgnnGpuOptions,
     ) -> Result<(Neighbors, SearchStats)> {
+        if k == 0 {
+            return Err(Error::invalid_param("k", "k must be at least 1"));
+        }
+        let mut out = Neighbors::new(queries.rows(), k);
+        let stats = self.search_into(queries, metric, params, options, out.as_mut())?;
+        Ok((out, stats))
+    }
+
+    /// Searches host queries into the caller's buffers (`out.k()` results for each of the
+    /// `out.rows()` queries): they are copied into the session's query buffer (grown when the
+    /// batch is larger than any before), then as [`GgnnSearchDevice::search_device_with`]; the
+    /// results are copied from the device straight into `out`.
+    pub fn search_into(
+        &mut self,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnSearchParams,
+        options: &GgnnGpuOptions,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
         check_query_dim(self.data.dim(), queries.dim())?;
+        check_out_rows(&out, queries.rows())?;
         // Check what needs no device memory before uploading.
         plan(
             self.data.rows(),
             self.data.dim(),
             std::mem::size_of::<T>(),
             self.graph.degree(),
-            k,
-            cfg,
+            out.k(),
+            params,
+            options,
         )?;
         if queries.rows() == 0 {
-            return Ok((Neighbors::new(0, k), SearchStats::default()));
+            return Ok(SearchStats::default());
         }
         let q = DeviceMatrix::upload_reusing(
             &mut self.queries,
@@ -560,8 +617,152 @@ impl<T: Element> GgnnSearchSession<T> {
             &self.entries,
             q,
             metric,
-            k,
-            cfg,
+            params,
+            options,
+            out,
+        )
+    }
+}
+
+/// The GGNN query on a GPU (name `ggnn_gpu`): one thread block per query, the CPU search's
+/// parameters ([`GgnnSearchParams`]) and stop rule (squared slack for L2, linear for inner
+/// product and cosine), over a `HierGraph` (its layer 0 entered from the hierarchy's entry
+/// points) or a [`FixedDegreeGraph`] (its entry points; without any, the same entry points as
+/// [`crate::GgnnSearch`]: [`GgnnSearchParams::entry_points`] points spread over the data,
+/// picked on the host once per call, or with `entry_points = 0` 32 random points per query
+/// drawn as the CPU draws them). The data, graph and queries are uploaded for each call;
+/// [`GgnnSearchDevice::search_device_with`] searches sets already on the device with reused
+/// buffers, and [`GgnnSearchSession`] keeps them there.
+///
+/// GPU-only knobs: threads per block (32, 64 or 128) and lanes per distance (2 to 32), each 0
+/// for automatic; invalid values give [`Error::InvalidParams`] at search time.
+#[derive(Clone, Copy, Debug)]
+pub struct GgnnSearchGpu<'c> {
+    ctx: &'c GpuContext,
+    options: GgnnGpuOptions,
+}
+
+impl<'c> GgnnSearchGpu<'c> {
+    /// The search on `ctx`, with automatic block and team sizes.
+    pub fn new(ctx: &'c GpuContext) -> Self {
+        GgnnSearchGpu {
+            ctx,
+            options: GgnnGpuOptions::default(),
+        }
+    }
+
+    /// Threads per query block: 32, 64 or 128 (0: automatic).
+    pub fn with_block_threads(mut self, threads: usize) -> Self {
+        self.options.block_threads = threads;
+        self
+    }
+
+    /// Lanes per distance: 2, 4, 8, 16 or 32 (0: automatic).
+    pub fn with_team_size(mut self, lanes: usize) -> Self {
+        self.options.team_size = lanes;
+        self
+    }
+
+    /// The GPU knobs this searcher passes with the parameters.
+    pub fn options(&self) -> GgnnGpuOptions {
+        self.options
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run<G: GraphView + ?Sized, T: Element>(
+        &self,
+        view: &G,
+        base: &FixedDegreeGraph,
+        entries: &[NodeId],
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnSearchParams,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        check_search_inputs(view, data, queries, &out, |n, dim| params.validate(n, dim))?;
+        data.check_finite()?;
+        queries.check_finite()?;
+        if base.n() != data.rows() {
+            return Err(Error::dim_mismatch(
+                "graph vertices vs data rows",
+                data.rows(),
+                base.n(),
+            ));
+        }
+        let spread = if entries.is_empty() {
+            fallback_entry_points(data, metric, params)?
+        } else {
+            None
+        };
+        let entries = spread.as_deref().unwrap_or(entries);
+        GgnnSearchDevice::new(self.ctx).search_into(
+            data,
+            base,
+            entries,
+            queries,
+            metric,
+            params,
+            &self.options,
+            out,
+        )
+    }
+}
+
+impl Searcher<HierGraph> for GgnnSearchGpu<'_> {
+    type Params = GgnnSearchParams;
+
+    fn name(&self) -> &'static str {
+        "ggnn_gpu"
+    }
+
+    fn search<T: Element>(
+        &self,
+        graph: &HierGraph,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnSearchParams,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        self.run(
+            graph,
+            graph.base(),
+            graph.entry_points(),
+            data,
+            queries,
+            metric,
+            params,
+            out,
+        )
+    }
+}
+
+impl Searcher<FixedDegreeGraph> for GgnnSearchGpu<'_> {
+    type Params = GgnnSearchParams;
+
+    fn name(&self) -> &'static str {
+        "ggnn_gpu"
+    }
+
+    fn search<T: Element>(
+        &self,
+        graph: &FixedDegreeGraph,
+        data: DatasetView<'_, T>,
+        queries: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnSearchParams,
+        out: NeighborsMut<'_>,
+    ) -> Result<SearchStats> {
+        self.run(
+            graph,
+            graph,
+            graph.entry_points(),
+            data,
+            queries,
+            metric,
+            params,
+            out,
         )
     }
 }

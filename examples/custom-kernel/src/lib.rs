@@ -1,0 +1,52 @@
+//! # weft-example-kernel
+//!
+//! A worked example of a GPU algorithm that lives outside weft-gpu (`docs/adding-an-algorithm.md`
+//! walks through it): the crate keeps its CUDA source in `kernels/example_norms/`, its build
+//! script binds it with weft-kernel-build, and [`scaled_norms`] launches it through weft-gpu's
+//! public API: a [`DeviceMatrix`] for the data, a [`weft_gpu::DeviceBuffer`] for the result, the
+//! generated argument struct and launcher, and a length check before the launch.
+
+use weft_core::{DatasetView, Result};
+use weft_gpu::launch::{need, u32_of};
+use weft_gpu::{DeviceMatrix, GpuContext, KernelModule, Launch};
+
+/// The generated bindings of `kernels/example_norms/` (see the build script).
+mod kernels {
+    include!(concat!(env!("OUT_DIR"), "/example_norms.rs"));
+}
+
+/// Threads per block of `example_scaled_norms` (one warp per row).
+const BLOCK: u32 = 256;
+
+/// This crate's kernel modules (for reports and the NVRTC check).
+pub fn kernel_modules() -> [&'static KernelModule; 1] {
+    [&kernels::MODULE]
+}
+
+/// `scale * |x|^2` for every row `x` of `data`, computed on the GPU of `ctx`.
+pub fn scaled_norms(ctx: &GpuContext, data: DatasetView<'_, f32>, scale: f32) -> Result<Vec<f32>> {
+    let rows = data.rows();
+    if rows == 0 {
+        return Ok(Vec::new());
+    }
+    let matrix = DeviceMatrix::upload(ctx, data)?;
+    let mut out = ctx.alloc_zeros::<f32>(rows)?;
+    let rows32 = u32_of(rows, "rows")?;
+    let stride = u32_of(matrix.stride(), "row stride")?;
+    let view = matrix.rows_view(0, rows)?;
+    // The kernel reads `rows * stride` floats and writes `rows`: check before launching.
+    need(view.len(), rows as u64 * stride as u64 * 4, "example_scaled_norms data")?;
+    need(out.len(), rows as u64, "example_scaled_norms output")?;
+    kernels::example_scaled_norms(
+        ctx,
+        Launch::blocks(rows32.div_ceil(BLOCK / 32), BLOCK),
+        &kernels::ExampleScaledNormsArgs {
+            data: view.input(),
+            rows: rows32,
+            stride,
+            scale,
+            out: out.output(),
+        },
+    )?;
+    ctx.download(&out, rows)
+}
