@@ -22,7 +22,7 @@ use weft_core::{
     Dataset, Element, Error, FixedDegreeGraph, GraphView, INVALID, Metric, Neighbors, NodeId,
 };
 use weft_gpu::GpuContext;
-use weft_search::gpu::ggnn::{GgnnSearchBuffers, GgnnSearchConfig, GgnnSearchDevice};
+use weft_search::gpu::ggnn::{GgnnGpuOptions, GgnnSearchBuffers, GgnnSearchDevice};
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceFixedGraph, DeviceMatrix};
 use weft_search::{GgnnSearch, GgnnSearchGpu, GgnnSearchParams};
@@ -379,20 +379,34 @@ fn ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers() {
     let q = DeviceMatrix::upload(&ctx, queries.view()).unwrap();
     let g = DeviceFixedGraph::upload(&ctx, &graph).unwrap();
     let dev = GgnnSearchDevice::new(&ctx);
-    let cfg = GgnnSearchConfig {
+    let cfg = GgnnSearchParams {
         tau: 0.6,
         ..Default::default()
     };
+    let opts = GgnnGpuOptions::default();
     let mut bufs = GgnnSearchBuffers::new();
-    let (all, st) = dev
-        .search_device_with(&mut bufs, &d, &g, &entries, &q, Metric::L2Squared, 10, &cfg)
-        .unwrap();
+    let mut run = |bufs: &mut GgnnSearchBuffers, opts: &GgnnGpuOptions| {
+        let mut out = Neighbors::new(q.rows(), 10);
+        let st = dev
+            .search_device_with(
+                bufs,
+                &d,
+                &g,
+                &entries,
+                &q,
+                Metric::L2Squared,
+                &cfg,
+                opts,
+                out.as_mut(),
+            )
+            .unwrap();
+        (out, st)
+    };
+    let (all, st) = run(&mut bufs, &opts);
     assert_eq!(st.queries, 64);
     assert!(st.hops > 0 && st.distance_computations >= st.hops);
     let allocs = bufs.allocations();
-    let (again, _) = dev
-        .search_device_with(&mut bufs, &d, &g, &entries, &q, Metric::L2Squared, 10, &cfg)
-        .unwrap();
+    let (again, _) = run(&mut bufs, &opts);
     assert_eq!(all.ids, again.ids);
     assert_eq!(all.dists, again.dists);
     assert_eq!(
@@ -401,28 +415,17 @@ fn ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers() {
         "a steady state allocates nothing"
     );
     // The L2 prefetch of candidate rows changes nothing but timing.
-    let no_prefetch = GgnnSearchConfig {
+    let no_prefetch = GgnnGpuOptions {
         prefetch_rows: false,
-        ..cfg.clone()
+        ..opts
     };
-    let (plain, _) = dev
-        .search_device_with(
-            &mut bufs,
-            &d,
-            &g,
-            &entries,
-            &q,
-            Metric::L2Squared,
-            10,
-            &no_prefetch,
-        )
-        .unwrap();
+    let (plain, _) = run(&mut bufs, &no_prefetch);
     assert_eq!(plain.ids, all.ids);
     assert_eq!(plain.dists, all.dists);
     for i in [0usize, 17, 63] {
         let one = DeviceMatrix::upload(&ctx, queries.view().slice_rows(i..i + 1).unwrap()).unwrap();
         let (r, _) = dev
-            .search_device(&d, &g, &entries, &one, Metric::L2Squared, 10, &cfg)
+            .search_device(&d, &g, &entries, &one, Metric::L2Squared, 10, &cfg, &opts)
             .unwrap();
         assert_eq!(r.row_ids(0), all.row_ids(i), "query {i}");
     }
@@ -436,6 +439,7 @@ fn ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers() {
             Metric::L2Squared,
             10,
             &cfg,
+            &opts,
         )
         .unwrap();
     assert_eq!(h.ids, all.ids);
@@ -508,7 +512,6 @@ fn ggnn_gpu_rejects_bad_input_with_typed_errors() {
         Err(Error::InvalidGraph(_))
     ));
     // Out of device memory: a budget too small for the upload.
-    let cfg = GgnnSearchConfig::default();
     assert!(matches!(
         GgnnSearchDevice::new(&ctx).with_budget(1000).search(
             base.view(),
@@ -517,7 +520,8 @@ fn ggnn_gpu_rejects_bad_input_with_typed_errors() {
             queries.view(),
             l2,
             10,
-            &cfg
+            &GgnnSearchParams::default(),
+            &GgnnGpuOptions::default(),
         ),
         Err(Error::OutOfDeviceMemory { .. })
     ));

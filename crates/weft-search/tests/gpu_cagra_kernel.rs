@@ -4,6 +4,8 @@
 //! entry points; two clusters with no edge between them). The oracle tests against the CPU beam
 //! search, filters, k up to 1024 and batch independence are in `weft-search/tests/gpu_cagra.rs`.
 
+#![cfg(feature = "cuda")]
+
 use proptest::prelude::*;
 use weft_core::{BuildCtx, Dataset, DatasetView, Error, FixedDegreeGraph, INVALID, Metric, NodeId};
 use weft_search::gpu::cagra::{
@@ -210,7 +212,6 @@ fn cagra_search_device_graph_against_exact() {
                 10,
                 &cfg(64, mode),
                 &[0],
-                None,
             )
             .unwrap();
         assert_eq!(stats.queries, nq as u64);
@@ -347,7 +348,8 @@ proptest! {
             f
         });
         let dev = CagraSearchDevice::new(&ctx);
-        let (found, _) = dev.search(bv, &graph, qv, metric, k, &c, filter.as_deref()).unwrap();
+        let c = CagraSearchParams { filter: filter.clone(), ..c };
+        let (found, _) = dev.search(bv, &graph, qv, metric, k, &c).unwrap();
         let want = entries_by_distance(bv, qv, metric, &entries, filter.as_deref());
         let tol = |x: f32| 1e-4 * x.abs().max(1.0);
         for (q, w) in want.iter().enumerate() {
@@ -384,7 +386,7 @@ proptest! {
             // Single-CTA: a query's result does not depend on its batch.
             let last = nq - 1;
             let alone = DatasetView::new(&queries[last * dim..], 1, dim).unwrap();
-            let (one, _) = dev.search(bv, &graph, alone, metric, k, &c, filter.as_deref()).unwrap();
+            let (one, _) = dev.search(bv, &graph, alone, metric, k, &c).unwrap();
             prop_assert_eq!(one.row_ids(0), found.row_ids(last));
             prop_assert_eq!(one.row_dists(0), found.row_dists(last));
         }
@@ -457,7 +459,6 @@ fn cagra_search_entry_points_reach_every_cluster() {
                 Metric::L2Squared,
                 k,
                 &c,
-                None,
             )
             .unwrap();
         for (name, qs) in [("first", 0..nq_per), ("second", nq_per..nq)] {

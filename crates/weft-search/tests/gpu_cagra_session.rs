@@ -1,7 +1,9 @@
 //! A search session: [`CagraSearchBuffers`] kept across calls of different batch sizes give the
 //! same results as one-shot searches, and a steady state allocates no device memory.
 
-use weft_core::{BuildCtx, Dataset, INVALID, Metric};
+#![cfg(feature = "cuda")]
+
+use weft_core::{BuildCtx, Dataset, INVALID, Metric, Neighbors};
 use weft_search::gpu::cagra::{
     CagraSearchBuffers, CagraSearchParams, CagraSearchDevice, CagraSearchMode, CagraSearchSession,
 };
@@ -71,21 +73,25 @@ fn cagra_search_session_reuses_buffers() {
     for (i, &(nq, k, c, f, entries)) in calls.iter().enumerate() {
         let qs = Dataset::from_vec(queries.as_slice()[..nq * dim].to_vec(), nq, dim).unwrap();
         let q = DeviceMatrix::upload(&ctx, qs.view()).unwrap();
-        let (got, stats) = dev
+        let c = &CagraSearchParams {
+            filter: f.map(|f| f.to_vec()),
+            ..c.clone()
+        };
+        let mut got = Neighbors::new(nq, k);
+        let stats = dev
             .search_device_with(
                 &mut bufs,
                 &d,
                 &graph,
                 &q,
                 Metric::L2Squared,
-                k,
                 c,
                 entries,
-                f,
+                got.as_mut(),
             )
             .unwrap();
         let (want, want_stats) = dev
-            .search_device(&d, &graph, &q, Metric::L2Squared, k, c, entries, f)
+            .search_device(&d, &graph, &q, Metric::L2Squared, k, c, entries)
             .unwrap();
         assert_eq!(
             got.ids, want.ids,
@@ -121,19 +127,18 @@ fn cagra_search_session_reuses_buffers() {
         let qs = Dataset::from_vec(queries.as_slice()[..nq * dim].to_vec(), nq, dim).unwrap();
         let q = DeviceMatrix::upload(&ctx, qs.view()).unwrap();
         let before = mbufs.allocations();
-        let (got, _) = dev
-            .search_device_with(
-                &mut mbufs,
-                &d,
-                &graph,
-                &q,
-                Metric::L2Squared,
-                10,
-                &multi,
-                &[],
-                None,
-            )
-            .unwrap();
+        let mut got = Neighbors::new(nq, 10);
+        dev.search_device_with(
+            &mut mbufs,
+            &d,
+            &graph,
+            &q,
+            Metric::L2Squared,
+            &multi,
+            &[],
+            got.as_mut(),
+        )
+        .unwrap();
         if round > 0 {
             assert_eq!(
                 mbufs.allocations(),
@@ -192,7 +197,6 @@ fn cagra_search_session_host_queries_match_one_shot() {
                 Metric::L2Squared,
                 10,
                 &cfg(32, CagraSearchMode::SingleCta),
-                None,
             )
             .unwrap()
     };
@@ -207,7 +211,6 @@ fn cagra_search_session_host_queries_match_one_shot() {
                 Metric::L2Squared,
                 10,
                 &cfg(32, CagraSearchMode::SingleCta),
-                None,
             )
             .unwrap();
         let (want, _) = one_shot(&qs);
@@ -225,7 +228,6 @@ fn cagra_search_session_host_queries_match_one_shot() {
                 Metric::L2Squared,
                 10,
                 &cfg(32, CagraSearchMode::Auto),
-                None
             )
             .is_err()
     );

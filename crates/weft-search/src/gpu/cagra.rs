@@ -41,8 +41,8 @@ use super::common::{
 use super::kernels::cagra_search as kernels;
 use crate::cagra_gpu_params::{
     CAGRA_GPU_MAX_ITOPK as MAX_ITOPK, CAGRA_GPU_MAX_SEARCH_WIDTH as MAX_SEARCH_WIDTH,
-    CagraSearchMode, CagraSearchParams,
 };
+pub use crate::cagra_gpu_params::{CagraSearchMode, CagraSearchParams};
 use crate::check::check_search_inputs;
 
 /// The largest candidate buffer (`search_width * degree`).

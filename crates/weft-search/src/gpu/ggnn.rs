@@ -46,7 +46,8 @@ use super::common::{
 };
 use super::kernels::ggnn_search as kernels;
 use crate::check::check_search_inputs;
-use crate::ggnn::{GgnnSearchParams, fallback_entry_points};
+use crate::ggnn::fallback_entry_points;
+pub use crate::ggnn::GgnnSearchParams;
 
 /// The largest graph degree (candidates per expanded vertex).
 pub const MAX_DEGREE: usize = 1024;
