@@ -47,8 +47,10 @@ pub fn check_stride(stride: u32) -> Result<()> {
     Ok(())
 }
 
-/// `out[r] = |x_r|^2` for `rows` rows of `stride` elements.
-pub(crate) fn exact_norms<T: Element>(
+/// `out[r] = |x_r|^2` for `rows` rows of `stride` elements of `T` (kernel `exact_norms_*`):
+/// the squared norms the cosine distance divides by, for the crates whose kernels take them
+/// (GNND). Checks the stride and both lengths first.
+pub fn exact_norms<T: Element>(
     ctx: &GpuContext,
     x: &DeviceView<'_, u8>,
     rows: u32,

@@ -25,8 +25,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use weft_core::{BuildCtx, DatasetView, Element, Metric};
-use weft_gpu::{DeviceMatrix, ExactGpu, Gnnd, probe};
+use weft_gpu::{DeviceMatrix, ExactGpu, probe};
 use weft_io::Preset;
+use weft_nndescent::gpu::{Gnnd, GnndTuning};
 use weft_nndescent::{NnDescentGpu, NnDescentParams, ShardSchedule};
 
 fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
@@ -60,42 +61,44 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t.elapsed().as_secs_f64()
     );
     let bctx = BuildCtx::new(7);
-    let mut config = NnDescentGpu::config(&params, bctx.seed());
+    let mut tuning = GnndTuning::default();
     if let Ok(v) = std::env::var("GNND_SYMMETRIC") {
-        config.symmetric = v == "1";
+        tuning.symmetric = v == "1";
     }
     if let Some(v) = std::env::var("GNND_INBOX")
         .ok()
         .and_then(|v| v.parse().ok())
     {
-        config.inbox = v;
+        tuning.inbox = v;
     }
     if let Some(v) = std::env::var("GNND_ROW_OFFERS")
         .ok()
         .and_then(|v| v.parse().ok())
     {
-        config.row_offers = v;
+        tuning.row_offers = v;
     }
-    let gnnd = Gnnd::new(&ctx);
+    let gnnd = Gnnd::new(&ctx).with_tuning(tuning);
+    // The settings of the `Gnnd` runs (their `max_iters` varies).
+    let mut run = params.clone();
     // Warm-up: module load (NVRTC or cubin) and first allocations.
     // Kept below 8 MiB (one unstaged upload).
     let row_bytes = 4 * data.dim().div_ceil(16) * 16;
     let warm = data
         .view()
         .slice_rows(0..n.min(4096).min((8 << 20) / row_bytes - 1))?;
-    gnnd.build(warm, metric, k.min(warm.rows() - 1), &config, &bctx)?;
+    gnnd.build(warm, metric, k.min(warm.rows() - 1), &run, &bctx)?;
 
     let env_num =
         |name: &str| -> Option<u64> { std::env::var(name).ok().and_then(|v| v.parse().ok()) };
     if let Ok(list) = std::env::var("GNND_PREFIXES") {
-        config.max_iters = iters[0];
+        run.max_iters = iters[0];
         for m in list.split(',').filter_map(|v| v.parse::<usize>().ok()) {
             let m = m.min(n);
             let view = data.view().slice_rows(0..m)?;
             let dev = DeviceMatrix::upload(&ctx, view)?;
             ctx.synchronize()?;
             let t = Instant::now();
-            let (g, stats) = gnnd.build_device(&dev, metric, k, &config, &bctx)?;
+            let (g, stats) = gnnd.build_device(&dev, metric, k, &run, &bctx)?;
             ctx.synchronize()?;
             let secs = t.elapsed().as_secs_f64();
             let g = g.download(&ctx)?;
@@ -117,10 +120,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ctx.synchronize()?;
     for &max_iters in iters.iter().filter(|_| !skip_full) {
         let dev = dev.as_ref().expect("uploaded");
-        config.max_iters = max_iters;
-        println!("config: {config:?}");
+        run.max_iters = max_iters;
+        println!("params: {run:?}, tuning: {tuning:?}");
         let t = Instant::now();
-        let (g, stats) = gnnd.build_device(dev, metric, k, &config, &bctx)?;
+        let (g, stats) = gnnd.build_device(dev, metric, k, &run, &bctx)?;
         ctx.synchronize()?;
         let secs = t.elapsed().as_secs_f64();
         println!(
@@ -133,12 +136,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "RESULT gnnd {preset} n={n} d={} k={k} p={} iters={} (max {max_iters}) delta={} symmetric={} row_offers={} inbox={}: build_device {secs:.3} s, recall@{k} {recall:.4} (10k sample)",
             data.dim(),
-            config.sample,
+            run.gpu_sample,
             stats.iterations,
-            config.delta,
-            config.symmetric,
-            config.row_offers,
-            config.inbox_for(k),
+            run.delta,
+            tuning.symmetric,
+            tuning.row_offers,
+            tuning.inbox_for(k, run.gpu_sample),
         );
     }
     drop(dev);

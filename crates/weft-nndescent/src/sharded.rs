@@ -1,5 +1,5 @@
 //! The out-of-GPU-memory GNND build: shards built on the device one at a time and merged
-//! pairwise with GGM ([`weft_gpu::Gnnd::merge_device_cross`]), two shards resident at a time.
+//! pairwise with GGM ([`Gnnd::merge_device_cross`]), two shards resident at a time.
 //!
 //! Plan (see `docs/gnnd.md`): the shard capacity is the largest row count such that two shards
 //! and one merge's buffers fit the budget. [`ShardSchedule::AllPairs`] cuts the rows into `s`
@@ -26,7 +26,10 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use weft_core::{BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, Metric, NodeId, Result};
-use weft_gpu::{DeviceMatrix, Gnnd, GnndConfig, GnndStats, GpuContext};
+use weft_gpu::{DeviceMatrix, GpuContext};
+
+use crate::NnDescentParams;
+use crate::gpu::gnnd::{Gnnd, GnndStats, GnndTuning};
 
 use crate::partition::{
     self, ShardSchedule, Step, all_pairs, contiguous_shards, fine_clusters, locality_partition,
@@ -66,10 +69,10 @@ struct Capacity {
 }
 
 impl Capacity {
-    fn new<T: Element>(dim: usize, k: usize, config: &GnndConfig, budget: u64) -> Self {
+    fn new<T: Element>(dim: usize, k: usize, params: &NnDescentParams, budget: u64) -> Self {
         // Every buffer is linear in the rows: one row of a merge (its vector, list, inbox,
-        // samples) costs `per_row`.
-        let per_row = Gnnd::merge_bytes_needed::<T>(1, 1, dim, k, config, true) / 2;
+        // samples) costs `per_row`. The builds and merges use the default tuning.
+        let per_row = GnndTuning::default().merge_bytes_needed::<T>(1, 1, dim, k, params, true) / 2;
         Capacity {
             per_row,
             cap: usize::try_from(budget / (2 * per_row)).unwrap_or(usize::MAX),
@@ -99,10 +102,10 @@ impl ShardPlan {
         n: usize,
         dim: usize,
         k: usize,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         budget: u64,
     ) -> Result<ShardPlan> {
-        let c = Capacity::new::<T>(dim, k, config, budget);
+        let c = Capacity::new::<T>(dim, k, params, budget);
         let min_rows = k + 1;
         if c.cap < min_rows {
             return Err(c.too_small::<T>(n, dim, k, budget));
@@ -137,7 +140,7 @@ impl ShardPlan {
         data: DatasetView<'_, T>,
         metric: Metric,
         k: usize,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         budget: u64,
         schedule: ShardSchedule,
         seed: u64,
@@ -145,11 +148,11 @@ impl ShardPlan {
         schedule.validate()?;
         let (n, dim) = (data.rows(), data.dim());
         let m = match schedule {
-            ShardSchedule::AllPairs => return Self::new::<T>(n, dim, k, config, budget),
+            ShardSchedule::AllPairs => return Self::new::<T>(n, dim, k, params, budget),
             ShardSchedule::Nearest(m) => Some(m),
             ShardSchedule::Auto => None,
         };
-        let c = Capacity::new::<T>(dim, k, config, budget);
+        let c = Capacity::new::<T>(dim, k, params, budget);
         let min_rows = k + 1;
         if c.cap < min_rows {
             return Err(c.too_small::<T>(n, dim, k, budget));
@@ -194,7 +197,7 @@ impl ShardPlan {
             let s = n.div_ceil(c.cap).max(1);
             let all = s * (s - 1) / 2;
             if pairs.len() as f64 >= partition::AUTO_ALL_PAIRS_SHARE * all as f64
-                && let Ok(mut plan) = Self::new::<T>(n, dim, k, config, budget)
+                && let Ok(mut plan) = Self::new::<T>(n, dim, k, params, budget)
             {
                 plan.auto = auto;
                 plan.seconds = t.elapsed().as_secs_f64();
@@ -340,7 +343,7 @@ pub(crate) fn build_sharded<T: Element>(
     data: DatasetView<'_, T>,
     metric: Metric,
     k: usize,
-    config: &GnndConfig,
+    params: &NnDescentParams,
     plan: &ShardPlan,
     build: &BuildCtx,
 ) -> Result<(KnnGraph, ShardedStats)> {
@@ -351,8 +354,12 @@ pub(crate) fn build_sharded<T: Element>(
     let matrices = 2 * DeviceMatrix::<T>::bytes_for(plan.shard_rows, dim);
     ctx.check_fits(plan.bytes, Some(plan.bytes))?;
     let gnnd = Gnnd::new(ctx).with_budget(plan.bytes - matrices);
-    // The inner builds and merges report no progress of their own; they share the cancel flag.
-    let inner = BuildCtx::new(build.seed()).with_cancel(build.cancel_token().clone());
+    // The inner builds and merges report no progress of their own; they share the cancel flag
+    // and each has its own seed, derived from the build's.
+    let inner = |a: usize, b: usize| {
+        BuildCtx::new(weft_core::rng::hash3(build.seed(), a as u64, b as u64))
+            .with_cancel(build.cancel_token().clone())
+    };
     let mut stats = ShardedStats {
         schedule: Some(plan.schedule),
         shards: s,
@@ -407,11 +414,8 @@ pub(crate) fn build_sharded<T: Element>(
                 stats.loads += 1;
                 if local[c].is_none() {
                     let t = Instant::now();
-                    let cfg = GnndConfig {
-                        seed: weft_core::rng::hash3(config.seed, c as u64, c as u64),
-                        ..*config
-                    };
-                    let (g, st) = gnnd.build_device(&slots[slot], metric, k, &cfg, &inner)?;
+                    let (g, st) =
+                        gnnd.build_device(&slots[slot], metric, k, params, &inner(c, c))?;
                     let g = g.download(ctx)?;
                     let rows = offsets[c] * k..offsets[c + 1] * k;
                     acc_ids[rows.clone()]
@@ -440,13 +444,10 @@ pub(crate) fn build_sharded<T: Element>(
                     local[i].as_ref().expect("built on load"),
                     local[j].as_ref().expect("built on load"),
                 );
-                let cfg = GnndConfig {
-                    seed: weft_core::rng::hash3(config.seed, i as u64, j as u64),
-                    ..*config
-                };
                 let t = Instant::now();
                 let (a, b) = (&slots[first_slot], &slots[1 - first_slot]);
-                let (h, st) = gnnd.merge_device_cross(a, gi, b, gj, metric, &cfg, &inner)?;
+                let (h, st) =
+                    gnnd.merge_device_cross(a, gi, b, gj, metric, params, &inner(i, j))?;
                 let h = h.download(ctx)?;
                 stats.seconds.merge += t.elapsed().as_secs_f64();
                 let t = Instant::now();

@@ -14,11 +14,11 @@ use weft_core::rng::SplitMix64;
 use weft_core::{
     BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, KnnGraphBuilder, Metric,
 };
-use weft_gpu::gnnd::testing::{
-    FlaggedLists, NEW_FLAG, cross_join_and_merge, join_and_merge, sample_split,
-};
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext};
+use weft_nndescent::gpu::gnnd::testing::{
+    FlaggedLists, NEW_FLAG, cross_join_and_merge, join_and_merge, sample_split,
+};
 use weft_nndescent::{NnDescentGpu, NnDescentParams, ShardSchedule};
 use weft_testkit::knn::{
     KnnSuite, check_graph_shape, exact_knn, gaussian_mixture, graph_recall, run_knn_suite,
@@ -802,14 +802,9 @@ fn clustered_set(small_n: usize, n: usize, seed: u64) -> (usize, usize, usize, V
 /// `dim` points with `k` neighbours (default parameters), from the per-row bytes of a plan that
 /// fits in one shard.
 fn two_shard_budget(n: usize, dim: usize, k: usize, shards: u64) -> u64 {
-    let probe = weft_nndescent::ShardPlan::new::<f32>(
-        n,
-        dim,
-        k,
-        &NnDescentGpu::config(&NnDescentParams::default(), 0),
-        u64::MAX / 4,
-    )
-    .unwrap();
+    let probe =
+        weft_nndescent::ShardPlan::new::<f32>(n, dim, k, &NnDescentParams::default(), u64::MAX / 4)
+            .unwrap();
     assert_eq!(probe.shards.len(), 1);
     let per_row = probe.bytes / probe.shard_rows as u64 / 2;
     per_row * 2 * (n as u64 / shards + 1)

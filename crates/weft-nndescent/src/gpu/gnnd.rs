@@ -1,8 +1,11 @@
 //! GPU NN-Descent (GNND; Wang, Zhao & Zeng, CIKM 2021): [`Gnnd`] builds a k-NN graph on the
 //! device and leaves it there ([`DeviceKnnGraph`]) or brings it back ([`KnnGraph`]).
 //!
-//! The kernels are in `kernels/gnnd/gnnd.cu`; the design and the choices where the paper is
-//! ambiguous are in `docs/gnnd.md`. In short, per iteration:
+//! The kernels are in this crate's `kernels/gnnd/gnnd.cu` (launched through the bindings
+//! weft-kernel-build generates from their signatures); the design and the choices where the
+//! paper is ambiguous are in `docs/gnnd.md`. The settings are [`NnDescentParams`]' GPU fields
+//! (`gpu_sample`, `max_iters`, `delta`), the build context's seed, and the GPU-only knobs of
+//! [`GnndTuning`]. In short, per iteration:
 //! 1. `gnnd_sample`: the first `p` NEW and first `p` OLD entries of each sorted list (the
 //!    closest) are sampled; the sampled NEW entries become OLD; every forward sample receives
 //!    the list owner as a reverse sample (appended atomically, at most `p`).
@@ -20,20 +23,21 @@
 //! k-NN graphs but not bit-reproducible (atomic arrival order decides reverse samples and inbox
 //! order).
 
-use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use weft_core::error::check_graph_k;
 use weft_core::{BuildCtx, DatasetView, Element, Error, KnnGraph, Metric, Result};
+use weft_gpu::launch::{self, elem_bytes, need, u32_of};
+use weft_gpu::{DeviceBuffer, DeviceKnnGraph, DeviceMatrix, DeviceView, GpuContext, Launch};
 
-use crate::context::GpuContext;
-use crate::device_graph::DeviceKnnGraph;
-use crate::launch::{self, cfg, launch, need, u32_of};
-use crate::matrix::DeviceMatrix;
+use super::kernels::gnnd as kernels;
+use crate::NnDescentParams;
+use crate::params::GPU_SAMPLE_LIMIT;
 
 mod merge;
 use merge::MODE_CROSS;
 
-/// The largest sample count `p` (lists of NEW and of OLD samples hold at most `2 p = 64`).
-pub const MAX_SAMPLE: usize = 32;
+/// The largest sample count `p` (lists of NEW and of OLD samples hold at most `2 p = 64`): the
+/// limit [`NnDescentParams::gpu_sample`] is validated against.
+pub const MAX_SAMPLE: usize = GPU_SAMPLE_LIMIT;
 /// The largest `k` GNND supports (a list must fit one warp's share of shared memory).
 pub const MAX_K: usize = 1024;
 /// The most vertices: ids use 31 bits (the top bit is the NEW flag).
@@ -44,49 +48,40 @@ const WARP_BLOCK: u32 = 256;
 /// Threads per block of `gnnd_join_*` (the kernel's `JOIN_THREADS`).
 const JOIN_THREADS: u32 = 256;
 
-/// GNND's settings (the GPU fields of `weft_nndescent::NnDescentParams`, plus the seed).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GnndConfig {
-    /// Sample count `p` in `1..=32`: forward NEW and OLD samples per list and iteration (reverse
-    /// samples add up to `p` more of each).
-    pub sample: usize,
-    /// Most iterations after the random initialisation.
-    pub max_iters: usize,
-    /// Stop when an iteration inserts fewer than `delta * n * k` entries.
-    pub delta: f32,
+/// GNND's GPU-only knobs, which [`NnDescentParams`] does not carry: the builder
+/// ([`crate::NnDescentGpu`]) always uses the default, the settings measured best in
+/// `docs/gnnd.md`; the oracle tests and `gnnd_bench` vary them through [`Gnnd::with_tuning`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GnndTuning {
     /// Inbox slots per list (offers per iteration); 0 picks `max(k, 8 p)` rounded up to 32.
+    /// Default 0.
     pub inbox: usize,
     /// Offer each selected pair to both ends (the paper offers it to one: each NEW sample gets
     /// its nearest NEW and nearest OLD, each OLD sample its nearest NEW); see `docs/gnnd.md`.
+    /// Default on.
     pub symmetric: bool,
     /// Offers per sample row and join, in `1..=4`: the row's nearest `row_offers` partners
-    /// among the pairs worth offering (the paper: 1).
+    /// among the pairs worth offering (the paper: 1). Default 4.
     pub row_offers: usize,
-    /// Seed of the random initial graph.
-    pub seed: u64,
 }
 
-impl Default for GnndConfig {
+impl Default for GnndTuning {
     fn default() -> Self {
-        GnndConfig {
-            sample: 32,
-            max_iters: 12,
-            delta: 0.001,
+        GnndTuning {
             inbox: 0,
             symmetric: true,
             row_offers: 4,
-            seed: 0,
         }
     }
 }
 
-impl GnndConfig {
-    /// The inbox size used for degree `k`.
-    pub fn inbox_for(&self, k: usize) -> usize {
+impl GnndTuning {
+    /// The inbox size used for degree `k` and sample count `sample`.
+    pub fn inbox_for(&self, k: usize, sample: usize) -> usize {
         if self.inbox > 0 {
             self.inbox
         } else {
-            k.max(8 * self.sample).next_multiple_of(32)
+            k.max(8 * sample).next_multiple_of(32)
         }
     }
 
@@ -95,20 +90,42 @@ impl GnndConfig {
         self.symmetric as u32 | ((self.row_offers as u32) << 8)
     }
 
-    fn check(&self, k: usize) -> Result<()> {
-        if !(1..=MAX_SAMPLE).contains(&self.sample) {
+    /// Device bytes a build of `n` points of `dim` elements of `T` needs with degree `k` and
+    /// `params`' sample count, without the vectors (`vectors`: plus the uploaded vectors).
+    pub fn bytes_needed<T: Element>(
+        &self,
+        n: usize,
+        dim: usize,
+        k: usize,
+        params: &NnDescentParams,
+        vectors: bool,
+    ) -> u64 {
+        let n64 = n as u64;
+        let m = self.inbox_for(k, params.gpu_sample) as u64;
+        let s = 2 * params.gpu_sample as u64;
+        let data = if vectors {
+            DeviceMatrix::<T>::bytes_for(n, dim)
+        } else {
+            0
+        };
+        data + n64 * k as u64 * 8 + n64 * m * 8 + n64 * 4 + 2 * n64 * s * 4 + 4 * n64 * 4 + n64 * 4
+    }
+
+    /// Checks the GPU settings of `params` and these knobs for degree `k`.
+    fn check(&self, params: &NnDescentParams, k: usize) -> Result<()> {
+        if !(1..=MAX_SAMPLE).contains(&params.gpu_sample) {
             return Err(Error::invalid_param(
                 "gpu_sample",
                 format!(
                     "the GPU sample count must be in 1..={MAX_SAMPLE}, got {}",
-                    self.sample
+                    params.gpu_sample
                 ),
             ));
         }
-        if !(self.delta.is_finite() && (0.0..1.0).contains(&self.delta)) {
+        if !(params.delta.is_finite() && (0.0..1.0).contains(&params.delta)) {
             return Err(Error::invalid_param(
                 "delta",
-                format!("must be in [0, 1), got {}", self.delta),
+                format!("must be in [0, 1), got {}", params.delta),
             ));
         }
         if !(1..=4).contains(&self.row_offers) {
@@ -154,6 +171,7 @@ pub struct GnndStats {
 pub struct Gnnd<'c> {
     ctx: &'c GpuContext,
     budget: Option<u64>,
+    tuning: GnndTuning,
 }
 
 /// The device buffers of one build.
@@ -162,29 +180,33 @@ struct State {
     k: usize,
     p: usize,
     m: usize,
-    list_d: CudaSlice<f32>,
-    list_i: CudaSlice<u32>,
-    inbox_d: CudaSlice<f32>,
-    inbox_i: CudaSlice<u32>,
-    inbox_cnt: CudaSlice<u32>,
-    new_s: CudaSlice<u32>,
-    old_s: CudaSlice<u32>,
+    list_d: DeviceBuffer<f32>,
+    list_i: DeviceBuffer<u32>,
+    inbox_d: DeviceBuffer<f32>,
+    inbox_i: DeviceBuffer<u32>,
+    inbox_cnt: DeviceBuffer<u32>,
+    new_s: DeviceBuffer<u32>,
+    old_s: DeviceBuffer<u32>,
     /// Sample counts: forward (then, after dedup, all) NEW and OLD; reverse NEW and OLD.
-    fwd_new: CudaSlice<u32>,
-    fwd_old: CudaSlice<u32>,
-    rev_new: CudaSlice<u32>,
-    rev_old: CudaSlice<u32>,
-    norms: CudaSlice<f32>,
+    fwd_new: DeviceBuffer<u32>,
+    fwd_old: DeviceBuffer<u32>,
+    rev_new: DeviceBuffer<u32>,
+    rev_old: DeviceBuffer<u32>,
+    norms: DeviceBuffer<f32>,
     /// Insertions so far (cumulative).
-    inserted: CudaSlice<u64>,
+    inserted: DeviceBuffer<u64>,
     /// Offers dropped by full inboxes so far (cumulative).
-    dropped: CudaSlice<u64>,
+    dropped: DeviceBuffer<u64>,
 }
 
 impl<'c> Gnnd<'c> {
-    /// GNND on `ctx`, within the default memory budget.
+    /// GNND on `ctx`, within the default memory budget, with the default [`GnndTuning`].
     pub fn new(ctx: &'c GpuContext) -> Self {
-        Gnnd { ctx, budget: None }
+        Gnnd {
+            ctx,
+            budget: None,
+            tuning: GnndTuning::default(),
+        }
     }
 
     /// Limits device memory to `bytes` (still capped by free memory).
@@ -193,64 +215,78 @@ impl<'c> Gnnd<'c> {
         self
     }
 
+    /// Uses the GPU-only knobs `tuning` instead of the defaults.
+    pub fn with_tuning(mut self, tuning: GnndTuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
+    /// The GPU-only knobs in use.
+    pub fn tuning(&self) -> &GnndTuning {
+        &self.tuning
+    }
+
     /// Device bytes a build of `n` points of `dim` elements of `T` needs with degree `k`,
-    /// without the vectors (`vectors`: plus the uploaded vectors).
+    /// without the vectors (`vectors`: plus the uploaded vectors); see
+    /// [`GnndTuning::bytes_needed`].
     pub fn bytes_needed<T: Element>(
+        &self,
         n: usize,
         dim: usize,
         k: usize,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         vectors: bool,
     ) -> u64 {
-        let n64 = n as u64;
-        let m = config.inbox_for(k) as u64;
-        let s = 2 * config.sample as u64;
-        let data = if vectors {
-            DeviceMatrix::<T>::bytes_for(n, dim)
-        } else {
-            0
-        };
-        data + n64 * k as u64 * 8 + n64 * m * 8 + n64 * 4 + 2 * n64 * s * 4 + 4 * n64 * 4 + n64 * 4
+        self.tuning.bytes_needed::<T>(n, dim, k, params, vectors)
     }
 
-    /// Builds the k-NN graph of `data` (on the host) and returns it on the host.
+    /// Builds the k-NN graph of `data` (on the host) with `params`' GPU fields (`gpu_sample`,
+    /// `max_iters`, `delta`; the random initial graph seeded by `build`'s seed) and returns it
+    /// on the host.
     pub fn build<T: Element>(
         &self,
         data: DatasetView<'_, T>,
         metric: Metric,
         k: usize,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         build: &BuildCtx,
     ) -> Result<(KnnGraph, GnndStats)> {
         check_graph_k(k, data.rows())?;
-        config.check(k)?;
+        self.tuning.check(params, k)?;
         check_points(data.rows())?;
-        let bytes = Self::bytes_needed::<T>(data.rows(), data.dim(), k, config, true);
+        let bytes = self.bytes_needed::<T>(data.rows(), data.dim(), k, params, true);
         self.ctx.check_fits(bytes, self.budget)?;
         let m = DeviceMatrix::upload(self.ctx, data)?;
-        let (g, mut stats) = self.build_device(&m, metric, k, config, build)?;
+        let (g, mut stats) = self.build_device(&m, metric, k, params, build)?;
         stats.bytes = bytes;
         Ok((g.download(self.ctx)?, stats))
     }
 
-    /// Builds the k-NN graph of vectors already on the device and leaves it there.
+    /// Builds the k-NN graph of vectors already on the device and leaves it there (settings as
+    /// in [`Gnnd::build`]).
     pub fn build_device<T: Element>(
         &self,
         data: &DeviceMatrix<T>,
         metric: Metric,
         k: usize,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         build: &BuildCtx,
     ) -> Result<(DeviceKnnGraph, GnndStats)> {
         let n = data.rows();
         check_graph_k(k, n)?;
-        config.check(k)?;
+        self.tuning.check(params, k)?;
         check_points(n)?;
-        let bytes = Self::bytes_needed::<T>(n, data.dim(), k, config, false);
+        let bytes = self.bytes_needed::<T>(n, data.dim(), k, params, false);
         self.ctx.check_fits(bytes, self.budget)?;
         build.check_cancelled()?;
         let ctx = self.ctx;
-        let mut st = State::alloc(ctx, n, k, config.sample, config.inbox_for(k))?;
+        let mut st = State::alloc(
+            ctx,
+            n,
+            k,
+            params.gpu_sample,
+            self.tuning.inbox_for(k, params.gpu_sample),
+        )?;
         let view = data.rows_view(0, n)?;
         let stride = u32_of(data.stride(), "stride")?;
         if metric == Metric::Cosine {
@@ -262,8 +298,8 @@ impl<'c> Gnnd<'c> {
         };
         build
             .progress()
-            .begin("gnnd", Some(config.max_iters as u64));
-        init::<T>(ctx, &view, stride, metric, config.seed, &mut st)?;
+            .begin("gnnd", Some(params.max_iters as u64));
+        init::<T>(ctx, &view, stride, metric, build.seed(), &mut st)?;
         merge(ctx, &mut st)?;
         let vectors = Vectors {
             a: &view,
@@ -271,17 +307,12 @@ impl<'c> Gnnd<'c> {
             split: n as u32,
             stride,
         };
-        iterate::<T>(
-            ctx,
-            &mut st,
-            &vectors,
-            metric,
-            config.mode(),
-            0,
-            config,
-            build,
-            &mut stats,
-        )?;
+        let run = Iterations {
+            params,
+            mode: self.tuning.mode(),
+            sample_split: 0,
+        };
+        iterate::<T>(ctx, &mut st, &vectors, metric, &run, build, &mut stats)?;
         build.progress().end();
         finish(ctx, &mut st)?;
         let graph = DeviceKnnGraph::from_parts(n, k, st.list_i, st.list_d)?;
@@ -298,30 +329,34 @@ fn check_points(n: usize) -> Result<()> {
     Ok(())
 }
 
+/// How [`iterate`] runs: `params`' iteration bounds (`max_iters`, `delta`), the join's `mode`
+/// and the sampling's `split` (0 for a build; the merge's first vertex of the second subset).
+struct Iterations<'p> {
+    params: &'p NnDescentParams,
+    mode: u32,
+    sample_split: u32,
+}
+
 /// The GNND iterations shared by a build and a merge (GGM): sample, dedup, join, merge, until
-/// `config.max_iters` iterations have run or one inserts fewer than `delta * n * k` entries.
-/// `sample_split` is the sampling's `split` (0 for a build; the merge's first vertex of the second
-/// subset), `mode` the join's. Each iteration's insertions and dropped offers are appended to
-/// `stats`; cancellation is checked before each iteration and progress advanced after it.
-#[allow(clippy::too_many_arguments)]
+/// `max_iters` iterations have run or one inserts fewer than `delta * n * k` entries. Each
+/// iteration's insertions and dropped offers are appended to `stats`; cancellation is checked
+/// before each iteration and progress advanced after it.
 fn iterate<T: Element>(
     ctx: &GpuContext,
     st: &mut State,
     vectors: &Vectors<'_, '_>,
     metric: Metric,
-    mode: u32,
-    sample_split: u32,
-    config: &GnndConfig,
+    run: &Iterations<'_>,
     build: &BuildCtx,
     stats: &mut GnndStats,
 ) -> Result<()> {
     let mut last = read_counters(ctx, st)?;
-    let threshold = f64::from(config.delta) * st.n as f64 * st.k as f64;
-    for _ in 0..config.max_iters {
+    let threshold = f64::from(run.params.delta) * st.n as f64 * st.k as f64;
+    for _ in 0..run.params.max_iters {
         build.check_cancelled()?;
-        sample(ctx, st, sample_split)?;
+        sample(ctx, st, run.sample_split)?;
         dedup(ctx, st)?;
-        join::<T>(ctx, vectors, metric, mode, st)?;
+        join::<T>(ctx, vectors, metric, run.mode, st)?;
         merge(ctx, st)?;
         let now = read_counters(ctx, st)?;
         let updates = now[0] - last[0];
@@ -369,89 +404,95 @@ fn read_counters(ctx: &GpuContext, st: &State) -> Result<[u64; 2]> {
     Ok([a[0], b[0]])
 }
 
-fn warp_grid(n: usize) -> Result<(u32, u32, u32)> {
+/// One warp per list, in blocks of [`WARP_BLOCK`] threads.
+fn warp_launch(n: usize) -> Result<Launch> {
     let warps = WARP_BLOCK as usize / 32;
-    Ok((u32_of(n.div_ceil(warps), "blocks")?, 1, 1))
+    Ok(Launch::blocks(
+        u32_of(n.div_ceil(warps), "blocks")?,
+        WARP_BLOCK,
+    ))
 }
 
 fn init<T: Element>(
     ctx: &GpuContext,
-    data: &CudaView<'_, u8>,
+    data: &DeviceView<'_, u8>,
     stride: u32,
     metric: Metric,
     seed: u64,
     st: &mut State,
 ) -> Result<()> {
     let (n, k, m) = (st.n as u32, st.k as u32, st.m as u32);
-    need(
-        data.len(),
-        launch::elem_bytes::<T>(n, stride),
-        "gnnd_init data",
-    )?;
+    need(data.len(), elem_bytes::<T>(n, stride), "gnnd_init data")?;
     if m < k {
         return Err(Error::Gpu(format!("internal: inbox {m} < k {k}")));
     }
-    let name = format!("gnnd_init_{}", T::DTYPE.name());
-    let f = ctx.function("gnnd", &name)?;
-    let code = metric.code() as i32;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(data)
-        .arg(&n)
-        .arg(&stride)
-        .arg(&code)
-        .arg(&k)
-        .arg(&seed)
-        .arg(&mut st.list_d)
-        .arg(&mut st.list_i)
-        .arg(&mut st.inbox_d)
-        .arg(&mut st.inbox_i)
-        .arg(&mut st.inbox_cnt)
-        .arg(&m);
-    launch(ctx, &name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
+    kernels::gnnd_init(
+        ctx,
+        T::DTYPE,
+        warp_launch(st.n)?,
+        &kernels::GnndInitArgs {
+            data: data.input(),
+            n,
+            stride,
+            metric: metric.code() as i32,
+            k,
+            seed,
+            list_d: st.list_d.output(),
+            list_i: st.list_i.output(),
+            inbox_d: st.inbox_d.output(),
+            inbox_i: st.inbox_i.output(),
+            inbox_cnt: st.inbox_cnt.output(),
+            m,
+        },
+    )
 }
 
 /// `split`: 0 for a build; for a merge, the first vertex of the second subset (OLD entries of
 /// the other subset are then not sampled).
 fn sample(ctx: &GpuContext, st: &mut State, split: u32) -> Result<()> {
     let (n, k, p) = (st.n as u32, st.k as u32, st.p as u32);
-    let name = "gnnd_sample";
-    let f = ctx.function("gnnd", name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&mut st.list_i)
-        .arg(&n)
-        .arg(&k)
-        .arg(&p)
-        .arg(&split)
-        .arg(&mut st.new_s)
-        .arg(&mut st.old_s)
-        .arg(&mut st.fwd_new)
-        .arg(&mut st.fwd_old)
-        .arg(&mut st.rev_new)
-        .arg(&mut st.rev_old);
-    launch(ctx, name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
+    kernels::gnnd_sample(
+        ctx,
+        warp_launch(st.n)?,
+        &kernels::GnndSampleArgs {
+            list_i: st.list_i.output(),
+            n,
+            k,
+            p,
+            split,
+            new_s: st.new_s.output(),
+            old_s: st.old_s.output(),
+            fwd_new: st.fwd_new.output(),
+            fwd_old: st.fwd_old.output(),
+            rev_new: st.rev_new.output(),
+            rev_old: st.rev_old.output(),
+        },
+    )
 }
 
 fn dedup(ctx: &GpuContext, st: &mut State) -> Result<()> {
     let (n, p) = (st.n as u32, st.p as u32);
-    let name = "gnnd_dedup";
-    let f = ctx.function("gnnd", name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&n)
-        .arg(&p)
-        .arg(&mut st.new_s)
-        .arg(&mut st.old_s)
-        .arg(&mut st.fwd_new)
-        .arg(&mut st.fwd_old)
-        .arg(&mut st.rev_new)
-        .arg(&mut st.rev_old);
-    launch(ctx, name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
+    kernels::gnnd_dedup(
+        ctx,
+        warp_launch(st.n)?,
+        &kernels::GnndDedupArgs {
+            n,
+            p,
+            new_s: st.new_s.output(),
+            old_s: st.old_s.output(),
+            fwd_new: st.fwd_new.output(),
+            fwd_old: st.fwd_old.output(),
+            rev_new: st.rev_new.output(),
+            rev_old: st.rev_old.output(),
+        },
+    )
 }
 
 /// The vectors of the `n` vertices of a build or merge: `[0, split)` in `a`, `[split, n)` in `b`
 /// (a build: `b` is `a` and `split` is `n`).
 struct Vectors<'a, 'b> {
-    a: &'a CudaView<'b, u8>,
-    b: &'a CudaView<'b, u8>,
+    a: &'a DeviceView<'b, u8>,
+    b: &'a DeviceView<'b, u8>,
     split: u32,
     stride: u32,
 }
@@ -460,16 +501,8 @@ impl Vectors<'_, '_> {
     /// Checks that both views cover the rows the kernels read.
     fn check<T: Element>(&self, n: u32, what: &str) -> Result<()> {
         let split = self.split.min(n);
-        need(
-            self.a.len(),
-            launch::elem_bytes::<T>(split, self.stride),
-            what,
-        )?;
-        need(
-            self.b.len(),
-            launch::elem_bytes::<T>(n - split, self.stride),
-            what,
-        )
+        need(self.a.len(), elem_bytes::<T>(split, self.stride), what)?;
+        need(self.b.len(), elem_bytes::<T>(n - split, self.stride), what)
     }
 }
 
@@ -484,35 +517,64 @@ fn join<T: Element>(
     data.check::<T>(n, "gnnd_join data")?;
     let stride = data.stride;
     let s = 2 * st.p as u32;
-    let kind = if metric == Metric::L2Squared {
-        "l2"
+    let launch = Launch::blocks(n, JOIN_THREADS);
+    let metric_code = metric.code() as i32;
+    // The two kernels share their signature; the bindings give each its own struct.
+    if metric == Metric::L2Squared {
+        kernels::gnnd_join_l2(
+            ctx,
+            T::DTYPE,
+            launch,
+            &kernels::GnndJoinL2Args {
+                data: data.a.input(),
+                data_b: data.b.input(),
+                split: data.split,
+                stride,
+                metric: metric_code,
+                norms: st.norms.input(),
+                new_s: st.new_s.input(),
+                new_cnt: st.fwd_new.input(),
+                old_s: st.old_s.input(),
+                old_cnt: st.fwd_old.input(),
+                s,
+                list_d: st.list_d.input(),
+                k,
+                inbox_d: st.inbox_d.output(),
+                inbox_i: st.inbox_i.output(),
+                inbox_cnt: st.inbox_cnt.output(),
+                m,
+                overflow: st.dropped.output(),
+                mode,
+            },
+        )
     } else {
-        "dot"
-    };
-    let name = format!("gnnd_join_{kind}_{}", T::DTYPE.name());
-    let f = ctx.function("gnnd", &name)?;
-    let code = metric.code() as i32;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(data.a)
-        .arg(data.b)
-        .arg(&data.split)
-        .arg(&stride)
-        .arg(&code)
-        .arg(&st.norms)
-        .arg(&st.new_s)
-        .arg(&st.fwd_new)
-        .arg(&st.old_s)
-        .arg(&st.fwd_old)
-        .arg(&s)
-        .arg(&st.list_d)
-        .arg(&k)
-        .arg(&mut st.inbox_d)
-        .arg(&mut st.inbox_i)
-        .arg(&mut st.inbox_cnt)
-        .arg(&m)
-        .arg(&mut st.dropped)
-        .arg(&mode);
-    launch(ctx, &name, a, cfg((n, 1, 1), JOIN_THREADS, 0))
+        kernels::gnnd_join_dot(
+            ctx,
+            T::DTYPE,
+            launch,
+            &kernels::GnndJoinDotArgs {
+                data: data.a.input(),
+                data_b: data.b.input(),
+                split: data.split,
+                stride,
+                metric: metric_code,
+                norms: st.norms.input(),
+                new_s: st.new_s.input(),
+                new_cnt: st.fwd_new.input(),
+                old_s: st.old_s.input(),
+                old_cnt: st.fwd_old.input(),
+                s,
+                list_d: st.list_d.input(),
+                k,
+                inbox_d: st.inbox_d.output(),
+                inbox_i: st.inbox_i.output(),
+                inbox_cnt: st.inbox_cnt.output(),
+                m,
+                overflow: st.dropped.output(),
+                mode,
+            },
+        )
+    }
 }
 
 /// Warps per block of `gnnd_merge` for degree `k` (each warp holds a list in shared memory).
@@ -522,46 +584,37 @@ fn merge_warps(k: usize) -> u32 {
 
 fn merge(ctx: &GpuContext, st: &mut State) -> Result<()> {
     let (n, k, m) = (st.n as u32, st.k as u32, st.m as u32);
-    let name = "gnnd_merge";
-    let f = ctx.function("gnnd", name)?;
     let warps = merge_warps(st.k);
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&mut st.list_d)
-        .arg(&mut st.list_i)
-        .arg(&n)
-        .arg(&k)
-        .arg(&st.inbox_d)
-        .arg(&st.inbox_i)
-        .arg(&mut st.inbox_cnt)
-        .arg(&m)
-        .arg(&mut st.inserted);
-    launch(
+    kernels::gnnd_merge(
         ctx,
-        name,
-        a,
-        cfg(
+        Launch::new(
             (u32_of(st.n.div_ceil(warps as usize), "blocks")?, 1, 1),
             warps * 32,
             warps * k * 8,
         ),
+        &kernels::GnndMergeArgs {
+            list_d: st.list_d.output(),
+            list_i: st.list_i.output(),
+            n,
+            k,
+            inbox_d: st.inbox_d.input(),
+            inbox_i: st.inbox_i.input(),
+            inbox_cnt: st.inbox_cnt.output(),
+            m,
+            updates: st.inserted.output(),
+        },
     )
 }
 
 fn finish(ctx: &GpuContext, st: &mut State) -> Result<()> {
     let len = (st.n * st.k) as u64;
-    let name = "gnnd_finish";
-    let f = ctx.function("gnnd", name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&mut st.list_i).arg(&len);
-    launch(
+    kernels::gnnd_finish(
         ctx,
-        name,
-        a,
-        cfg(
-            (u32_of(len.div_ceil(256) as usize, "blocks")?, 1, 1),
-            256,
-            0,
-        ),
+        Launch::blocks(u32_of(len.div_ceil(256) as usize, "blocks")?, 256),
+        &kernels::GnndFinishArgs {
+            list_i: st.list_i.output(),
+            len,
+        },
     )
 }
 
@@ -588,7 +641,7 @@ pub mod testing {
 
     /// Runs one join (`gnnd_join_*`) over the given deduplicated samples (`new[v]`, `old[v]`,
     /// at most `2 p` each) and one merge (`gnnd_merge`) on `lists`, with an inbox of `inbox`
-    /// slots (`symmetric`, `row_offers`: see [`GnndConfig`]); returns the lists after the merge
+    /// slots (`symmetric`, `row_offers`: see [`GnndTuning`]); returns the lists after the merge
     /// and the insertions and dropped offers.
     #[allow(clippy::too_many_arguments)]
     pub fn join_and_merge<T: Element>(

@@ -1,11 +1,11 @@
 //! NN-Descent on the GPU (GNND): [`NnDescentGpu`], behind the `cuda` feature.
 //!
-//! The algorithm and its kernels live in `weft_gpu::gnnd` (see `docs/gnnd.md`); this builder
-//! maps [`NnDescentParams`] to [`GnndConfig`]: `gpu_sample` is the sample count p, `max_iters`
-//! and `delta` bound the iterations, the build context's seed seeds the random initial graph;
-//! offers are symmetric, four per sample row, into inboxes of `max(k, 8 p)` slots (the settings
-//! measured best in `docs/gnnd.md`). The CPU-only fields (`rho`, `max_candidates`, `n_trees`,
-//! `leaf_size`) are ignored.
+//! The algorithm is [`gnnd`] (host code) over this crate's kernel module `kernels/gnnd` (see
+//! `docs/gnnd.md`); it reads [`NnDescentParams`] directly: `gpu_sample` is the sample count p,
+//! `max_iters` and `delta` bound the iterations, the build context's seed seeds the random
+//! initial graph; offers are symmetric, four per sample row, into inboxes of `max(k, 8 p)`
+//! slots (the default [`gnnd::GnndTuning`], the settings measured best in `docs/gnnd.md`). The
+//! CPU-only fields (`rho`, `max_candidates`, `n_trees`, `leaf_size`) are ignored.
 //!
 //! [`NnDescentGpu::build_device`] leaves the graph on the device ([`DeviceKnnGraph`]) for the
 //! next stage; [`KnnGraphBuilder::build`] brings it back. GPU results are valid k-NN graphs but
@@ -23,10 +23,29 @@ use std::sync::Arc;
 use weft_core::{
     BuildCtx, DatasetView, Element, KnnGraph, KnnGraphBuilder, Metric, Params, Result,
 };
-use weft_gpu::{DeviceKnnGraph, DeviceMatrix, Gnnd, GnndConfig, GnndStats, GpuContext};
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix, GpuContext, KernelModule};
 
 use crate::NnDescentParams;
 use crate::sharded::{ShardPlan, ShardedStats, build_sharded};
+
+pub mod gnnd;
+
+pub use gnnd::{Gnnd, GnndStats, GnndTuning};
+
+/// The generated bindings of this crate's kernel modules (weft-kernel-build, from the kernels'
+/// signatures).
+mod kernels {
+    /// `kernels/gnnd`: GNND's sampling, join, merge and the GGM cross initialisation.
+    #[allow(dead_code)]
+    pub(crate) mod gnnd {
+        include!(concat!(env!("OUT_DIR"), "/gnnd.rs"));
+    }
+}
+
+/// This crate's kernel modules (for the NVRTC check and kernel listings).
+pub fn kernel_modules() -> Vec<&'static KernelModule> {
+    vec![&kernels::gnnd::MODULE]
+}
 
 /// GNND on one GPU (see the [module docs](self)). Name: `nndescent`.
 #[derive(Clone, Debug)]
@@ -51,19 +70,6 @@ impl NnDescentGpu {
     /// The GPU this builder runs on.
     pub fn context(&self) -> &Arc<GpuContext> {
         &self.ctx
-    }
-
-    /// The GNND settings `params` give for the seed `seed`.
-    pub fn config(params: &NnDescentParams, seed: u64) -> GnndConfig {
-        GnndConfig {
-            sample: params.gpu_sample,
-            max_iters: params.max_iters,
-            delta: params.delta,
-            inbox: 0,
-            symmetric: true,
-            row_offers: 4,
-            seed,
-        }
     }
 
     /// The device budget of a build with `params`: the smaller of the builder's and
@@ -96,15 +102,16 @@ impl NnDescentGpu {
     ) -> Result<Option<ShardPlan>> {
         params.validate(data.rows(), data.dim())?;
         weft_core::error::check_graph_k(k, data.rows())?;
-        let config = Self::config(params, 0);
         let avail = match self.budget_for(params) {
             Some(b) => b.min(self.ctx.default_budget()?),
             None => self.ctx.default_budget()?,
         };
-        if Gnnd::bytes_needed::<T>(data.rows(), data.dim(), k, &config, true) <= avail {
+        if GnndTuning::default().bytes_needed::<T>(data.rows(), data.dim(), k, params, true)
+            <= avail
+        {
             return Ok(None);
         }
-        ShardPlan::for_schedule::<T>(data, metric, k, &config, avail, params.shard_schedule, seed)
+        ShardPlan::for_schedule::<T>(data, metric, k, params, avail, params.shard_schedule, seed)
             .map(Some)
     }
 
@@ -122,18 +129,10 @@ impl NnDescentGpu {
     ) -> Result<(KnnGraph, ShardedStats)> {
         params.validate(data.rows(), data.dim())?;
         weft_core::error::check_graph_k(k, data.rows())?;
-        build_sharded(
-            &self.ctx,
-            data,
-            metric,
-            k,
-            &Self::config(params, ctx.seed()),
-            plan,
-            ctx,
-        )
+        build_sharded(&self.ctx, data, metric, k, params, plan, ctx)
     }
 
-    /// Merges the k-NN graphs `ga` of `a` and `gb` of `b` (GGM, see `weft_gpu::gnnd`) into
+    /// Merges the k-NN graphs `ga` of `a` and `gb` of `b` (GGM, see [`gnnd`]) into
     /// the graph of `a`'s rows followed by `b`'s, using `params`' GPU fields (sample count,
     /// iterations, `delta`, budget) and the context's seed.
     #[allow(clippy::too_many_arguments)]
@@ -148,8 +147,7 @@ impl NnDescentGpu {
         ctx: &BuildCtx,
     ) -> Result<(KnnGraph, GnndStats)> {
         params.validate(a.rows() + b.rows(), a.dim())?;
-        self.gnnd(params)
-            .merge(a, ga, b, gb, metric, &Self::config(params, ctx.seed()), ctx)
+        self.gnnd(params).merge(a, ga, b, gb, metric, params, ctx)
     }
 
     /// Builds the k-NN graph of vectors already on the device and leaves it there.
@@ -162,8 +160,7 @@ impl NnDescentGpu {
         ctx: &BuildCtx,
     ) -> Result<(DeviceKnnGraph, GnndStats)> {
         params.validate(data.rows(), data.dim())?;
-        self.gnnd(params)
-            .build_device(data, metric, k, &Self::config(params, ctx.seed()), ctx)
+        self.gnnd(params).build_device(data, metric, k, params, ctx)
     }
 
     /// Like [`KnnGraphBuilder::build`], with the build statistics (of every shard build and
@@ -182,8 +179,7 @@ impl NnDescentGpu {
             let (g, stats) = self.build_sharded(data, metric, k, params, &plan, ctx)?;
             return Ok((g, stats.total()));
         }
-        self.gnnd(params)
-            .build(data, metric, k, &Self::config(params, ctx.seed()), ctx)
+        self.gnnd(params).build(data, metric, k, params, ctx)
     }
 }
 
@@ -204,5 +200,16 @@ impl KnnGraphBuilder for NnDescentGpu {
     ) -> Result<KnnGraph> {
         self.build_with_stats(data, metric, k, params, ctx)
             .map(|(g, _)| g)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn nvrtc_compiles_every_module() {
+        weft_gpu::testing::assert_nvrtc_compiles(
+            "nvrtc_compiles_every_module",
+            &super::kernel_modules(),
+        );
     }
 }

@@ -16,31 +16,50 @@
 //! from `b`), so an out-of-memory build keeps one shard resident and streams the other.
 
 use weft_core::INVALID;
+use weft_gpu::DeviceCopy;
 
 use super::*;
 
-impl<'c> Gnnd<'c> {
-    /// Device bytes a merge of `n1 + n2` points needs with degree `k` (lists, inbox, samples),
-    /// plus the vectors of both subsets when `vectors`.
+impl GnndTuning {
+    /// Device bytes a merge of `n1 + n2` points needs with degree `k` and `params`' sample
+    /// count (lists, inbox, samples), plus the vectors of both subsets when `vectors`.
     pub fn merge_bytes_needed<T: Element>(
+        &self,
         n1: usize,
         n2: usize,
         dim: usize,
         k: usize,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         vectors: bool,
     ) -> u64 {
-        let lists = Self::bytes_needed::<T>(n1 + n2, dim, k, config, false);
+        let lists = self.bytes_needed::<T>(n1 + n2, dim, k, params, false);
         if vectors {
             lists + DeviceMatrix::<T>::bytes_for(n1, dim) + DeviceMatrix::<T>::bytes_for(n2, dim)
         } else {
             lists
         }
     }
+}
+
+impl<'c> Gnnd<'c> {
+    /// Device bytes a merge of `n1 + n2` points needs with degree `k`; see
+    /// [`GnndTuning::merge_bytes_needed`].
+    pub fn merge_bytes_needed<T: Element>(
+        &self,
+        n1: usize,
+        n2: usize,
+        dim: usize,
+        k: usize,
+        params: &NnDescentParams,
+        vectors: bool,
+    ) -> u64 {
+        self.tuning
+            .merge_bytes_needed::<T>(n1, n2, dim, k, params, vectors)
+    }
 
     /// Merges the k-NN graphs `ga` of `a` and `gb` of `b` (host vectors and graphs, local ids)
     /// into the graph of the `a` rows followed by the `b` rows, on the host (see the module
-    /// documentation).
+    /// documentation), with `params`' GPU fields and `build`'s seed as in [`Gnnd::build`].
     #[allow(clippy::too_many_arguments)]
     pub fn merge<T: Element>(
         &self,
@@ -49,17 +68,16 @@ impl<'c> Gnnd<'c> {
         b: DatasetView<'_, T>,
         gb: &KnnGraph,
         metric: Metric,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         build: &BuildCtx,
     ) -> Result<(KnnGraph, GnndStats)> {
         check_merge_inputs(a.rows(), a.dim(), ga, b.rows(), b.dim(), gb)?;
-        config.check(ga.k())?;
-        let bytes =
-            Self::merge_bytes_needed::<T>(a.rows(), b.rows(), a.dim(), ga.k(), config, true);
+        self.tuning.check(params, ga.k())?;
+        let bytes = self.merge_bytes_needed::<T>(a.rows(), b.rows(), a.dim(), ga.k(), params, true);
         self.ctx.check_fits(bytes, self.budget)?;
         let da = DeviceMatrix::upload(self.ctx, a)?;
         let db = DeviceMatrix::upload(self.ctx, b)?;
-        let (g, mut stats) = self.merge_device(&da, ga, &db, gb, metric, config, build)?;
+        let (g, mut stats) = self.merge_device(&da, ga, &db, gb, metric, params, build)?;
         stats.bytes = bytes;
         Ok((g.download(self.ctx)?, stats))
     }
@@ -75,10 +93,10 @@ impl<'c> Gnnd<'c> {
         b: &DeviceMatrix<T>,
         gb: &KnnGraph,
         metric: Metric,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         build: &BuildCtx,
     ) -> Result<(DeviceKnnGraph, GnndStats)> {
-        self.ggm(a, ga, b, gb, metric, config, build, true)
+        self.ggm(a, ga, b, gb, metric, params, build, true)
     }
 
     /// Like [`Gnnd::merge_device`] without step 3: each row is the top `k` of the nearest
@@ -92,10 +110,10 @@ impl<'c> Gnnd<'c> {
         b: &DeviceMatrix<T>,
         gb: &KnnGraph,
         metric: Metric,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         build: &BuildCtx,
     ) -> Result<(DeviceKnnGraph, GnndStats)> {
-        self.ggm(a, ga, b, gb, metric, config, build, false)
+        self.ggm(a, ga, b, gb, metric, params, build, false)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -106,17 +124,17 @@ impl<'c> Gnnd<'c> {
         b: &DeviceMatrix<T>,
         gb: &KnnGraph,
         metric: Metric,
-        config: &GnndConfig,
+        params: &NnDescentParams,
         build: &BuildCtx,
         full: bool,
     ) -> Result<(DeviceKnnGraph, GnndStats)> {
         let (n1, n2) = (a.rows(), b.rows());
         check_merge_inputs(n1, a.dim(), ga, n2, b.dim(), gb)?;
         let k = ga.k();
-        config.check(k)?;
+        self.tuning.check(params, k)?;
         let n = n1 + n2;
         check_points(n)?;
-        let bytes = Self::merge_bytes_needed::<T>(n1, n2, a.dim(), k, config, false);
+        let bytes = self.merge_bytes_needed::<T>(n1, n2, a.dim(), k, params, false);
         self.ctx.check_fits(bytes, self.budget)?;
         build.check_cancelled()?;
         let ctx = self.ctx;
@@ -149,9 +167,15 @@ impl<'c> Gnnd<'c> {
                 }
             }
         }
-        let mut st = State::alloc(ctx, n, k, config.sample, config.inbox_for(k))?;
-        htod(ctx, &ids, &mut st.list_i.slice_mut(0..n * k))?;
-        htod(ctx, &dists, &mut st.list_d.slice_mut(0..n * k))?;
+        let mut st = State::alloc(
+            ctx,
+            n,
+            k,
+            params.gpu_sample,
+            self.tuning.inbox_for(k, params.gpu_sample),
+        )?;
+        htod(ctx, &ids, &mut st.list_i)?;
+        htod(ctx, &dists, &mut st.list_d)?;
         drop((ids, dists));
         let va = a.rows_view(0, n1)?;
         let vb = b.rows_view(0, n2)?;
@@ -170,19 +194,21 @@ impl<'c> Gnnd<'c> {
             bytes,
             ..Default::default()
         };
-        build.progress().begin("ggm", Some(config.max_iters as u64));
-        cross_init::<T>(ctx, &vectors, metric, half as u32, config.seed, &mut st)?;
+        build.progress().begin("ggm", Some(params.max_iters as u64));
+        cross_init::<T>(ctx, &vectors, metric, half as u32, build.seed(), &mut st)?;
         merge(ctx, &mut st)?;
-        let mode = config.mode() | MODE_CROSS;
-        iterate::<T>(
-            ctx, &mut st, &vectors, metric, mode, n1 as u32, config, build, &mut stats,
-        )?;
+        let run = Iterations {
+            params,
+            mode: self.tuning.mode() | MODE_CROSS,
+            sample_split: n1 as u32,
+        };
+        iterate::<T>(ctx, &mut st, &vectors, metric, &run, build, &mut stats)?;
         build.progress().end();
         if full && half > 0 {
             // Step 3: the dropped entries through the inbox (rows of `half` slots).
-            htod(ctx, &drop_i, &mut st.inbox_i.slice_mut(0..n * half))?;
-            htod(ctx, &drop_d, &mut st.inbox_d.slice_mut(0..n * half))?;
-            htod(ctx, &drop_cnt, &mut st.inbox_cnt.slice_mut(0..n))?;
+            htod(ctx, &drop_i, &mut st.inbox_i)?;
+            htod(ctx, &drop_d, &mut st.inbox_d)?;
+            htod(ctx, &drop_cnt, &mut st.inbox_cnt)?;
             st.m = half;
             merge(ctx, &mut st)?;
         }
@@ -244,11 +270,7 @@ fn check_merge_inputs(
 }
 
 /// Copies `src` into the start of `dst` (a pageable copy) and waits for it.
-fn htod<T: cudarc::driver::DeviceRepr>(
-    ctx: &GpuContext,
-    src: &[T],
-    dst: &mut cudarc::driver::CudaViewMut<'_, T>,
-) -> Result<()> {
+fn htod<T: DeviceCopy>(ctx: &GpuContext, src: &[T], dst: &mut DeviceBuffer<T>) -> Result<()> {
     if dst.len() < src.len() {
         return Err(Error::Gpu(format!(
             "internal: copy of {} elements into a buffer of {}",
@@ -256,13 +278,7 @@ fn htod<T: cudarc::driver::DeviceRepr>(
             dst.len()
         )));
     }
-    if src.is_empty() {
-        return Ok(());
-    }
-    ctx.stream()
-        .memcpy_htod(src, dst)
-        .map_err(crate::context::gpu_err("copy merge lists to the device"))?;
-    ctx.synchronize()
+    ctx.copy_to_device(src, &mut dst.slice_mut(0..src.len()))
 }
 
 fn cross_init<T: Element>(
@@ -278,21 +294,23 @@ fn cross_init<T: Element>(
     if m < half {
         return Err(Error::Gpu(format!("internal: inbox {m} < k/2 {half}")));
     }
-    let name = format!("gnnd_cross_init_{}", T::DTYPE.name());
-    let f = ctx.function("gnnd", &name)?;
-    let code = metric.code() as i32;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(data.a)
-        .arg(data.b)
-        .arg(&data.split)
-        .arg(&n)
-        .arg(&data.stride)
-        .arg(&code)
-        .arg(&half)
-        .arg(&seed)
-        .arg(&mut st.inbox_d)
-        .arg(&mut st.inbox_i)
-        .arg(&mut st.inbox_cnt)
-        .arg(&m);
-    launch(ctx, &name, a, cfg(warp_grid(st.n)?, WARP_BLOCK, 0))
+    kernels::gnnd_cross_init(
+        ctx,
+        T::DTYPE,
+        warp_launch(st.n)?,
+        &kernels::GnndCrossInitArgs {
+            a: data.a.input(),
+            b: data.b.input(),
+            split: data.split,
+            n,
+            stride: data.stride,
+            metric: metric.code() as i32,
+            half,
+            seed,
+            inbox_d: st.inbox_d.output(),
+            inbox_i: st.inbox_i.output(),
+            inbox_cnt: st.inbox_cnt.output(),
+            m,
+        },
+    )
 }
