@@ -9,23 +9,27 @@
 //!    runs, data resident on the device, graph left on the device (the connectivity check
 //!    included); then the CPU beam search (L sweep): recall@10 and QPS (all cores).
 //! 3. CAGRA at the same degree: GNND (k = 64, NN-Descent defaults as the `cagra` registry
-//!    entry uses them) + `CagraOptimizer` on the device, timed, and the same search sweep with
-//!    the same entry point.
+//!    entry uses them) on the device, then the CAGRA optimisation of that k-NN graph, timed, and
+//!    the same search sweep with the same entry point. The optimisation runs on the CPU
+//!    (`weft_cagra::optimize_stages`, whose graph the GPU optimiser reproduces bit for bit), so
+//!    the search curve is CAGRA's but its build time is GNND's on the GPU plus the CPU
+//!    optimiser's, both printed (this crate does not depend on weft-cagra's GPU side).
 //! 4. Parity and ablation on the first `ablation_n` points: the CPU RNN-Descent at the same
 //!    parameters against GRNND (search sweep), then update order x rho x (T1, T2).
 //! 5. With `gist_n > 0`: GIST-like `gist_n x 960`, GRNND build time and recall.
 //! 6. With `variants = 1` (after step 3): denser GRNND settings (final reverse edges, T1 = 4,
 //!    R = 96) against the same CAGRA curve.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use weft_core::{BuildCtx, Dataset, FixedDegreeGraph, Metric, Neighbors, Searcher};
-use weft_gpu::{
-    CagraOptimizer, DeviceMatrix, ExactGpu, Gnnd, GnndConfig, GpuContext, Grnnd, GrnndConfig,
-    PairOrder, probe,
-};
+use weft_gpu::{DeviceMatrix, ExactGpu, GpuContext, probe};
+use weft_grnnd::GrnndParams;
+use weft_grnnd::gpu::{Grnnd, GrnndStats};
 use weft_io::synthetic::Preset;
-use weft_rnndescent::{RnnDescentCpu, RnnDescentParams};
+use weft_nndescent::{NnDescentGpu, NnDescentParams};
+use weft_rnndescent::{RnnDescentCpu, RnnDescentParams, UpdateOrder};
 use weft_search::{BeamSearch, BeamSearchParams};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -99,19 +103,22 @@ fn qps_at(s: &[(usize, f64, f64)], target: f64) -> Option<f64> {
     s.first().filter(|x| x.1 >= target).map(|x| x.2)
 }
 
+/// The seed of every GRNND build.
+const SEED: u64 = 1;
+
 fn grnnd_timed(
     ctx: &GpuContext,
     dev: &DeviceMatrix<f32>,
-    cfg: &GrnndConfig,
+    params: &GrnndParams,
     runs: usize,
-) -> Res<(FixedDegreeGraph, weft_gpu::GrnndStats, f64)> {
+) -> Res<(FixedDegreeGraph, GrnndStats, f64)> {
     let mut times = Vec::new();
     let mut last = None;
     for _ in 0..runs {
         ctx.synchronize()?;
         let t = Instant::now();
         let (g, s) =
-            Grnnd::new(ctx).build_device(dev, Metric::L2Squared, cfg, &BuildCtx::new(cfg.seed))?;
+            Grnnd::new(ctx).build_device(dev, Metric::L2Squared, params, &BuildCtx::new(SEED))?;
         ctx.synchronize()?;
         times.push(t.elapsed().as_secs_f64());
         last = Some((g, s));
@@ -125,7 +132,7 @@ fn grnnd_timed(
 fn main() -> Res<()> {
     let (n, nq, an, gist_n) = (arg(1, 1_000_000), arg(2, 1000), arg(3, 100_000), arg(4, 0));
     let variants = arg(5, 0) != 0;
-    let ctx = probe()?;
+    let ctx = Arc::new(probe()?);
     println!("device: {:?}", ctx.info());
     println!(
         "threads: {}",
@@ -148,11 +155,8 @@ fn main() -> Res<()> {
 
     // Warm-up: kernel loading and first allocations.
     let warm = DeviceMatrix::upload(&ctx, base.view().slice_rows(0..20_000.min(n))?)?;
-    let cfg = GrnndConfig {
-        seed: 1,
-        ..Default::default()
-    };
-    let _ = Grnnd::new(&ctx).build_device(&warm, Metric::L2Squared, &cfg, &BuildCtx::new(1))?;
+    let cfg = GrnndParams::default();
+    let _ = Grnnd::new(&ctx).build_device(&warm, Metric::L2Squared, &cfg, &BuildCtx::new(SEED))?;
     drop(warm);
 
     println!("== GRNND {n} x 128 (defaults) ==");
@@ -170,37 +174,40 @@ fn main() -> Res<()> {
     print_sweep("grnnd", &gs);
 
     println!("== CAGRA {n} x 128 (GNND k 64 + optimiser, degree 32) ==");
-    // Warm-up of the GNND and CAGRA kernels.
+    let gnnd = NnDescentGpu::new(Arc::clone(&ctx));
+    // Warm-up of the GNND kernels.
     {
         let w = DeviceMatrix::upload(&ctx, base.view().slice_rows(0..20_000.min(n))?)?;
-        let (k, _) = Gnnd::new(&ctx).build_device(
+        let _ = gnnd.build_device(
             &w,
             Metric::L2Squared,
             64,
-            &GnndConfig::default(),
+            &NnDescentParams::default(),
             &BuildCtx::new(1),
         )?;
-        let _ = CagraOptimizer::new(&ctx).optimize_device(&k, 32)?;
     }
     ctx.synchronize()?;
     let t = Instant::now();
-    let gcfg = GnndConfig {
-        seed: 1,
-        ..Default::default()
-    };
-    let (knn, gst) =
-        Gnnd::new(&ctx).build_device(&dev, Metric::L2Squared, 64, &gcfg, &BuildCtx::new(1))?;
+    let (knn, gst) = gnnd.build_device(
+        &dev,
+        Metric::L2Squared,
+        64,
+        &NnDescentParams::default(),
+        &BuildCtx::new(1),
+    )?;
     ctx.synchronize()?;
     let t_knn = t.elapsed().as_secs_f64();
-    let cg = CagraOptimizer::new(&ctx).optimize_device(&knn, 32)?;
-    ctx.synchronize()?;
-    let t_all = t.elapsed().as_secs_f64();
+    let knn = knn.download(&ctx)?;
+    let t = Instant::now();
+    let stages = weft_cagra::optimize_stages(&knn, 32, &BuildCtx::new(1))?;
+    let t_opt = t.elapsed().as_secs_f64();
     drop(knn);
     println!(
-        "CAGRA build {t_all:.3} s (GNND {t_knn:.3} s, {} iterations)",
+        "CAGRA build: GNND {t_knn:.3} s on the GPU ({} iterations) + optimiser {t_opt:.3} s on the CPU",
         gst.iterations
     );
-    let cg = cg.download(&ctx)?.with_entry_points(vec![s.entry_point]);
+    let cg = FixedDegreeGraph::new(n, 32, stages.graph)?;
+    let cg = cg.with_entry_points(vec![s.entry_point]);
     let cs = sweep(&cg, &base, &queries, &truth, &ls)?;
     print_sweep("cagra", &cs);
     for target in [0.90, 0.95, 0.98] {
@@ -214,30 +221,36 @@ fn main() -> Res<()> {
     }
     if variants {
         // Settings that trade build time for a denser graph, against the same CAGRA curve.
-        let vs: [(&str, GrnndConfig); 4] = [
+        let vs: [(&str, GrnndParams); 4] = [
             (
                 "final_reverse",
-                GrnndConfig {
-                    final_reverse: true,
-                    ..cfg
+                GrnndParams {
+                    final_reverse_edges: true,
+                    ..cfg.clone()
                 },
             ),
-            ("t1=4", GrnndConfig { t1: 4, ..cfg }),
+            (
+                "t1=4",
+                GrnndParams {
+                    t1: 4,
+                    ..cfg.clone()
+                },
+            ),
             (
                 "r=96,s=32",
-                GrnndConfig {
+                GrnndParams {
                     r: 96,
                     s: 32,
-                    ..cfg
+                    ..cfg.clone()
                 },
             ),
             (
                 "r=96,s=32,final_reverse",
-                GrnndConfig {
+                GrnndParams {
                     r: 96,
                     s: 32,
-                    final_reverse: true,
-                    ..cfg
+                    final_reverse_edges: true,
+                    ..cfg.clone()
                 },
             ),
         ];
@@ -303,27 +316,27 @@ fn main() -> Res<()> {
             }
         }
         println!("ablation: order rho t1 t2 | build s | recall@10 at L 32, 64 | distances");
-        let mut rows: Vec<(PairOrder, f32, usize, usize)> = Vec::new();
+        let mut rows: Vec<(UpdateOrder, f32, usize, usize)> = Vec::new();
         for order in [
-            PairOrder::Random,
-            PairOrder::Ascending,
-            PairOrder::Descending,
+            UpdateOrder::Random,
+            UpdateOrder::Ascending,
+            UpdateOrder::Descending,
         ] {
             rows.push((order, 0.6, 3, 10));
         }
         for rho in [0.2f32, 0.4, 0.8, 1.0] {
-            rows.push((PairOrder::Random, rho, 3, 10));
+            rows.push((UpdateOrder::Random, rho, 3, 10));
         }
         for (t1, t2) in [(1usize, 10usize), (2, 10), (4, 10), (3, 5), (3, 15), (2, 5)] {
-            rows.push((PairOrder::Random, 0.6, t1, t2));
+            rows.push((UpdateOrder::Random, 0.6, t1, t2));
         }
         for (order, rho, t1, t2) in rows {
-            let c = GrnndConfig {
-                order,
+            let c = GrnndParams {
+                update_order: order,
                 rho,
                 t1,
                 t2,
-                ..cfg
+                ..cfg.clone()
             };
             let (g, s, secs) = grnnd_timed(&ctx, &sdev, &c, 1)?;
             let r = sweep(&g, &sub, &sq, &st, &[32, 64])?;
@@ -343,7 +356,11 @@ fn main() -> Res<()> {
         let truth =
             ExactGpu::new(&ctx).search(base.view(), queries.view(), Metric::L2Squared, 10)?;
         for (t1, t2) in [(3usize, 10usize), (4, 15)] {
-            let c = GrnndConfig { t1, t2, ..cfg };
+            let c = GrnndParams {
+                t1,
+                t2,
+                ..cfg.clone()
+            };
             let (g, s, secs) = grnnd_timed(&ctx, &dev, &c, 1)?;
             println!(
                 "GRNND t1 {t1} t2 {t2}: {secs:.3} s, distances {}",

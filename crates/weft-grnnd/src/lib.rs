@@ -6,13 +6,13 @@
 //! with the CPU RNN-Descent of `weft-rnndescent` ([`GrnndParams`] is the same type), so the two
 //! back ends can be compared setting by setting.
 //!
-//! The builder, [`GrnndGpu`] (name `grnnd`), is behind the `cuda` feature; the device side
-//! (kernels, launches, host orchestration, connectivity check and repair) lives in
-//! `weft_gpu::grnnd`. `docs/grnnd.md` describes the design, the ambiguities of the paper and how
-//! they were resolved, and the measured figures.
+//! The builder, [`GrnndGpu`] (name `grnnd`), is behind the `cuda` feature, with the device side:
+//! the kernels in this crate's `kernels/grnnd/`, the host orchestration, connectivity check and
+//! repair in `gpu::grnnd`, launched through weft-gpu. `docs/grnnd.md` describes the design, the
+//! ambiguities of the paper and how they were resolved, and the measured figures.
 
 #[cfg(feature = "cuda")]
-mod gpu;
+pub mod gpu;
 
 #[cfg(feature = "cuda")]
 pub use gpu::GrnndGpu;

@@ -153,7 +153,7 @@ fn grnnd_device_entry_point_keeps_the_graph_on_the_device() {
     let host = dg.download(b.context()).unwrap();
     host.validate().unwrap();
     assert!(
-        weft_gpu::grnnd::reachable(host.ids(), 3000, 24, &[stats.entry_point])
+        weft_grnnd::gpu::grnnd::reachable(host.ids(), 3000, 24, &[stats.entry_point])
             .iter()
             .all(|&r| r)
     );

@@ -6,15 +6,21 @@
 //! Data are small integers, so that every distance is exact in f32 on both sides and the
 //! pruning decisions of the model and the kernel agree bit for bit.
 
+#![cfg(feature = "cuda")]
 #![allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 
 use proptest::prelude::*;
 use weft_core::rng::{SplitMix64, hash3, mix64};
 use weft_core::{BuildCtx, DatasetView, Element, Error, Metric, NodeId};
-use weft_gpu::grnnd::testing::{PoolRows, finalize_rows, insert, reverse_step, update_round};
-use weft_gpu::grnnd::{EMPTY, NEW_BIT, pack, unpack};
+use weft_gpu::GpuContext;
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{GpuContext, Grnnd, GrnndConfig, PairOrder};
+use weft_grnnd::GrnndParams;
+use weft_grnnd::gpu::grnnd::testing::{
+    PoolRows, finalize_rows, insert, reverse_step, update_round,
+};
+use weft_grnnd::gpu::grnnd::{EMPTY, NEW_BIT, pack, unpack};
+use weft_grnnd::gpu::{Grnnd, GrnndStats};
+use weft_rnndescent::{ReverseSampling, UpdateOrder};
 
 const ID_MASK: u64 = 0x7fff_ffff;
 
@@ -74,10 +80,11 @@ fn model_update(
     data: &[f32],
     dim: usize,
     metric: Metric,
-    cfg: &GrnndConfig,
+    cfg: &Config,
     round: u32,
     pool: &PoolRows,
 ) -> (Vec<Vec<u64>>, u64, u64) {
+    let (p, seed) = (&cfg.params, cfg.seed);
     let n = pool.n;
     let row = |i: u32| &data[i as usize * dim..(i as usize + 1) * dim];
     let mut offers = vec![Vec::new(); n];
@@ -85,15 +92,15 @@ fn model_update(
     for v in 0..n {
         let mut e = load_row(&pool.row(v));
         let k = e.len();
-        let h = hash3(cfg.seed, 0x7570_6461_7465_0000 | round as u64, v as u64);
+        let h = hash3(seed, 0x7570_6461_7465_0000 | round as u64, v as u64);
         let okey: Vec<u64> = e
             .iter()
             .map(|&x| {
                 let x = x & !NEW_BIT;
-                match cfg.order {
-                    PairOrder::Ascending => x,
-                    PairOrder::Descending => !x,
-                    PairOrder::Random => mix64(h ^ (x & ID_MASK)),
+                match p.update_order {
+                    UpdateOrder::Ascending => x,
+                    UpdateOrder::Descending => !x,
+                    UpdateOrder::Random => mix64(h ^ (x & ID_MASK)),
                 }
             })
             .collect();
@@ -110,10 +117,10 @@ fn model_update(
                 if ej == EMPTY {
                     continue;
                 }
-                if cfg.new_old && ei & NEW_BIT == 0 && ej & NEW_BIT == 0 {
+                if p.new_old_flags && ei & NEW_BIT == 0 && ej & NEW_BIT == 0 {
                     continue;
                 }
-                if let Some(m) = cfg.max_pairs
+                if let Some(m) = p.max_pairs
                     && my_pairs >= m as u64
                 {
                     capped = true;
@@ -123,7 +130,11 @@ fn model_update(
                 let dij = dist(metric, row(id_of(ei)), row(id_of(ej)));
                 let (di, dj) = (unpack(ei).0, unpack(ej).0);
                 let far = di.max(dj);
-                let prune = if cfg.strict { dij < far } else { dij <= far };
+                let prune = if p.strict_prune {
+                    dij < far
+                } else {
+                    dij <= far
+                };
                 if !prune {
                     continue;
                 }
@@ -318,16 +329,26 @@ fn grnnd_insert_refuses_ids_already_in_the_row() {
     assert_eq!(p.row(0).len(), 36);
 }
 
-fn config(order: PairOrder, new_old: bool, strict: bool, r: usize, seed: u64) -> GrnndConfig {
-    GrnndConfig {
-        s: 1,
-        r,
-        degree: 1,
-        order,
-        new_old,
-        strict,
+/// GRNND's parameters and the seed of a test run (the seed reaches the builds through the build
+/// context, the device pieces as an argument).
+#[derive(Clone, Debug)]
+struct Config {
+    params: GrnndParams,
+    seed: u64,
+}
+
+fn config(order: UpdateOrder, new_old: bool, strict: bool, r: usize, seed: u64) -> Config {
+    Config {
+        params: GrnndParams {
+            s: 1,
+            r,
+            degree: 1,
+            update_order: order,
+            new_old_flags: new_old,
+            strict_prune: strict,
+            ..Default::default()
+        },
         seed,
-        ..Default::default()
     }
 }
 
@@ -338,7 +359,7 @@ fn check_update(
     r: usize,
     fill: usize,
     metric: Metric,
-    cfg: &GrnndConfig,
+    cfg: &Config,
     seed: u64,
 ) {
     let range = if metric == Metric::InnerProduct {
@@ -350,7 +371,8 @@ fn check_update(
     let view = DatasetView::new(&data, n, dim).unwrap();
     let pool = random_pool(&data, dim, n, r, fill, metric, seed ^ 0x55);
     let round = (seed % 5) as u32;
-    let (out, pairs, redirects) = update_round(ctx, view, metric, cfg, round, &pool).unwrap();
+    let (out, pairs, redirects) =
+        update_round(ctx, view, metric, &cfg.params, cfg.seed, round, &pool).unwrap();
     let (offers, mp, mr) = model_update(&data, dim, metric, cfg, round, &pool);
     assert_eq!((pairs, redirects), (mp, mr), "pairs, redirects ({cfg:?})");
     for v in 0..n {
@@ -365,9 +387,9 @@ fn grnnd_update_matches_the_cpu_model_in_every_order() {
     };
     let mut case = 0u64;
     for order in [
-        PairOrder::Random,
-        PairOrder::Ascending,
-        PairOrder::Descending,
+        UpdateOrder::Random,
+        UpdateOrder::Ascending,
+        UpdateOrder::Descending,
     ] {
         for (new_old, strict) in [(true, true), (false, true), (false, false)] {
             for metric in [Metric::L2Squared, Metric::InnerProduct] {
@@ -378,13 +400,11 @@ fn grnnd_update_matches_the_cpu_model_in_every_order() {
         }
     }
     // A pair cap: survivors keep their flags.
-    let cfg = GrnndConfig {
-        max_pairs: Some(30),
-        ..config(PairOrder::Random, true, true, 32, 3)
-    };
+    let mut cfg = config(UpdateOrder::Random, true, true, 32, 3);
+    cfg.params.max_pairs = Some(30);
     check_update(&ctx, 200, 5, 32, 32, Metric::L2Squared, &cfg, 77);
     // Heavy contention: 60 vertices with full pools over 61 points.
-    let cfg = config(PairOrder::Random, false, true, 64, 5);
+    let cfg = config(UpdateOrder::Random, false, true, 64, 5);
     check_update(&ctx, 61, 3, 64, 64, Metric::L2Squared, &cfg, 78);
 }
 
@@ -426,12 +446,16 @@ fn grnnd_reverse_sampling_matches_the_cpu_model() {
         let n = 400;
         let data = int_data(n, 6, 10, case as u64);
         let pool = random_pool(&data, 6, n, r, fill, Metric::L2Squared, case as u64 + 100);
-        let cfg = GrnndConfig {
+        let params = GrnndParams {
             rho,
-            reverse_closest: closest,
-            ..config(PairOrder::Random, true, true, r, 1)
+            reverse_sampling: if closest {
+                ReverseSampling::Closest
+            } else {
+                ReverseSampling::PoolOrder
+            },
+            ..config(UpdateOrder::Random, true, true, r, 1).params
         };
-        let out = reverse_step(&ctx, &cfg, &pool).unwrap();
+        let out = reverse_step(&ctx, &params, &pool).unwrap();
         let offers = model_reverse(&pool, rho, closest);
         for v in 0..n {
             check_row(v, &out.row(v), &[], &offers[v], r);
@@ -487,15 +511,15 @@ fn build_and_check<T: Element>(
     n: usize,
     dim: usize,
     metric: Metric,
-    cfg: &GrnndConfig,
-) -> weft_gpu::GrnndStats {
+    cfg: &Config,
+) -> GrnndStats {
     let view = DatasetView::new(data, n, dim).unwrap();
     let (g, stats) = Grnnd::new(ctx)
-        .build(view, metric, cfg, &BuildCtx::new(cfg.seed))
+        .build(view, metric, &cfg.params, &BuildCtx::new(cfg.seed))
         .unwrap();
     check_graph(&g, n);
     assert_eq!(stats.unreachable_after, 0, "{stats:?}");
-    let reach = weft_gpu::grnnd::reachable(g.ids(), n, g.degree(), &[stats.entry_point]);
+    let reach = weft_grnnd::gpu::grnnd::reachable(g.ids(), n, g.degree(), &[stats.entry_point]);
     assert!(reach.iter().all(|&r| r));
     stats
 }
@@ -515,14 +539,16 @@ fn grnnd_builds_valid_connected_graphs_for_every_metric_and_type() {
     let dim = 24;
     let mut rng = SplitMix64::new(5);
     let f: Vec<f32> = (0..n * dim).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
-    let cfg = GrnndConfig {
-        s: 12,
-        r: 32,
-        t1: 2,
-        t2: 4,
-        degree: 16,
+    let cfg = Config {
+        params: GrnndParams {
+            s: 12,
+            r: 32,
+            t1: 2,
+            t2: 4,
+            degree: 16,
+            ..Default::default()
+        },
         seed: 9,
-        ..Default::default()
     };
     for metric in [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine] {
         let s = build_and_check(&ctx, &f, n, dim, metric, &cfg);
@@ -534,19 +560,20 @@ fn grnnd_builds_valid_connected_graphs_for_every_metric_and_type() {
     build_and_check(&ctx, &u, n, dim, Metric::L2Squared, &cfg);
     let i: Vec<i8> = f.iter().map(|&x| (x * 100.0) as i8).collect();
     build_and_check(&ctx, &i, n, dim, Metric::Cosine, &cfg);
-    for order in [PairOrder::Ascending, PairOrder::Descending] {
+    for order in [UpdateOrder::Ascending, UpdateOrder::Descending] {
+        let params = GrnndParams {
+            update_order: order,
+            new_old_flags: false,
+            final_reverse_edges: true,
+            ..cfg.params.clone()
+        };
         build_and_check(
             &ctx,
             &f,
             n,
             dim,
             Metric::L2Squared,
-            &GrnndConfig {
-                order,
-                new_old: false,
-                final_reverse: true,
-                ..cfg
-            },
+            &Config { params, ..cfg },
         );
     }
     // Tiny sets: one point, two points, n - 1 < S.
@@ -557,14 +584,14 @@ fn grnnd_builds_valid_connected_graphs_for_every_metric_and_type() {
     // RNN-Descent graph at the same parameters (uniform 24-d data is hard for both).
     let view = DatasetView::new(&f, n, dim).unwrap();
     let (g, _) = Grnnd::new(&ctx)
-        .build(view, Metric::L2Squared, &cfg, &BuildCtx::new(3))
+        .build(view, Metric::L2Squared, &cfg.params, &BuildCtx::new(3))
         .unwrap();
     let params = weft_rnndescent::RnnDescentParams {
-        s: cfg.s,
-        r: cfg.r,
-        t1: cfg.t1,
-        t2: cfg.t2,
-        degree: cfg.degree,
+        s: cfg.params.s,
+        r: cfg.params.r,
+        t1: cfg.params.t1,
+        t2: cfg.params.t2,
+        degree: cfg.params.degree,
         // GRNND exports the kept rows only: compare with the CPU's unfilled rows.
         fill_fraction: 0.0,
         ..Default::default()
@@ -603,23 +630,23 @@ fn grnnd_errors_are_typed() {
     let view = DatasetView::new(&data, 100, 8).unwrap();
     let b = BuildCtx::new(1);
     for bad in [
-        GrnndConfig {
+        GrnndParams {
             r: 300,
             ..Default::default()
         },
-        GrnndConfig {
+        GrnndParams {
             s: 0,
             ..Default::default()
         },
-        GrnndConfig {
+        GrnndParams {
             degree: 65,
             ..Default::default()
         },
-        GrnndConfig {
+        GrnndParams {
             rho: 0.0,
             ..Default::default()
         },
-        GrnndConfig {
+        GrnndParams {
             max_pairs: Some(0),
             ..Default::default()
         },
@@ -631,7 +658,7 @@ fn grnnd_errors_are_typed() {
     }
     let e = Grnnd::new(&ctx)
         .with_budget(1000)
-        .build(view, Metric::L2Squared, &GrnndConfig::default(), &b)
+        .build(view, Metric::L2Squared, &GrnndParams::default(), &b)
         .unwrap_err();
     assert!(matches!(e, Error::OutOfDeviceMemory { .. }), "{e}");
     let mut nan = data.clone();
@@ -640,7 +667,7 @@ fn grnnd_errors_are_typed() {
         .build(
             DatasetView::new(&nan, 100, 8).unwrap(),
             Metric::L2Squared,
-            &GrnndConfig::default(),
+            &GrnndParams::default(),
             &b,
         )
         .unwrap_err();
@@ -649,7 +676,7 @@ fn grnnd_errors_are_typed() {
     let b = BuildCtx::new(1);
     b.cancel_token().cancel();
     let e = Grnnd::new(&ctx)
-        .build(view, Metric::L2Squared, &GrnndConfig::default(), &b)
+        .build(view, Metric::L2Squared, &GrnndParams::default(), &b)
         .unwrap_err();
     assert!(matches!(e, Error::Cancelled), "{e}");
 }
@@ -672,7 +699,8 @@ proptest! {
         let Some(ctx) = gpu_or_skip("grnnd_update_oracle_on_random_pools") else {
             return Ok(());
         };
-        let order = [PairOrder::Random, PairOrder::Ascending, PairOrder::Descending][order as usize];
+        let order =
+            [UpdateOrder::Random, UpdateOrder::Ascending, UpdateOrder::Descending][order as usize];
         let cfg = config(order, new_old, strict, r, seed);
         let metric = if ip { Metric::InnerProduct } else { Metric::L2Squared };
         check_update(&ctx, n, dim, r, fill, metric, &cfg, seed);

@@ -2,8 +2,10 @@
 //! graph of fixed out-degree on the device and leaves it there ([`DeviceFixedGraph`]) or brings
 //! it back ([`FixedDegreeGraph`]).
 //!
-//! The kernels are in `kernels/grnnd/grnnd.cu`; the design and the choices where the paper is
-//! ambiguous are in `docs/grnnd.md`. In short:
+//! The kernels are in this crate's `kernels/grnnd/grnnd.cu` (launched through the bindings
+//! weft-kernel-build generates from their signatures); the design and the choices where the
+//! paper is ambiguous are in `docs/grnnd.md`. The settings are [`GrnndParams`] themselves (the
+//! fields GRNND reads are listed at [`Grnnd::build`]) and the build context's seed. In short:
 //! 1. `grnnd_init_*`: every vertex gets `min(S, n - 1)` distinct random neighbours, NEW.
 //! 2. `T1` outer iterations of `T2` rounds of `grnnd_update_*` (one warp per vertex): the
 //!    vertex's pool (read buffer) is visited pair by pair in the configured order (random,
@@ -23,15 +25,15 @@
 //! Results are valid graphs but not bit-reproducible for a seed (atomic arrival order decides
 //! which of equal-capacity candidates land first).
 
-use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use weft_core::{
     BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, INVALID, Metric, NodeId, Result,
 };
+use weft_gpu::launch::{elem_bytes, need, u32_of};
+use weft_gpu::{DeviceBuffer, DeviceFixedGraph, DeviceMatrix, DeviceView, GpuContext, Launch};
+use weft_rnndescent::{ReverseSampling, UpdateOrder};
 
-use crate::cagra::DeviceFixedGraph;
-use crate::context::GpuContext;
-use crate::launch::{self, cfg, launch, need, u32_of};
-use crate::matrix::DeviceMatrix;
+use super::kernels::grnnd as kernels;
+use crate::GrnndParams;
 
 /// The largest pool capacity `R` (a warp's rows fit 4 x 20 R bytes of shared memory).
 pub const MAX_R: usize = 256;
@@ -83,140 +85,77 @@ pub fn unpack(e: u64) -> (f32, bool, NodeId) {
     )
 }
 
-/// In which order the update kernel visits the pairs of a pool (the paper's Fig. 7).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum PairOrder {
-    /// A random permutation seeded by (seed, round, vertex): "disordered" propagation.
-    #[default]
-    Random,
-    /// Ascending distance from the vertex.
-    Ascending,
-    /// Descending distance from the vertex.
-    Descending,
-}
-
-impl PairOrder {
-    fn code(self) -> u32 {
-        match self {
-            PairOrder::Random => 0,
-            PairOrder::Ascending => 1,
-            PairOrder::Descending => 2,
-        }
+/// The update kernel's code of a pair order (the paper's Fig. 7).
+fn order_code(order: UpdateOrder) -> u32 {
+    match order {
+        UpdateOrder::Random => 0,
+        UpdateOrder::Ascending => 1,
+        UpdateOrder::Descending => 2,
     }
 }
 
-/// GRNND's settings (the fields of `weft_rnndescent::RnnDescentParams` the GPU uses, plus the
-/// seed).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GrnndConfig {
-    /// `S`: random neighbours per vertex at the start (`1..=r`).
-    pub s: usize,
-    /// `R`: pool capacity (`1..=MAX_R`).
-    pub r: usize,
-    /// `T1`: outer iterations (at least 1).
-    pub t1: usize,
-    /// `T2`: update rounds per outer iteration (at least 1).
-    pub t2: usize,
-    /// Out-degree of the output graph (`1..=r`).
-    pub degree: usize,
-    /// Reverse-edge sampling ratio in `(0, 1]`.
-    pub rho: f32,
-    /// Pair order of the update rounds.
-    pub order: PairOrder,
-    /// Reverse edges for the closest `ceil(rho k)` entries (`false`: the first in pool order).
-    pub reverse_closest: bool,
-    /// Skip pairs of two OLD entries (already compared).
-    pub new_old: bool,
-    /// Prune on `d(i, j) < max(d(v, i), d(v, j))` (`false`: on `<=`).
-    pub strict: bool,
-    /// At most this many pairs evaluated per vertex and round (`None`: every pair).
-    pub max_pairs: Option<usize>,
-    /// Add reverse edges after the last outer iteration too.
-    pub final_reverse: bool,
-    /// Link unreachable vertices into the graph ([`weft_graph::connect::repair_rows`]).
-    pub repair: bool,
-    /// Seed of the random start and of the random pair order.
-    pub seed: u64,
+/// Checks the fields of `params` GRNND reads for `n` vertices, against the GPU limits.
+fn check(params: &GrnndParams, n: usize) -> Result<()> {
+    if params.r == 0 || params.r > MAX_R {
+        return Err(Error::invalid_param(
+            "r",
+            format!(
+                "the GPU pool capacity R must be in 1..={MAX_R}, got {}",
+                params.r
+            ),
+        ));
+    }
+    if params.s == 0 || params.s > params.r {
+        return Err(Error::invalid_param(
+            "s",
+            format!("S = {} must be in 1..=R (R = {})", params.s, params.r),
+        ));
+    }
+    if params.t1 == 0 || params.t2 == 0 {
+        return Err(Error::invalid_param("t1", "T1 and T2 must be at least 1"));
+    }
+    if params.degree == 0 || params.degree > params.r {
+        return Err(Error::invalid_param(
+            "degree",
+            format!(
+                "degree {} must be in 1..=R (R = {})",
+                params.degree, params.r
+            ),
+        ));
+    }
+    if !(params.rho > 0.0 && params.rho <= 1.0) {
+        return Err(Error::invalid_param(
+            "rho",
+            format!("must be in (0, 1], got {}", params.rho),
+        ));
+    }
+    if let Some(m) = params.max_pairs
+        && (m == 0 || m > u32::MAX as usize)
+    {
+        return Err(Error::invalid_param(
+            "max_pairs",
+            format!("must be in 1..={}, got {m}", u32::MAX),
+        ));
+    }
+    if n == 0 {
+        return Err(Error::InvalidInput(
+            "cannot build a graph over an empty set".into(),
+        ));
+    }
+    if n > MAX_POINTS {
+        return Err(Error::InvalidInput(format!(
+            "{n} points exceed GRNND's id range ({MAX_POINTS})"
+        )));
+    }
+    Ok(())
 }
 
-impl Default for GrnndConfig {
-    fn default() -> Self {
-        GrnndConfig {
-            s: 20,
-            r: 64,
-            t1: 3,
-            t2: 10,
-            degree: 32,
-            rho: 0.6,
-            order: PairOrder::Random,
-            reverse_closest: true,
-            new_old: true,
-            strict: true,
-            max_pairs: None,
-            final_reverse: false,
-            repair: true,
-            seed: 0,
-        }
-    }
-}
-
-impl GrnndConfig {
-    /// Checks the settings for `n` vertices.
-    pub fn check(&self, n: usize) -> Result<()> {
-        if self.r == 0 || self.r > MAX_R {
-            return Err(Error::invalid_param(
-                "r",
-                format!(
-                    "the GPU pool capacity R must be in 1..={MAX_R}, got {}",
-                    self.r
-                ),
-            ));
-        }
-        if self.s == 0 || self.s > self.r {
-            return Err(Error::invalid_param(
-                "s",
-                format!("S = {} must be in 1..=R (R = {})", self.s, self.r),
-            ));
-        }
-        if self.t1 == 0 || self.t2 == 0 {
-            return Err(Error::invalid_param("t1", "T1 and T2 must be at least 1"));
-        }
-        if self.degree == 0 || self.degree > self.r {
-            return Err(Error::invalid_param(
-                "degree",
-                format!("degree {} must be in 1..=R (R = {})", self.degree, self.r),
-            ));
-        }
-        if !(self.rho > 0.0 && self.rho <= 1.0) {
-            return Err(Error::invalid_param(
-                "rho",
-                format!("must be in (0, 1], got {}", self.rho),
-            ));
-        }
-        if let Some(m) = self.max_pairs
-            && (m == 0 || m > u32::MAX as usize)
-        {
-            return Err(Error::invalid_param(
-                "max_pairs",
-                format!("must be in 1..={}, got {m}", u32::MAX),
-            ));
-        }
-        if n == 0 {
-            return Err(Error::InvalidInput(
-                "cannot build a graph over an empty set".into(),
-            ));
-        }
-        if n > MAX_POINTS {
-            return Err(Error::InvalidInput(format!(
-                "{n} points exceed GRNND's id range ({MAX_POINTS})"
-            )));
-        }
-        Ok(())
-    }
-
-    fn mode(&self) -> u32 {
-        self.strict as u32 | (self.new_old as u32) << 1 | self.order.code() << 2
-    }
+/// The update kernel's `mode` argument: bit 0 strict pruning, bit 1 new/old flags, bits 2..
+/// the pair order.
+fn mode(params: &GrnndParams) -> u32 {
+    params.strict_prune as u32
+        | (params.new_old_flags as u32) << 1
+        | order_code(params.update_order) << 2
 }
 
 /// What a GRNND build did.
@@ -255,10 +194,10 @@ pub struct Grnnd<'c> {
 struct Pools {
     n: usize,
     r: usize,
-    a: CudaSlice<u64>,
-    ca: CudaSlice<u32>,
-    b: CudaSlice<u64>,
-    cb: CudaSlice<u32>,
+    a: DeviceBuffer<u64>,
+    ca: DeviceBuffer<u32>,
+    b: DeviceBuffer<u64>,
+    cb: DeviceBuffer<u32>,
 }
 
 impl<'c> Grnnd<'c> {
@@ -299,19 +238,25 @@ impl<'c> Grnnd<'c> {
 
     /// Builds the graph of `data` (on the host) and returns it on the host, with the entry
     /// point.
+    ///
+    /// GRNND reads these fields of `params`: `s`, `r` (at most [`MAX_R`]), `t1`, `t2`,
+    /// `degree`, `rho`, `update_order`, `reverse_sampling`, `new_old_flags`, `strict_prune`,
+    /// `max_pairs`, `final_reverse_edges` and `repair`; `build`'s seed seeds the random start
+    /// and the random pair order. The CPU-only fields are ignored here (the builder,
+    /// [`crate::GrnndGpu`], refuses those GRNND cannot honour).
     pub fn build<T: Element>(
         &self,
         data: DatasetView<'_, T>,
         metric: Metric,
-        config: &GrnndConfig,
+        params: &GrnndParams,
         build: &BuildCtx,
     ) -> Result<(FixedDegreeGraph, GrnndStats)> {
-        config.check(data.rows())?;
+        check(params, data.rows())?;
         data.check_finite()?;
-        let bytes = Self::bytes_needed::<T>(data.rows(), data.dim(), config.r, config.degree, true);
+        let bytes = Self::bytes_needed::<T>(data.rows(), data.dim(), params.r, params.degree, true);
         self.ctx.check_fits(bytes, self.budget)?;
         let m = DeviceMatrix::upload(self.ctx, data)?;
-        let (g, mut stats) = self.build_device(&m, metric, config, build)?;
+        let (g, mut stats) = self.build_device(&m, metric, params, build)?;
         stats.bytes = bytes;
         let graph = g
             .download(self.ctx)?
@@ -320,17 +265,17 @@ impl<'c> Grnnd<'c> {
     }
 
     /// Builds the graph of vectors already on the device and leaves it there (the entry point
-    /// is in the stats).
+    /// is in the stats); settings as in [`Grnnd::build`].
     pub fn build_device<T: Element>(
         &self,
         data: &DeviceMatrix<T>,
         metric: Metric,
-        config: &GrnndConfig,
+        params: &GrnndParams,
         build: &BuildCtx,
     ) -> Result<(DeviceFixedGraph, GrnndStats)> {
         let n = data.rows();
-        config.check(n)?;
-        let bytes = Self::bytes_needed::<T>(n, data.dim(), config.r, config.degree, false);
+        check(params, n)?;
+        let bytes = Self::bytes_needed::<T>(n, data.dim(), params.r, params.degree, false);
         self.ctx.check_fits(bytes, self.budget)?;
         build.check_cancelled()?;
         let ctx = self.ctx;
@@ -340,40 +285,42 @@ impl<'c> Grnnd<'c> {
             bytes,
             ..Default::default()
         };
-        let mut pools = Pools::alloc(ctx, n, config.r)?;
+        let seed = build.seed();
+        let mut pools = Pools::alloc(ctx, n, params.r)?;
         let mut counters = ctx.alloc_zeros::<u64>(2)?;
-        let total = (config.t1 * config.t2) as u64;
+        let total = (params.t1 * params.t2) as u64;
         build.progress().begin("grnnd", Some(total));
-        init::<T>(ctx, &view, stride, metric, config, &mut pools)?;
+        let vectors = Vectors {
+            data: &view,
+            stride,
+            metric,
+        };
+        init::<T>(ctx, &vectors, params.s, seed, &mut pools)?;
         let mut round = 0u32;
-        for t1 in 0..config.t1 {
-            for _ in 0..config.t2 {
+        for t1 in 0..params.t1 {
+            for _ in 0..params.t2 {
                 build.check_cancelled()?;
-                update::<T>(
-                    ctx,
-                    &view,
-                    stride,
-                    metric,
-                    config,
+                let r = Round {
+                    params,
+                    seed,
                     round,
-                    &mut pools,
-                    &mut counters,
-                )?;
+                };
+                update::<T>(ctx, &vectors, &r, &mut pools, &mut counters)?;
                 pools.clear_a_and_swap(ctx)?;
                 round += 1;
                 stats.rounds += 1;
                 build.progress().advance(1);
             }
-            if t1 + 1 != config.t1 || config.final_reverse {
+            if t1 + 1 != params.t1 || params.final_reverse_edges {
                 build.check_cancelled()?;
-                reverse(ctx, config, &mut pools)?;
+                reverse(ctx, params, &mut pools)?;
                 pools.clear_a_and_swap(ctx)?;
                 stats.reverse_steps += 1;
             }
         }
         build.progress().end();
         build.check_cancelled()?;
-        let (ids, counts) = finalize(ctx, config.degree, &pools)?;
+        let (ids, counts) = finalize(ctx, params.degree, &pools)?;
         drop(pools);
         let c = ctx.download(&counters, 2)?;
         stats.distance_computations = c[0];
@@ -382,11 +329,11 @@ impl<'c> Grnnd<'c> {
         drop(counts);
         let entry = entry_point::<T>(ctx, &view, n, data.dim(), stride)?;
         stats.entry_point = entry;
-        let graph = DeviceFixedGraph::from_parts(n, config.degree, ids)?;
+        let graph = DeviceFixedGraph::from_parts(n, params.degree, ids)?;
         let levels = reachability(ctx, &graph, entry)?;
         stats.unreachable = levels.iter().filter(|&&l| l == INVALID).count();
         stats.unreachable_after = stats.unreachable;
-        if stats.unreachable == 0 || !config.repair {
+        if stats.unreachable == 0 || !params.repair {
             return Ok((graph, stats));
         }
         let host = graph.download(ctx)?;
@@ -396,7 +343,7 @@ impl<'c> Grnnd<'c> {
         let dist = metric.distance_fn::<T>();
         let report = weft_graph::connect::repair_rows(
             &mut ids,
-            config.degree,
+            params.degree,
             &[entry],
             |a, b| dist.eval(vectors.row(a as usize), vectors.row(b as usize)),
             build.cancel_token(),
@@ -404,7 +351,7 @@ impl<'c> Grnnd<'c> {
         stats.repair_links = report.local_links + report.bridges;
         stats.unreachable_after = report.unreachable_after;
         let ids = ctx.upload(&ids)?;
-        Ok((DeviceFixedGraph::from_parts(n, config.degree, ids)?, stats))
+        Ok((DeviceFixedGraph::from_parts(n, params.degree, ids)?, stats))
     }
 }
 
@@ -427,28 +374,32 @@ impl Pools {
     /// Empties pool A (EMPTY entries, zero counters) and swaps A and B.
     fn clear_a_and_swap(&mut self, ctx: &GpuContext) -> Result<()> {
         fill_u64(ctx, &mut self.a, self.n * self.r, EMPTY)?;
-        ctx.stream()
-            .memset_zeros(&mut self.ca)
-            .map_err(|e| Error::Gpu(format!("zero the pool counters: {e}")))?;
+        ctx.zero(&mut self.ca.view_mut())?;
         std::mem::swap(&mut self.a, &mut self.b);
         std::mem::swap(&mut self.ca, &mut self.cb);
         Ok(())
     }
 }
 
-fn grid_stride(len: u64) -> Result<(u32, u32, u32)> {
-    Ok((
+/// A grid-stride launch over `len` items: [`FILL_THREADS`] per block, at most [`FILL_BLOCKS`]
+/// blocks.
+fn grid_stride(len: u64) -> Result<Launch> {
+    Ok(Launch::blocks(
         u32_of(
             len.div_ceil(FILL_THREADS as u64).clamp(1, FILL_BLOCKS) as usize,
             "blocks",
         )?,
-        1,
-        1,
+        FILL_THREADS,
     ))
 }
 
-fn warp_grid(n: usize) -> Result<(u32, u32, u32)> {
-    Ok((u32_of(n.div_ceil(WARPS as usize), "blocks")?, 1, 1))
+/// One warp per vertex, [`WARPS`] warps per block, with `shared_bytes` of dynamic shared
+/// memory.
+fn warp_launch(n: usize, shared_bytes: u32) -> Result<Launch> {
+    Ok(
+        Launch::blocks(u32_of(n.div_ceil(WARPS as usize), "blocks")?, WARPS * 32)
+            .with_shared_bytes(shared_bytes),
+    )
 }
 
 /// Dynamic shared memory of the pool kernels: per warp, 2 R entries and R indices.
@@ -456,139 +407,145 @@ fn pool_smem(r: usize) -> u32 {
     WARPS * r as u32 * 20
 }
 
-fn fill_u64(ctx: &GpuContext, p: &mut CudaSlice<u64>, len: usize, value: u64) -> Result<()> {
+fn fill_u64(ctx: &GpuContext, p: &mut DeviceBuffer<u64>, len: usize, value: u64) -> Result<()> {
     need(p.len(), len as u64, "grnnd_fill_u64")?;
     if len == 0 {
         return Ok(());
     }
-    let name = "grnnd_fill_u64";
-    let f = ctx.function("grnnd", name)?;
     let len64 = len as u64;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(p).arg(&len64).arg(&value);
-    launch(ctx, name, a, cfg(grid_stride(len64)?, FILL_THREADS, 0))
+    kernels::grnnd_fill_u64(
+        ctx,
+        grid_stride(len64)?,
+        &kernels::GrnndFillU64Args {
+            p: p.output(),
+            len: len64,
+            value,
+        },
+    )
 }
 
-fn fill_u32(ctx: &GpuContext, p: &mut CudaSlice<u32>, len: usize, value: u32) -> Result<()> {
+fn fill_u32(ctx: &GpuContext, p: &mut DeviceBuffer<u32>, len: usize, value: u32) -> Result<()> {
     need(p.len(), len as u64, "grnnd_fill_u32")?;
     if len == 0 {
         return Ok(());
     }
-    let name = "grnnd_fill_u32";
-    let f = ctx.function("grnnd", name)?;
     let len64 = len as u64;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(p).arg(&len64).arg(&value);
-    launch(ctx, name, a, cfg(grid_stride(len64)?, FILL_THREADS, 0))
+    kernels::grnnd_fill_u32(
+        ctx,
+        grid_stride(len64)?,
+        &kernels::GrnndFillU32Args {
+            p: p.output(),
+            len: len64,
+            value,
+        },
+    )
+}
+
+/// The vectors the distance kernels read: rows of `stride` elements, compared by `metric`.
+struct Vectors<'a, 'b> {
+    data: &'a DeviceView<'b, u8>,
+    stride: u32,
+    metric: Metric,
 }
 
 fn init<T: Element>(
     ctx: &GpuContext,
-    data: &CudaView<'_, u8>,
-    stride: u32,
-    metric: Metric,
-    config: &GrnndConfig,
+    v: &Vectors<'_, '_>,
+    s: usize,
+    seed: u64,
     p: &mut Pools,
 ) -> Result<()> {
-    let (n, r, s) = (
-        u32_of(p.n, "vertices")?,
-        u32_of(p.r, "r")?,
-        u32_of(config.s, "s")?,
-    );
+    let (n, r, s) = (u32_of(p.n, "vertices")?, u32_of(p.r, "r")?, u32_of(s, "s")?);
     need(
-        data.len(),
-        launch::elem_bytes::<T>(n, stride),
+        v.data.len(),
+        elem_bytes::<T>(n, v.stride),
         "grnnd_init data",
     )?;
     need(p.a.len(), n as u64 * r as u64, "grnnd_init pool")?;
     if s > r {
         return Err(Error::Gpu(format!("internal: S {s} > R {r}")));
     }
-    let name = format!("grnnd_init_{}", T::DTYPE.name());
-    let f = ctx.function("grnnd", &name)?;
-    let code = metric.code() as i32;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(data)
-        .arg(&n)
-        .arg(&stride)
-        .arg(&code)
-        .arg(&s)
-        .arg(&config.seed)
-        .arg(&mut p.a)
-        .arg(&mut p.ca)
-        .arg(&r);
-    launch(ctx, &name, a, cfg(warp_grid(p.n)?, WARPS * 32, 0))
+    kernels::grnnd_init(
+        ctx,
+        T::DTYPE,
+        warp_launch(p.n, 0)?,
+        &kernels::GrnndInitArgs {
+            data: v.data.input(),
+            n,
+            stride: v.stride,
+            metric: v.metric.code() as i32,
+            s,
+            seed,
+            p: p.a.output(),
+            c: p.ca.output(),
+            r,
+        },
+    )
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One update round: the settings, the seed of the random pair order and the round's number.
+struct Round<'p> {
+    params: &'p GrnndParams,
+    seed: u64,
+    round: u32,
+}
+
 fn update<T: Element>(
     ctx: &GpuContext,
-    data: &CudaView<'_, u8>,
-    stride: u32,
-    metric: Metric,
-    config: &GrnndConfig,
-    round: u32,
+    v: &Vectors<'_, '_>,
+    round: &Round<'_>,
     p: &mut Pools,
-    counters: &mut CudaSlice<u64>,
+    counters: &mut DeviceBuffer<u64>,
 ) -> Result<()> {
     let (n, r) = (u32_of(p.n, "vertices")?, u32_of(p.r, "r")?);
     need(
-        data.len(),
-        launch::elem_bytes::<T>(n, stride),
+        v.data.len(),
+        elem_bytes::<T>(n, v.stride),
         "grnnd_update data",
     )?;
     need(p.a.len(), n as u64 * r as u64, "grnnd_update pool A")?;
     need(p.b.len(), n as u64 * r as u64, "grnnd_update pool B")?;
     need(counters.len(), 2, "grnnd_update counters")?;
-    let name = format!("grnnd_update_{}", T::DTYPE.name());
-    let f = ctx.function("grnnd", &name)?;
-    let code = metric.code() as i32;
-    let mode = config.mode();
-    let max_pairs = config.max_pairs.unwrap_or(0) as u32;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(data)
-        .arg(&n)
-        .arg(&stride)
-        .arg(&code)
-        .arg(&p.a)
-        .arg(&p.ca)
-        .arg(&mut p.b)
-        .arg(&mut p.cb)
-        .arg(&r)
-        .arg(&mode)
-        .arg(&max_pairs)
-        .arg(&config.seed)
-        .arg(&round)
-        .arg(counters);
-    launch(
+    kernels::grnnd_update(
         ctx,
-        &name,
-        a,
-        cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)),
+        T::DTYPE,
+        warp_launch(p.n, pool_smem(p.r))?,
+        &kernels::GrnndUpdateArgs {
+            data: v.data.input(),
+            n,
+            stride: v.stride,
+            metric: v.metric.code() as i32,
+            pa: p.a.input(),
+            ca: p.ca.input(),
+            pb: p.b.output(),
+            cb: p.cb.output(),
+            r,
+            mode: mode(round.params),
+            max_pairs: round.params.max_pairs.unwrap_or(0) as u32,
+            seed: round.seed,
+            round: round.round,
+            counters: counters.output(),
+        },
     )
 }
 
-fn reverse(ctx: &GpuContext, config: &GrnndConfig, p: &mut Pools) -> Result<()> {
+fn reverse(ctx: &GpuContext, params: &GrnndParams, p: &mut Pools) -> Result<()> {
     let (n, r) = (u32_of(p.n, "vertices")?, u32_of(p.r, "r")?);
     need(p.a.len(), n as u64 * r as u64, "grnnd_reverse pool A")?;
     need(p.b.len(), n as u64 * r as u64, "grnnd_reverse pool B")?;
-    let name = "grnnd_reverse";
-    let f = ctx.function("grnnd", name)?;
-    let closest = config.reverse_closest as u32;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&p.a)
-        .arg(&p.ca)
-        .arg(&mut p.b)
-        .arg(&mut p.cb)
-        .arg(&n)
-        .arg(&r)
-        .arg(&config.rho)
-        .arg(&closest);
-    launch(
+    kernels::grnnd_reverse(
         ctx,
-        name,
-        a,
-        cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)),
+        warp_launch(p.n, pool_smem(p.r))?,
+        &kernels::GrnndReverseArgs {
+            pa: p.a.input(),
+            ca: p.ca.input(),
+            pb: p.b.output(),
+            cb: p.cb.output(),
+            n,
+            r,
+            rho: params.rho,
+            closest: (params.reverse_sampling == ReverseSampling::Closest) as u32,
+        },
     )
 }
 
@@ -597,7 +554,7 @@ fn finalize(
     ctx: &GpuContext,
     degree: usize,
     p: &Pools,
-) -> Result<(CudaSlice<NodeId>, CudaSlice<u32>)> {
+) -> Result<(DeviceBuffer<NodeId>, DeviceBuffer<u32>)> {
     let (n, r, d) = (
         u32_of(p.n, "vertices")?,
         u32_of(p.r, "r")?,
@@ -608,21 +565,18 @@ fn finalize(
     }
     let mut out = ctx.alloc_zeros::<NodeId>(p.n * degree)?;
     let mut counts = ctx.alloc_zeros::<u32>(p.n)?;
-    let name = "grnnd_finalize";
-    let f = ctx.function("grnnd", name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&p.a)
-        .arg(&p.ca)
-        .arg(&n)
-        .arg(&r)
-        .arg(&d)
-        .arg(&mut out)
-        .arg(&mut counts);
-    launch(
+    kernels::grnnd_finalize(
         ctx,
-        name,
-        a,
-        cfg(warp_grid(p.n)?, WARPS * 32, pool_smem(p.r)),
+        warp_launch(p.n, pool_smem(p.r))?,
+        &kernels::GrnndFinalizeArgs {
+            p: p.a.input(),
+            c: p.ca.input(),
+            n,
+            r,
+            degree: d,
+            out: out.output(),
+            counts: counts.output(),
+        },
     )?;
     Ok((out, counts))
 }
@@ -630,46 +584,43 @@ fn finalize(
 /// The vertex nearest (squared L2) to the mean of the data, ties to the lowest id.
 fn entry_point<T: Element>(
     ctx: &GpuContext,
-    data: &CudaView<'_, u8>,
+    data: &DeviceView<'_, u8>,
     n: usize,
     dim: usize,
     stride: u32,
 ) -> Result<NodeId> {
     let (n32, dim32) = (u32_of(n, "vertices")?, u32_of(dim, "dim")?);
-    need(
-        data.len(),
-        launch::elem_bytes::<T>(n32, stride),
-        "grnnd entry data",
-    )?;
+    need(data.len(), elem_bytes::<T>(n32, stride), "grnnd entry data")?;
     if dim32 > stride {
         return Err(Error::Gpu(format!("internal: dim {dim} > stride {stride}")));
     }
     let mut sums = ctx.alloc_zeros::<f32>(dim.max(1))?;
-    let name = format!("grnnd_colsum_{}", T::DTYPE.name());
-    let f = ctx.function("grnnd", &name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(data)
-        .arg(&n32)
-        .arg(&stride)
-        .arg(&dim32)
-        .arg(&mut sums);
-    launch(
+    kernels::grnnd_colsum(
         ctx,
-        &name,
-        a,
-        cfg((n32.div_ceil(COLSUM_ROWS), 1, 1), 128, 0),
+        T::DTYPE,
+        Launch::blocks(n32.div_ceil(COLSUM_ROWS), 128),
+        &kernels::GrnndColsumArgs {
+            data: data.input(),
+            n: n32,
+            stride,
+            dim: dim32,
+            sums: sums.output(),
+        },
     )?;
     let mut best = ctx.upload(&[u64::MAX])?;
-    let name = format!("grnnd_nearest_{}", T::DTYPE.name());
-    let f = ctx.function("grnnd", &name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(data)
-        .arg(&n32)
-        .arg(&stride)
-        .arg(&dim32)
-        .arg(&sums)
-        .arg(&mut best);
-    launch(ctx, &name, a, cfg(warp_grid(n)?, WARPS * 32, 0))?;
+    kernels::grnnd_nearest(
+        ctx,
+        T::DTYPE,
+        warp_launch(n, 0)?,
+        &kernels::GrnndNearestArgs {
+            data: data.input(),
+            n: n32,
+            stride,
+            dim: dim32,
+            sums: sums.input(),
+            best: best.output(),
+        },
+    )?;
     let b = ctx.download(&best, 1)?[0];
     let id = b as u32;
     if id as usize >= n {
@@ -690,28 +641,23 @@ pub fn reachability(ctx: &GpuContext, graph: &DeviceFixedGraph, entry: NodeId) -
     need(graph.ids().len(), n as u64 * d32 as u64, "grnnd_bfs graph")?;
     let mut level = ctx.alloc_zeros::<u32>(n)?;
     fill_u32(ctx, &mut level, n, INVALID)?;
-    {
-        let mut one = level.slice_mut(entry as usize..entry as usize + 1);
-        ctx.stream()
-            .memset_zeros(&mut one)
-            .map_err(|e| Error::Gpu(format!("set the entry level: {e}")))?;
-    }
+    ctx.zero(&mut level.slice_mut(entry as usize..entry as usize + 1))?;
     let mut changed = ctx.alloc_zeros::<u32>(1)?;
     let edges = n as u64 * d32 as u64;
-    let name = "grnnd_bfs_step";
-    let f = ctx.function("grnnd", name)?;
     for cur in 0..n32 {
-        ctx.stream()
-            .memset_zeros(&mut changed)
-            .map_err(|e| Error::Gpu(format!("zero the BFS flag: {e}")))?;
-        let mut a = ctx.stream().launch_builder(&f);
-        a.arg(graph.ids())
-            .arg(&n32)
-            .arg(&d32)
-            .arg(&mut level)
-            .arg(&cur)
-            .arg(&mut changed);
-        launch(ctx, name, a, cfg(grid_stride(edges)?, FILL_THREADS, 0))?;
+        ctx.zero(&mut changed.view_mut())?;
+        kernels::grnnd_bfs_step(
+            ctx,
+            grid_stride(edges)?,
+            &kernels::GrnndBfsStepArgs {
+                g: graph.ids().input(),
+                n: n32,
+                degree: d32,
+                level: level.output(),
+                cur,
+                changed: changed.output(),
+            },
+        )?;
         if ctx.download(&changed, 1)?[0] == 0 {
             break;
         }
@@ -745,7 +691,7 @@ fn flood(ids: &[NodeId], n: usize, degree: usize, seen: &mut [bool], stack: &mut
 }
 
 /// Device-side pieces of GRNND run on explicit inputs, for the oracle tests
-/// (`tests/grnnd.rs`).
+/// (`tests/grnnd_device.rs`).
 pub mod testing {
     use super::*;
 
@@ -793,7 +739,7 @@ pub mod testing {
                 .collect()
         }
 
-        fn upload(&self, ctx: &GpuContext) -> Result<(CudaSlice<u64>, CudaSlice<u32>)> {
+        fn upload(&self, ctx: &GpuContext) -> Result<(DeviceBuffer<u64>, DeviceBuffer<u32>)> {
             Ok((ctx.upload(&self.entries)?, ctx.upload(&self.counts)?))
         }
 
@@ -801,8 +747,8 @@ pub mod testing {
             ctx: &GpuContext,
             n: usize,
             r: usize,
-            p: &CudaSlice<u64>,
-            c: &CudaSlice<u32>,
+            p: &DeviceBuffer<u64>,
+            c: &DeviceBuffer<u32>,
         ) -> Result<Self> {
             Ok(PoolRows {
                 n,
@@ -830,27 +776,36 @@ pub mod testing {
             let o = ctx.upload(owners)?;
             let e = ctx.upload(entries)?;
             let r = u32_of(pool.r, "r")?;
-            let name = "grnnd_insert_test";
-            let f = ctx.function("grnnd", name)?;
-            let mut a = ctx.stream().launch_builder(&f);
-            a.arg(&mut p).arg(&mut c).arg(&r).arg(&o).arg(&e).arg(&m);
-            launch(ctx, name, a, cfg(warp_grid(owners.len())?, WARPS * 32, 0))?;
+            kernels::grnnd_insert_test(
+                ctx,
+                warp_launch(owners.len(), 0)?,
+                &kernels::GrnndInsertTestArgs {
+                    p: p.output(),
+                    c: c.output(),
+                    r,
+                    owners: o.input(),
+                    entries: e.input(),
+                    m,
+                },
+            )?;
         }
         PoolRows::download(ctx, pool.n, pool.r, &p, &c)
     }
 
-    /// Runs one update round (`grnnd_update_*`) of `config`'s mode on `pool` (rows of the
-    /// vertices of `data`) into an empty pool; returns it, the pairs evaluated and the redirects.
+    /// Runs update round `round` (`grnnd_update_*`) in `params`' mode (pair order seeded by
+    /// `seed`) on `pool` (rows of the vertices of `data`) into an empty pool; returns it, the
+    /// pairs evaluated and the redirects.
     pub fn update_round<T: Element>(
         ctx: &GpuContext,
         data: DatasetView<'_, T>,
         metric: Metric,
-        config: &GrnndConfig,
+        params: &GrnndParams,
+        seed: u64,
         round: u32,
         pool: &PoolRows,
     ) -> Result<(PoolRows, u64, u64)> {
-        config.check(data.rows())?;
-        if pool.n != data.rows() || pool.r != config.r {
+        check(params, data.rows())?;
+        if pool.n != data.rows() || pool.r != params.r {
             return Err(Error::InvalidInput(
                 "update_round: inconsistent shapes".into(),
             ));
@@ -862,17 +817,17 @@ pub mod testing {
         p.a = a;
         p.ca = ca;
         let mut counters = ctx.alloc_zeros::<u64>(2)?;
-        let stride = m.stride() as u32;
-        update::<T>(
-            ctx,
-            &view,
-            stride,
+        let vectors = Vectors {
+            data: &view,
+            stride: m.stride() as u32,
             metric,
-            config,
+        };
+        let round = Round {
+            params,
+            seed,
             round,
-            &mut p,
-            &mut counters,
-        )?;
+        };
+        update::<T>(ctx, &vectors, &round, &mut p, &mut counters)?;
         let c = ctx.download(&counters, 2)?;
         Ok((
             PoolRows::download(ctx, pool.n, pool.r, &p.b, &p.cb)?,
@@ -881,14 +836,15 @@ pub mod testing {
         ))
     }
 
-    /// Runs one reverse-edge step (`grnnd_reverse`) on `pool` into an empty pool.
+    /// Runs one reverse-edge step (`grnnd_reverse`, `params`' `rho` and `reverse_sampling`)
+    /// on `pool` into an empty pool.
     pub fn reverse_step(
         ctx: &GpuContext,
-        config: &GrnndConfig,
+        params: &GrnndParams,
         pool: &PoolRows,
     ) -> Result<PoolRows> {
-        config.check(pool.n)?;
-        if pool.r != config.r {
+        check(params, pool.n)?;
+        if pool.r != params.r {
             return Err(Error::InvalidInput(
                 "reverse_step: inconsistent shapes".into(),
             ));
@@ -897,7 +853,7 @@ pub mod testing {
         let mut p = Pools::alloc(ctx, pool.n, pool.r)?;
         p.a = a;
         p.ca = ca;
-        reverse(ctx, config, &mut p)?;
+        reverse(ctx, params, &mut p)?;
         PoolRows::download(ctx, pool.n, pool.r, &p.b, &p.cb)
     }
 

@@ -1,15 +1,15 @@
 //! GRNND on the GPU: [`GrnndGpu`], behind the `cuda` feature.
 //!
-//! The algorithm and its kernels live in `weft_gpu::grnnd` (see `docs/grnnd.md`); this builder
-//! maps [`GrnndParams`] to [`GrnndConfig`]: `s`, `r`, `t1`, `t2`, `degree`, `rho`,
-//! `update_order`, `reverse_sampling`, `new_old_flags`, `strict_prune`, `max_pairs` and
-//! `final_reverse_edges` carry over; the build context's seed seeds the random start and the
-//! random pair order; `repair` turns the connectivity repair on or off. The output graph's entry
+//! The algorithm is [`grnnd`] (host code) over this crate's kernel module `kernels/grnnd` (see
+//! `docs/grnnd.md`); it reads [`GrnndParams`] directly: `s`, `r`, `t1`, `t2`, `degree`,
+//! `rho`, `update_order`, `reverse_sampling`, `new_old_flags`, `strict_prune`, `max_pairs` and
+//! `final_reverse_edges`; the build context's seed seeds the random start and the random pair
+//! order; `repair` turns the connectivity repair on or off. The output graph's entry
 //! points are the device medoid (which the repair makes every vertex reachable from) followed
 //! by `entry_points` points spread over the data (`weft_graph::connect::spread_entry_points`). GRNND's pools have a fixed capacity
 //! `R`, so candidate lists are always cut to `R`: `truncate_updates = false` (a CPU-only
 //! setting) is refused with `Error::InvalidParams`, as is `r` above
-//! [`weft_gpu::grnnd::MAX_R`].
+//! [`grnnd::MAX_R`].
 //!
 //! [`GrnndGpu::build_device`] leaves the graph on the device ([`DeviceFixedGraph`]) for the GPU
 //! search; [`GraphBuilder::build`] brings it back with the entry point. GPU results are valid
@@ -21,13 +21,30 @@ use std::sync::Arc;
 use weft_core::{
     BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, GraphBuilder, Metric, Params, Result,
 };
-use weft_gpu::grnnd::MAX_R;
-use weft_gpu::{
-    DeviceFixedGraph, DeviceMatrix, GpuContext, Grnnd, GrnndConfig, GrnndStats, PairOrder,
-};
-use weft_rnndescent::{ReverseSampling, UpdateOrder};
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, KernelModule};
 
 use crate::GrnndParams;
+
+pub mod grnnd;
+
+use grnnd::MAX_R;
+pub use grnnd::{Grnnd, GrnndStats};
+
+/// The generated bindings of this crate's kernel modules (weft-kernel-build, from the kernels'
+/// signatures).
+mod kernels {
+    /// `kernels/grnnd`: GRNND's start, update rounds, reverse edges, finalisation, entry point
+    /// and reachability.
+    #[allow(dead_code)]
+    pub(crate) mod grnnd {
+        include!(concat!(env!("OUT_DIR"), "/grnnd.rs"));
+    }
+}
+
+/// This crate's kernel modules (for the NVRTC check and kernel listings).
+pub fn kernel_modules() -> Vec<&'static KernelModule> {
+    vec![&kernels::grnnd::MODULE]
+}
 
 /// GRNND on one GPU (see the [module docs](self)). Name: `grnnd`.
 #[derive(Clone, Debug)]
@@ -54,9 +71,10 @@ impl GrnndGpu {
         &self.ctx
     }
 
-    /// The GRNND settings `params` give for the seed `seed` (after validating them for `rows`
-    /// points of `dim` dimensions, the GPU limits included).
-    pub fn config(params: &GrnndParams, rows: usize, dim: usize, seed: u64) -> Result<GrnndConfig> {
+    /// Checks `params` for `rows` points of `dim` dimensions, the GPU limits included: the
+    /// shared validation, then what GRNND cannot honour (`truncate_updates = false`, `r` above
+    /// [`MAX_R`]).
+    fn check(params: &GrnndParams, rows: usize, dim: usize) -> Result<()> {
         params.validate(rows, dim)?;
         if !params.truncate_updates {
             return Err(Error::invalid_param(
@@ -74,26 +92,7 @@ impl GrnndGpu {
                 ),
             ));
         }
-        Ok(GrnndConfig {
-            s: params.s,
-            r: params.r,
-            t1: params.t1,
-            t2: params.t2,
-            degree: params.degree,
-            rho: params.rho,
-            order: match params.update_order {
-                UpdateOrder::Random => PairOrder::Random,
-                UpdateOrder::Ascending => PairOrder::Ascending,
-                UpdateOrder::Descending => PairOrder::Descending,
-            },
-            reverse_closest: params.reverse_sampling == ReverseSampling::Closest,
-            new_old: params.new_old_flags,
-            strict: params.strict_prune,
-            max_pairs: params.max_pairs,
-            final_reverse: params.final_reverse_edges,
-            repair: params.repair,
-            seed,
-        })
+        Ok(())
     }
 
     fn grnnd(&self) -> Grnnd<'_> {
@@ -113,8 +112,8 @@ impl GrnndGpu {
         params: &GrnndParams,
         ctx: &BuildCtx,
     ) -> Result<(DeviceFixedGraph, GrnndStats)> {
-        let config = Self::config(params, data.rows(), data.dim(), ctx.seed())?;
-        self.grnnd().build_device(data, metric, &config, ctx)
+        Self::check(params, data.rows(), data.dim())?;
+        self.grnnd().build_device(data, metric, params, ctx)
     }
 
     /// Like [`GraphBuilder::build`], with the build statistics.
@@ -126,8 +125,8 @@ impl GrnndGpu {
         ctx: &BuildCtx,
     ) -> Result<(FixedDegreeGraph, GrnndStats)> {
         ctx.check_cancelled()?;
-        let config = Self::config(params, data.rows(), data.dim(), ctx.seed())?;
-        let (graph, stats) = self.grnnd().build(data, metric, &config, ctx)?;
+        Self::check(params, data.rows(), data.dim())?;
+        let (graph, stats) = self.grnnd().build(data, metric, params, ctx)?;
         // Everything is reachable from the medoid, so from any set that holds it.
         let spread = ctx.install(|| {
             weft_graph::connect::spread_entry_points(data, metric, params.entry_points, ctx.seed())
@@ -155,5 +154,16 @@ impl GraphBuilder for GrnndGpu {
     ) -> Result<FixedDegreeGraph> {
         self.build_with_stats(data, metric, params, ctx)
             .map(|(g, _)| g)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn nvrtc_compiles_every_module() {
+        weft_gpu::testing::assert_nvrtc_compiles(
+            "nvrtc_compiles_every_module",
+            &super::kernel_modules(),
+        );
     }
 }
