@@ -4,11 +4,13 @@
 //! `device-pack*`), under the 64 MiB a device run may carry. `--bench-only` packs only the
 //! benchmark harness (no tests, examples or CLI).
 //!
-//! - test binaries: the tests of weft-gpu and of every library crate under `crates/` that
-//!   declares a `cuda` feature, with those features on (`--crates a,b`: the tests of those
+//! - test binaries: the tests of weft-gpu, of the example crate with its own kernel module
+//!   (`examples/custom-kernel`) and of every library crate under `crates/` that declares a
+//!   `cuda` feature, with those features on (`--crates a,b`: the tests of those
 //!   crates only, with their `cuda` features where they have one; `--workspace`: every
 //!   workspace test binary);
-//! - examples of weft-gpu (the exact-kNN benchmark) and, unless `--no-cli`, the `weft` binary
+//! - the GPU micro-benchmark examples of weft-gpu (exact k-NN), weft-grnnd and weft-search (the
+//!   CAGRA search) and, unless `--no-cli`, the `weft` binary
 //!   of weft-cli when it builds;
 //! - unless `--no-bench`: the harness runner `weft-bench` (weft-benches), a TrueType font for
 //!   its plots (`fonts/`, from this machine), the commit (`COMMIT`) and the GPU peer script
@@ -84,7 +86,7 @@ pub fn run(args: &[String]) -> Result<()> {
         let mut features = Vec::new();
         for name in &crates {
             test_args.extend(["-p".into(), name.clone()]);
-            if has_cuda_feature(&root.join("crates").join(name))? {
+            if has_cuda_feature(&crate_dir(&root, name))? {
                 features.push(format!("{name}/cuda"));
             }
         }
@@ -102,6 +104,7 @@ pub fn run(args: &[String]) -> Result<()> {
         copy_stripped(exe, &pack.join("tests").join(name))?;
     }
     let mut others = 0usize;
+    // The GPU micro-benchmarks: weft-gpu's (exact k-NN), GRNND's and the CAGRA search's.
     let examples = if bench_only {
         Vec::new()
     } else {
@@ -110,6 +113,12 @@ pub fn run(args: &[String]) -> Result<()> {
             "--release",
             "-p",
             "weft-gpu",
+            "-p",
+            "weft-grnnd",
+            "-p",
+            "weft-search",
+            "--features",
+            "weft-grnnd/cuda,weft-search/cuda",
             "--examples",
             "--message-format=json",
         ])?
@@ -177,10 +186,19 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// weft-gpu and every library crate under `crates/` with a `cuda` feature (the facade `weft`
-/// and the CLI, whose tests are CPU tests, are left out).
+/// The folder of workspace crate `name`: `crates/<name>`, or the example crate's.
+fn crate_dir(root: &Path, name: &str) -> PathBuf {
+    match name {
+        "weft-example-kernel" => root.join("examples/custom-kernel"),
+        _ => root.join("crates").join(name),
+    }
+}
+
+/// weft-gpu, the example crate with its own kernel module, and every library crate under
+/// `crates/` with a `cuda` feature (the facade `weft` and the CLI, whose tests are CPU tests,
+/// are left out).
 fn gpu_crates(root: &Path) -> Result<Vec<String>> {
-    let mut crates = vec!["weft-gpu".to_owned()];
+    let mut crates = vec!["weft-gpu".to_owned(), "weft-example-kernel".to_owned()];
     let dir = root.join("crates");
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .with_context(|| format!("read {}", dir.display()))?
