@@ -67,7 +67,7 @@ impl<'c> CagraGpu<'c> {
     /// Optimises a k-NN graph of `data` left on the device (by GNND or the exact GPU kernels)
     /// into a host graph of out-degree `degree` with [`CagraParams::entry_points`] spread entry
     /// points, connected from them unless [`CagraParams::repair`] is off
-    /// ([`connect`](crate::connect)). The rows' structure is validated on the device; that they
+    /// ([`connect`]). The rows' structure is validated on the device; that they
     /// are sorted by distance is the producer's guarantee (the device distances are not read).
     pub fn optimize_device<T: Element>(
         &self,
