@@ -14,8 +14,9 @@
 use std::time::Instant;
 
 use weft_cagra::CagraCpu;
+use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{BuildCtx, Metric};
-use weft_gpu::{CagraOptimizer, DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
 
 fn arg(args: &[String], name: &str, default: usize) -> usize {
     args.iter()

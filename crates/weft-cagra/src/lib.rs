@@ -3,9 +3,14 @@
 //! CAGRA graph optimisation (Ootomo et al., ICDE 2024): it turns a k-NN graph of intermediate
 //! degree `k` (`d_init`, 2-3 x the output degree) into a search graph of fixed out-degree `d`,
 //! using only the ranks of the k-NN rows (no distance is computed). [`CagraCpu`] runs it on the
-//! CPU (rayon); `CagraGpu` (behind this crate's `cuda` feature; kernels in `kernels/cagra/`,
-//! driven by `weft_gpu::CagraOptimizer`) reproduces the CPU output bit for bit. Parameter
-//! choices follow `shared/algorithms/cagra.md` §3.
+//! CPU (rayon); `gpu::CagraGpu` (behind this crate's `cuda` feature; kernels in
+//! `kernels/cagra/`, driven by `gpu::CagraOptimizer`) reproduces the CPU output bit for bit.
+//! Parameter choices follow `shared/algorithms/cagra.md` §3.
+//!
+//! The whole construction, a k-NN graph of degree `d_init` and its optimisation, is one
+//! [`GraphBuilder`](weft_core::GraphBuilder) over any k-NN graph builder: [`CagraPipeline`] on
+//! the CPU and, with `cuda`, `gpu::CagraPipelineGpu`, which also takes a k-NN graph left on the
+//! device (GNND's) without a host round trip.
 //!
 //! ## The algorithm, with its exact tie rules
 //!
@@ -63,11 +68,13 @@
 
 mod cpu;
 #[cfg(feature = "cuda")]
-mod gpu;
+pub mod gpu;
+mod pipeline;
 
 pub use cpu::{CagraCpu, Stages, connect, connect_with_entries, optimize_stages, reverse_graph};
 #[cfg(feature = "cuda")]
-pub use gpu::CagraGpu;
+pub use gpu::{CagraGpu, CagraPipelineGpu};
+pub use pipeline::CagraPipeline;
 
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Params, Result};
@@ -76,10 +83,11 @@ use weft_core::{Error, Params, Result};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KnnSource {
-    /// NN-Descent (GNND on the GPU), the paper's choice.
+    /// The pipeline's k-NN graph builder ([`CagraPipeline`]'s `K`, `gpu::CagraPipelineGpu`'s
+    /// source): NN-Descent (GNND on the GPU) in the `weft` facade, the paper's choice.
     #[default]
     NnDescent,
-    /// Exact brute force (small sets, tests).
+    /// Exact brute force (small sets, tests), on the CPU or the GPU with the pipeline.
     Exact,
 }
 
@@ -92,7 +100,7 @@ pub struct CagraParams {
     pub graph_degree: usize,
     /// Degree `d_init` of the k-NN graph that is optimised (2–3 x `graph_degree`).
     pub intermediate_degree: usize,
-    /// How the k-NN graph is built (by the `cagra` pipeline of the `weft` facade).
+    /// How the k-NN graph is built ([`CagraPipeline`], `gpu::CagraPipelineGpu`).
     pub knn: KnnSource,
     /// Entry points stored with the graph, spread over the data by farthest-first traversal of
     /// a seeded sample ([`weft_graph::connect::spread_entry_points`]; all vertices when the set

@@ -1,46 +1,10 @@
-//! The graph-builder conformance suite of weft-testkit, run on "exact k-NN graph, then the CPU
-//! optimiser" (the facade's `cagra` entry composes NN-Descent instead; it cannot live here,
-//! since algorithm crates do not depend on each other).
+//! The graph-builder conformance suite of weft-testkit, run on the CAGRA pipeline over the exact
+//! k-NN graph ([`CagraPipeline`] with `weft_graph::exact::ExactKnn`; the facade's `cagra` entry
+//! registers NN-Descent instead).
 
-use weft_cagra::{CagraCpu, CagraParams};
-use weft_core::{
-    BuildCtx, DatasetView, Element, Error, FixedDegreeGraph, GraphBuilder, GraphOptimizer,
-    KnnGraphBuilder, Metric, NoParams, Params, Result,
-};
-
-struct ExactThenCagra;
-
-impl GraphBuilder for ExactThenCagra {
-    type Params = CagraParams;
-    type Output = FixedDegreeGraph;
-
-    fn name(&self) -> &'static str {
-        "exact+cagra"
-    }
-
-    fn build<T: Element>(
-        &self,
-        data: DatasetView<'_, T>,
-        metric: Metric,
-        params: &CagraParams,
-        ctx: &BuildCtx,
-    ) -> Result<FixedDegreeGraph> {
-        ctx.check_cancelled()?;
-        if data.is_empty() {
-            return Err(Error::InvalidInput("empty data".into()));
-        }
-        params.validate(data.rows(), data.dim())?;
-        data.check_finite()?;
-        let knn = weft_graph::exact::ExactKnn.build(
-            data,
-            metric,
-            params.intermediate_degree,
-            &NoParams {},
-            ctx,
-        )?;
-        CagraCpu.optimize(data, metric, &knn, params.graph_degree, params, ctx)
-    }
-}
+use weft_cagra::{CagraParams, CagraPipeline};
+use weft_core::NoParams;
+use weft_graph::exact::ExactKnn;
 
 #[test]
 fn conformance() {
@@ -64,6 +28,7 @@ fn conformance() {
             ..Default::default()
         },
     ];
-    let report = weft_testkit::graph::run_graph_suite(&ExactThenCagra, &suite);
+    let pipeline = CagraPipeline::new(ExactKnn, NoParams {});
+    let report = weft_testkit::graph::run_graph_suite(&pipeline, &suite);
     eprintln!("{report}");
 }

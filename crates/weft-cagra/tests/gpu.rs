@@ -1,15 +1,22 @@
 //! The GPU optimiser against the CPU optimiser: every stage equal, bit for bit, on fresh random
-//! k-NN graphs (proptest), and the optimised graph of a synthetic set. Skips without a GPU
+//! k-NN graphs (proptest), the optimised graph of a synthetic set, and the GPU pipeline (k-NN
+//! graph from the host or left on the device) against the CPU pipeline. Skips without a GPU
 //! (fails with WEFT_REQUIRE_GPU=1).
 #![cfg(feature = "cuda")]
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use weft_cagra::{CagraCpu, CagraGpu, CagraParams, optimize_stages};
-use weft_core::{
-    BuildCtx, GraphOptimizer, GraphView, INVALID, KnnGraph, KnnGraphBuilder, Metric, NodeId,
+use std::sync::Arc;
+
+use weft_cagra::gpu::CagraOptimizer;
+use weft_cagra::gpu::{GpuKnnGraph, GpuKnnSource, HostKnn};
+use weft_cagra::{
+    CagraCpu, CagraGpu, CagraParams, CagraPipeline, CagraPipelineGpu, KnnSource, optimize_stages,
 };
-use weft_gpu::CagraOptimizer;
+use weft_core::{
+    BuildCtx, GraphBuilder, GraphOptimizer, GraphView, INVALID, KnnGraph, KnnGraphBuilder, Metric,
+    NoParams, NodeId,
+};
 use weft_gpu::testing::gpu_or_skip;
 
 /// A random valid k-NN graph (a fifth of the rows shorter when `short`); neighbours are drawn
@@ -119,4 +126,72 @@ fn gpu_optimiser_equals_cpu_optimiser_on_a_synthetic_set() {
         .unwrap();
     assert_eq!(dev.ids(), cpu.ids());
     assert_eq!(dev.entry_points(), cpu.entry_points());
+}
+
+/// A k-NN source that leaves the exact graph on the device, as GNND does.
+struct ExactOnDevice<'c>(&'c weft_gpu::GpuContext);
+
+impl GpuKnnSource for ExactOnDevice<'_> {
+    fn name(&self) -> &'static str {
+        "exact"
+    }
+
+    fn knn_graph<T: weft_core::Element>(
+        &self,
+        data: weft_core::DatasetView<'_, T>,
+        metric: Metric,
+        k: usize,
+        ctx: &BuildCtx,
+    ) -> weft_core::Result<GpuKnnGraph> {
+        let knn = weft_graph::exact::ExactKnn.build(data, metric, k, &NoParams {}, ctx)?;
+        Ok(GpuKnnGraph::Device(weft_gpu::DeviceKnnGraph::upload(
+            self.0, &knn,
+        )?))
+    }
+}
+
+#[test]
+fn gpu_pipeline_equals_cpu_pipeline_from_host_and_device_sources() {
+    let Some(ctx) = gpu_or_skip("gpu_pipeline_equals_cpu_pipeline_from_host_and_device_sources")
+    else {
+        return;
+    };
+    let ctx = Arc::new(ctx);
+    let base = weft_io::synthetic::Preset::Sift
+        .generator(5)
+        .unwrap()
+        .base(3000)
+        .unwrap();
+    let bctx = BuildCtx::new(2);
+    let p = CagraParams {
+        graph_degree: 32,
+        intermediate_degree: 64,
+        ..Default::default()
+    };
+    let cpu = CagraPipeline::new(weft_graph::exact::ExactKnn, NoParams {})
+        .build(base.view(), Metric::L2Squared, &p, &bctx)
+        .unwrap();
+    let host = CagraPipelineGpu::new(
+        Arc::clone(&ctx),
+        HostKnn::new(weft_graph::exact::ExactKnn, NoParams {}),
+    )
+    .build(base.view(), Metric::L2Squared, &p, &bctx)
+    .unwrap();
+    assert_eq!(host.ids(), cpu.ids());
+    assert_eq!(host.entry_points(), cpu.entry_points());
+    let device = CagraPipelineGpu::new(Arc::clone(&ctx), ExactOnDevice(&ctx))
+        .build(base.view(), Metric::L2Squared, &p, &bctx)
+        .unwrap();
+    assert_eq!(device.ids(), cpu.ids());
+    assert_eq!(device.entry_points(), cpu.entry_points());
+    // `Exact` runs the exact GPU kernels instead of the source (same graph up to ties).
+    let exact = CagraParams {
+        knn: KnnSource::Exact,
+        ..p.clone()
+    };
+    let by_gpu = CagraPipelineGpu::new(Arc::clone(&ctx), ExactOnDevice(&ctx))
+        .build(base.view(), Metric::L2Squared, &exact, &bctx)
+        .unwrap();
+    by_gpu.validate().unwrap();
+    assert_eq!(by_gpu.degree(), 32);
 }

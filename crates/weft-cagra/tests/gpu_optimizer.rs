@@ -1,10 +1,13 @@
 //! CAGRA optimisation kernels on a GPU: a hand-checked graph, every stage on a larger random
 //! graph against the invariants, the device-resident entry point, and bad rows. The oracle test
-//! against the CPU optimiser (bit-for-bit equality) is in `weft-cagra/tests/gpu.rs`.
+//! against the CPU optimiser (bit-for-bit equality) is in `tests/gpu.rs`. And NVRTC compiles
+//! the crate's kernel module (no GPU needed).
+#![cfg(feature = "cuda")]
 
+use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{Error, INVALID, KnnGraph, NodeId};
+use weft_gpu::DeviceKnnGraph;
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{CagraOptimizer, DeviceKnnGraph};
 
 /// A k-NN graph with the given rows (distances 1, 2, 3, ...; padding after the ids).
 fn knn_of(rows: &[Vec<NodeId>], k: usize) -> KnnGraph {
@@ -130,4 +133,14 @@ fn cagra_bad_rows_are_a_typed_error() {
         opt.optimize(&g, 7),
         Err(Error::InvalidParams { .. })
     ));
+}
+
+/// NVRTC compiles weft-cagra's kernel module for sm_80 and sm_90 without a warning; needs
+/// NVRTC but no GPU (skips visibly without NVRTC, fails under WEFT_REQUIRE_GPU).
+#[test]
+fn nvrtc_compiles_every_module() {
+    weft_gpu::testing::assert_nvrtc_compiles(
+        "nvrtc_compiles_every_module",
+        &weft_cagra::gpu::kernel_modules(),
+    );
 }

@@ -26,8 +26,9 @@
 use std::time::Instant;
 
 use weft_core::{BuildCtx, DatasetView, Metric, Neighbors, NodeId, Searcher};
+use weft_ggnn::gpu::GgnnTuning;
 use weft_ggnn::{GgnnGpu, GgnnParams};
-use weft_gpu::{DeviceMatrix, ExactGpu, GgnnTuning};
+use weft_gpu::{DeviceMatrix, ExactGpu};
 use weft_search::{GgnnSearch, GgnnSearchParams};
 
 fn arg(args: &[String], name: &str, default: &str) -> String {

@@ -37,8 +37,9 @@ pub const SYM_CACHE: usize = 128;
 /// Position of the constraint ball's centre between `z` and `x_i` (paper §5.2.1).
 pub const MIDPOINT: f32 = 0.4;
 
-/// Size of the sorted region (best list + queue) of a cache whose best list holds `best` ids.
-fn sorted_size(best: usize) -> usize {
+/// Size of the sorted region (best list + queue) of a cache whose best list holds `best` ids
+/// (the GPU build's caches too).
+pub(crate) fn sorted_size(best: usize) -> usize {
     64usize.max((best + 16).div_ceil(32) * 32)
 }
 

@@ -7,7 +7,8 @@
 //! produces a [`weft_graph::hier::HierGraph`].
 //!
 //! **Status:** the CPU reference [`GgnnCpu`] (name `ggnn`) and, behind the `cuda` feature, the
-//! GPU builder `GgnnGpu` (same name, GPU back end; kernels in `kernels/ggnn/`). The CPU
+//! GPU builder `GgnnGpu` (same name, GPU back end; kernels in `kernels/ggnn/`, device side in
+//! `gpu::GgnnBuild`). The CPU
 //! reference is written for the GPU port to reproduce: bounded structures, a fixed phase order,
 //! randomness only from `weft_core::rng::hash3`. `docs/ggnn.md` records the
 //! choices and how the digest's ambiguities were resolved. Defaults follow
@@ -40,6 +41,10 @@ use weft_core::{BuildCtx, DatasetView, Element, GraphBuilder, Metric};
 use weft_core::{Error, Params, Result};
 use weft_graph::connect::DEFAULT_ENTRY_POINTS;
 use weft_graph::hier::HierGraph;
+
+/// The largest [`GgnnParams::k_build`] (of both back ends: the GPU kernels' shared memory
+/// holds the caches of rows this long).
+pub const MAX_K_BUILD: usize = 512;
 
 /// Parameters of the GGNN construction (shared by its GPU back end and CPU reference).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -96,10 +101,10 @@ impl Default for GgnnParams {
 
 impl Params for GgnnParams {
     fn validate(&self, rows: usize, _dim: usize) -> Result<()> {
-        if !(2..=512).contains(&self.k_build) {
+        if !(2..=MAX_K_BUILD).contains(&self.k_build) {
             return Err(Error::invalid_param(
                 "k_build",
-                format!("{} is outside 2..=512", self.k_build),
+                format!("{} is outside 2..={MAX_K_BUILD}", self.k_build),
             ));
         }
         if rows > 0 && self.k_build >= rows {

@@ -13,9 +13,10 @@ use common::hits_at_10;
 use proptest::prelude::*;
 use weft_core::DatasetView;
 use weft_core::{BuildCtx, CancelToken, Error, GraphBuilder, GraphView, Metric, NodeId, Progress};
+use weft_ggnn::gpu::GgnnBuild;
 use weft_ggnn::{GgnnCpu, GgnnGpu, GgnnParams, nearest_entries};
+use weft_gpu::DeviceMatrix;
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{DeviceMatrix, GgnnBuild};
 use weft_graph::hier::HierGraph;
 use weft_testkit::graph::{GraphSuite, gaussian_mixture, ground_truth, run_graph_suite};
 
@@ -267,8 +268,8 @@ fn unreachable_per_layer(g: &HierGraph) -> Vec<usize> {
         .collect()
 }
 
-/// Recall@10 of the GPU GGNN search (`weft_gpu::ggnn_search`, the device side of
-/// `weft_search::GgnnSearchGpu`) over `g` from its entry points, for each `tau`.
+/// Recall@10 of the GPU GGNN search (`weft_search::GgnnSearchGpu`) over `g` from its entry
+/// points, for each `tau`.
 fn gpu_search_recalls(
     b: &GgnnGpu,
     g: &HierGraph,
@@ -277,24 +278,25 @@ fn gpu_search_recalls(
     metric: Metric,
     taus: &[f32],
 ) -> Vec<f64> {
-    use weft_gpu::ggnn_search::{GgnnSearchConfig, GgnnSearchDevice};
+    use weft_core::{Neighbors, Searcher};
+    use weft_search::{GgnnSearchGpu, GgnnSearchParams};
     use weft_testkit::graph::recall_at_k;
     let truth = ground_truth(base.view(), queries.view(), metric, 10).unwrap();
     taus.iter()
         .map(|&tau| {
-            let cfg = GgnnSearchConfig {
+            let params = GgnnSearchParams {
                 tau,
                 ..Default::default()
             };
-            let (out, _) = GgnnSearchDevice::new(b.context())
+            let mut out = Neighbors::new(queries.rows(), 10);
+            GgnnSearchGpu::new(b.context())
                 .search(
+                    g,
                     base.view(),
-                    g.base(),
-                    g.entry_points(),
                     queries.view(),
                     metric,
-                    10,
-                    &cfg,
+                    &params,
+                    out.as_mut(),
                 )
                 .unwrap();
             recall_at_k(&out, &truth, 10)

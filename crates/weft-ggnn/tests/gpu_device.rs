@@ -5,16 +5,20 @@
 //! first half sorted by the CPU's distances; the reported mean 1-NN distance equal to the CPU's
 //! recomputation from the rows) and against an exact CPU k-NN (graph recall); and the typed
 //! errors of the build entry point. The end-to-end tests against the CPU reference (layer sizes,
-//! sampled points, graph recall within 0.02) are in `weft-ggnn/tests/gpu.rs`.
+//! sampled points, graph recall within 0.02) are in `tests/gpu.rs`. And NVRTC compiles the
+//! crate's kernel module (no GPU needed).
+#![cfg(feature = "cuda")]
 
 use proptest::prelude::*;
 use weft_core::{DatasetView, Element, Error, INVALID, Metric, NodeId};
+use weft_ggnn::gpu::{GgnnBuild, GgnnTuning};
+use weft_ggnn::{GgnnParams, Sizing};
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{DeviceMatrix, GgnnBuild, GgnnConfig, GgnnShape, GgnnTuning, GpuContext};
+use weft_gpu::{DeviceMatrix, GpuContext};
 
 /// A two-layer shape whose base layer has `g` segments of `s0` points (`s0_off` of `s0 + 1`).
-fn shape(g: usize, s0: usize, s0_off: usize) -> GgnnShape {
-    GgnnShape {
+fn shape(g: usize, s0: usize, s0_off: usize) -> Sizing {
+    Sizing {
         n: g * s0 + s0_off,
         s: 32,
         layers: 2,
@@ -27,7 +31,7 @@ fn shape(g: usize, s0: usize, s0_off: usize) -> GgnnShape {
 }
 
 /// First local id and length of base segment `b`.
-fn segment(z: &GgnnShape, b: usize) -> (usize, usize) {
+fn segment(z: &Sizing, b: usize) -> (usize, usize) {
     (b * z.s0 + b.min(z.s0_off), z.s0 + usize::from(b < z.s0_off))
 }
 
@@ -46,7 +50,7 @@ fn check_top<T: Element>(
     ctx: &GpuContext,
     data: DatasetView<'_, T>,
     metric: Metric,
-    z: &GgnnShape,
+    z: &Sizing,
     k: usize,
     exact: bool,
 ) {
@@ -110,8 +114,8 @@ fn random_f32(rows: usize, dim: usize, seed: u64) -> Vec<f32> {
 
 /// A three-layer shape (S = 32) whose base layer has `g * g` segments of `s0` points
 /// (`s0_off` of `s0 + 1`).
-fn shape3(g: usize, s0: usize, s0_off: usize) -> GgnnShape {
-    GgnnShape {
+fn shape3(g: usize, s0: usize, s0_off: usize) -> Sizing {
+    Sizing {
         n: g * g * s0 + s0_off,
         s: 32,
         layers: 3,
@@ -149,7 +153,7 @@ fn check_build<T: Element>(
     ctx: &GpuContext,
     data: DatasetView<'_, T>,
     metric: Metric,
-    z: &GgnnShape,
+    z: &Sizing,
     k: usize,
     refinement: usize,
     seed: u64,
@@ -157,16 +161,23 @@ fn check_build<T: Element>(
     tuning: GgnnTuning,
 ) -> f64 {
     let dev = DeviceMatrix::upload(ctx, data).unwrap();
-    let cfg = GgnnConfig {
-        k,
-        tau: 0.5,
-        refinement,
-        seed,
+    let params = GgnnParams {
+        k_build: k,
+        tau_build: 0.5,
+        refinement_iterations: refinement,
+        ..GgnnParams::default()
     };
     let out = GgnnBuild::new(ctx)
         .with_tuning(tuning)
         .with_timing(seed.is_multiple_of(2))
-        .build(&dev, metric, z, &cfg, None, &weft_core::BuildCtx::new(seed))
+        .build(
+            &dev,
+            metric,
+            z,
+            &params,
+            None,
+            &weft_core::BuildCtx::new(seed),
+        )
         .unwrap();
     assert_eq!(out.layers.len(), z.layers);
     let dist = metric.distance_fn::<T>();
@@ -441,7 +452,7 @@ fn ggnn_top_is_exact_on_integer_data() {
     let view = DatasetView::new(&data, z.n, 24).unwrap();
     check_top(&ctx, view, Metric::L2Squared, &z, 16, true);
     // One segment larger than a block's warps times 32 (the one-layer case).
-    let z = GgnnShape {
+    let z = Sizing {
         n: 700,
         s: 32,
         layers: 1,
@@ -483,18 +494,18 @@ fn ggnn_build_rejects_bad_shapes() {
     ));
     // A budget that cannot hold the build.
     let z = shape(3, 33, 1);
-    let cfg = weft_gpu::GgnnConfig {
-        k: 8,
-        tau: 0.5,
-        refinement: 1,
-        seed: 1,
+    let params = GgnnParams {
+        k_build: 8,
+        tau_build: 0.5,
+        refinement_iterations: 1,
+        ..GgnnParams::default()
     };
     assert!(matches!(
         b.with_budget(1024).build(
             &dev,
             Metric::L2Squared,
             &z,
-            &cfg,
+            &params,
             None,
             &weft_core::BuildCtx::new(1)
         ),
@@ -534,7 +545,7 @@ fn ggnn_build_rejects_bad_shapes() {
                     &dev,
                     Metric::L2Squared,
                     &z,
-                    &cfg,
+                    &params,
                     None,
                     &weft_core::BuildCtx::new(1)
                 ),
@@ -543,4 +554,14 @@ fn ggnn_build_rejects_bad_shapes() {
             "{t:?}"
         );
     }
+}
+
+/// NVRTC compiles weft-ggnn's kernel module for sm_80 and sm_90 without a warning; needs NVRTC
+/// but no GPU (skips visibly without NVRTC, fails under WEFT_REQUIRE_GPU).
+#[test]
+fn nvrtc_compiles_every_module() {
+    weft_gpu::testing::assert_nvrtc_compiles(
+        "nvrtc_compiles_every_module",
+        &weft_ggnn::gpu::kernel_modules(),
+    );
 }

@@ -426,132 +426,34 @@ impl DynBuilder for ExactGpuEntry {
     }
 }
 
-/// The k-NN graph of CAGRA's pipeline: degree
-/// [`intermediate_degree`](weft_cagra::CagraParams::intermediate_degree), by CPU NN-Descent
-/// (default parameters) or exact brute force ([`weft_cagra::KnnSource`]; exact on `gpu` when
-/// given).
-/// Checks the input first.
-fn cagra_knn<T: weft_core::Element>(
-    data: weft_core::DatasetView<'_, T>,
-    metric: Metric,
-    params: &weft_cagra::CagraParams,
-    ctx: &BuildCtx,
-    #[cfg(feature = "cuda")] gpu: Option<&weft_gpu::GpuContext>,
-) -> Result<weft_core::KnnGraph> {
-    ctx.check_cancelled()?;
-    if data.is_empty() {
-        return Err(Error::InvalidInput("cagra: the dataset is empty".into()));
+/// GNND with its k-NN graph left on the device (default NN-Descent parameters): the k-NN
+/// source of the GPU `cagra` pipeline ([`weft_cagra::CagraPipelineGpu`]), whose optimiser reads
+/// the graph there without a host round trip.
+#[cfg(feature = "cuda")]
+struct GnndOnDevice(weft_nndescent::NnDescentGpu);
+
+#[cfg(feature = "cuda")]
+impl weft_cagra::gpu::GpuKnnSource for GnndOnDevice {
+    fn name(&self) -> &'static str {
+        KnnGraphBuilder::name(&self.0)
     }
-    params.validate(data.rows(), data.dim())?;
-    data.check_finite()?;
-    let k = params.intermediate_degree;
-    match params.knn {
-        weft_cagra::KnnSource::NnDescent => weft_nndescent::NnDescentCpu.build(
-            data,
+
+    fn knn_graph<T: weft_core::Element>(
+        &self,
+        data: weft_core::DatasetView<'_, T>,
+        metric: Metric,
+        k: usize,
+        ctx: &BuildCtx,
+    ) -> Result<weft_cagra::gpu::GpuKnnGraph> {
+        let device_data = weft_gpu::DeviceMatrix::upload(self.0.context(), data)?;
+        let (knn, _) = self.0.build_device(
+            &device_data,
             metric,
             k,
             &weft_nndescent::NnDescentParams::default(),
             ctx,
-        ),
-        weft_cagra::KnnSource::Exact => {
-            #[cfg(feature = "cuda")]
-            if let Some(gpu) = gpu {
-                return weft_gpu::ExactGpu::new(gpu).knn_graph(data, metric, k, ctx);
-            }
-            weft_graph::exact::ExactKnn.build(data, metric, k, &weft_core::NoParams {}, ctx)
-        }
-    }
-}
-
-/// CAGRA on the CPU, registered as `cagra`: [`cagra_knn`], then [`weft_cagra::CagraCpu`] down
-/// to [`graph_degree`](weft_cagra::CagraParams::graph_degree).
-struct CagraPipelineCpu;
-
-impl GraphBuilder for CagraPipelineCpu {
-    type Params = weft_cagra::CagraParams;
-    type Output = weft_core::FixedDegreeGraph;
-
-    fn name(&self) -> &'static str {
-        "cagra"
-    }
-
-    fn build<T: weft_core::Element>(
-        &self,
-        data: weft_core::DatasetView<'_, T>,
-        metric: Metric,
-        params: &weft_cagra::CagraParams,
-        ctx: &BuildCtx,
-    ) -> Result<weft_core::FixedDegreeGraph> {
-        #[cfg(feature = "cuda")]
-        let knn = cagra_knn(data, metric, params, ctx, None)?;
-        #[cfg(not(feature = "cuda"))]
-        let knn = cagra_knn(data, metric, params, ctx)?;
-        weft_core::GraphOptimizer::optimize(
-            &weft_cagra::CagraCpu,
-            data,
-            metric,
-            &knn,
-            params.graph_degree,
-            params,
-            ctx,
-        )
-    }
-}
-
-/// CAGRA on the GPU, registered as `cagra` with the GPU back end: the k-NN graph by GNND, left
-/// on the device for the GPU optimiser, or by the exact GPU kernels
-/// ([`weft_cagra::KnnSource`]); then [`weft_cagra::CagraGpu`].
-#[cfg(feature = "cuda")]
-struct CagraPipelineGpu {
-    ctx: std::sync::Arc<weft_gpu::GpuContext>,
-}
-
-#[cfg(feature = "cuda")]
-impl GraphBuilder for CagraPipelineGpu {
-    type Params = weft_cagra::CagraParams;
-    type Output = weft_core::FixedDegreeGraph;
-
-    fn name(&self) -> &'static str {
-        "cagra"
-    }
-
-    fn build<T: weft_core::Element>(
-        &self,
-        data: weft_core::DatasetView<'_, T>,
-        metric: Metric,
-        params: &weft_cagra::CagraParams,
-        ctx: &BuildCtx,
-    ) -> Result<weft_core::FixedDegreeGraph> {
-        let optimizer = weft_cagra::CagraGpu::new(&self.ctx);
-        if params.knn == weft_cagra::KnnSource::NnDescent {
-            ctx.check_cancelled()?;
-            if data.is_empty() {
-                return Err(Error::InvalidInput("cagra: the dataset is empty".into()));
-            }
-            params.validate(data.rows(), data.dim())?;
-            data.check_finite()?;
-            let device_data = weft_gpu::DeviceMatrix::upload(&self.ctx, data)?;
-            let (knn, _) = weft_nndescent::NnDescentGpu::new(std::sync::Arc::clone(&self.ctx))
-                .build_device(
-                    &device_data,
-                    metric,
-                    params.intermediate_degree,
-                    &weft_nndescent::NnDescentParams::default(),
-                    ctx,
-                )?;
-            drop(device_data);
-            return optimizer.optimize_device(data, metric, &knn, params.graph_degree, params, ctx);
-        }
-        let knn = cagra_knn(data, metric, params, ctx, Some(&self.ctx))?;
-        weft_core::GraphOptimizer::optimize(
-            &optimizer,
-            data,
-            metric,
-            &knn,
-            params.graph_degree,
-            params,
-            ctx,
-        )
+        )?;
+        Ok(weft_cagra::gpu::GpuKnnGraph::Device(knn))
     }
 }
 
@@ -589,9 +491,12 @@ impl Registry {
                 "GNND: NN-Descent redesigned for the GPU (Wang, Zhao & Zeng 2021) k-NN graph",
             ));
             r.register(GraphEntry::new(
-                CagraPipelineGpu {
-                    ctx: std::sync::Arc::clone(ctx),
-                },
+                weft_cagra::CagraPipelineGpu::new(
+                    std::sync::Arc::clone(ctx),
+                    GnndOnDevice(weft_nndescent::NnDescentGpu::new(std::sync::Arc::clone(
+                        ctx,
+                    ))),
+                ),
                 Backend::Gpu,
                 "CAGRA: GNND (or exact) k-NN graph and rank-based optimisation on the GPU",
             ));
@@ -623,7 +528,10 @@ impl Registry {
             "RNN-Descent (Ono & Matsui 2023) search graph",
         ));
         r.register(GraphEntry::new(
-            CagraPipelineCpu,
+            weft_cagra::CagraPipeline::new(
+                weft_nndescent::NnDescentCpu,
+                weft_nndescent::NnDescentParams::default(),
+            ),
             Backend::Cpu,
             "CAGRA (Ootomo et al. 2024): NN-Descent k-NN graph, rank-based optimisation",
         ));

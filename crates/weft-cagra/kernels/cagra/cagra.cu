@@ -1,6 +1,6 @@
-// cagra/cagra.cu: CAGRA graph optimisation (crates/weft-gpu/src/cagra.rs drives it). The output
-// equals the CPU optimiser's (crates/weft-cagra/src/cpu.rs) bit for bit: every step below is
-// independent of the order in which threads run.
+// cagra/cagra.cu: CAGRA graph optimisation (crates/weft-cagra/src/gpu/optimizer.rs drives
+// it). The output equals the CPU optimiser's (crates/weft-cagra/src/cpu.rs) bit for bit: every
+// step below is independent of the order in which threads run.
 //
 //   1. cagra_prune: one block per node A. A's k-NN row goes into a shared-memory hash table
 //      (id -> rank); every entry B of the rows of A's first m-1 neighbours D (rank j) is looked

@@ -1,14 +1,37 @@
-//! The GPU optimiser: [`CagraGpu`], a [`GraphOptimizer`] over `weft_gpu::CagraOptimizer`.
+//! The GPU back end (behind the `cuda` feature): the device optimiser [`CagraOptimizer`]
+//! (kernels in `kernels/cagra/`), [`CagraGpu`] (the [`GraphOptimizer`] over it, connected and
+//! with entry points like [`CagraCpu`](crate::CagraCpu)), and the whole GPU construction
+//! [`CagraPipelineGpu`] over any k-NN graph source ([`GpuKnnSource`]).
+
+mod optimizer;
+mod pipeline;
 
 use weft_core::{
     BuildCtx, DatasetView, Element, FixedDegreeGraph, GraphOptimizer, KnnGraph, Metric, Params,
     Result,
 };
-use weft_gpu::{CagraOptimizer, DeviceKnnGraph, GpuContext};
+use weft_gpu::{DeviceKnnGraph, GpuContext, KernelModule};
 
 use crate::CagraParams;
 use crate::cpu::{check_input, check_optimize_inputs, connect, connect_with_entries};
 use weft_graph::connect::spread_entry_points;
+
+pub use optimizer::{CagraOptimizer, MAX_KNN_DEGREE};
+pub use pipeline::{CagraPipelineGpu, GpuKnnGraph, GpuKnnSource, HostKnn};
+
+/// The generated bindings of this crate's kernel module.
+pub(crate) mod kernels {
+    /// `kernels/cagra`: detour counting and pruning, the reverse graph, the merge.
+    #[allow(dead_code)]
+    pub(crate) mod cagra {
+        include!(concat!(env!("OUT_DIR"), "/cagra.rs"));
+    }
+}
+
+/// This crate's kernel modules (for NVRTC checks and kernel reports).
+pub fn kernel_modules() -> Vec<&'static KernelModule> {
+    vec![&kernels::cagra::MODULE]
+}
 
 /// CAGRA graph optimisation on a GPU, name `cagra`: the same output as
 /// [`CagraCpu`](crate::CagraCpu), bit for bit (detour counts, pruned rows, reverse rows and the
@@ -44,7 +67,7 @@ impl<'c> CagraGpu<'c> {
     /// Optimises a k-NN graph of `data` left on the device (by GNND or the exact GPU kernels)
     /// into a host graph of out-degree `degree` with [`CagraParams::entry_points`] spread entry
     /// points, connected from them unless [`CagraParams::repair`] is off
-    /// ([`connect`](crate::connect)). The rows' structure is validated on the device; that they
+    /// ([`connect`]). The rows' structure is validated on the device; that they
     /// are sorted by distance is the producer's guarantee (the device distances are not read).
     pub fn optimize_device<T: Element>(
         &self,

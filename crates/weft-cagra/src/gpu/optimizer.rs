@@ -5,17 +5,17 @@
 //! rank pruning (one block per node, a shared-memory hash table from neighbour id to rank),
 //! the reverse graph by counting, prefix sum and scatter followed by an order-free selection
 //! of each node's `degree` best reverse edges, and the merge (one warp per node). The output
-//! equals `weft_cagra::CagraCpu`'s bit for bit; `weft_cagra` documents the algorithm and its
-//! tie rules. The k-NN rows are validated on the device as they are read (ids in range, no
-//! self-loop, no duplicate, padding only at the end); distances are not read, so the caller
-//! guarantees that rows are sorted by distance.
+//! equals [`CagraCpu`](crate::CagraCpu)'s bit for bit; the [crate documentation](crate)
+//! describes the algorithm and its tie rules. The k-NN rows are validated on the device as
+//! they are read (ids in range, no self-loop, no duplicate, padding only at the end);
+//! distances are not read, so the caller guarantees that rows are sorted by distance.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
 use weft_core::{Error, FixedDegreeGraph, INVALID, KnnGraph, NodeId, Result};
+use weft_gpu::launch::{need, u32_of};
+use weft_gpu::{DeviceBuffer, DeviceFixedGraph, DeviceKnnGraph, GpuContext, Launch};
 
-use crate::context::GpuContext;
-use crate::device_graph::DeviceKnnGraph;
-use crate::launch::{cfg, launch, need, u32_of};
+use super::kernels::cagra;
+use crate::Stages;
 
 /// The largest k-NN degree the pruning kernel supports (its shared memory holds the row, the
 /// counts and a hash table of twice as many slots).
@@ -31,78 +31,6 @@ const SCAN_THREADS: u32 = 1024;
 /// Blocks of the grid-stride edge kernels.
 const EDGE_BLOCKS: u32 = 4096;
 
-/// A search graph of fixed out-degree in device memory: `n` rows of `degree` ids, row-major,
-/// short rows padded with [`INVALID`] at the end (the layout of [`FixedDegreeGraph`]).
-pub struct DeviceFixedGraph {
-    n: usize,
-    degree: usize,
-    ids: CudaSlice<NodeId>,
-}
-
-impl std::fmt::Debug for DeviceFixedGraph {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceFixedGraph")
-            .field("n", &self.n)
-            .field("degree", &self.degree)
-            .finish()
-    }
-}
-
-impl DeviceFixedGraph {
-    /// Number of vertices.
-    pub fn n(&self) -> usize {
-        self.n
-    }
-
-    /// Slots per row.
-    pub fn degree(&self) -> usize {
-        self.degree
-    }
-
-    /// Copies a host graph to the device (its entry points stay on the host).
-    pub fn upload(ctx: &GpuContext, graph: &FixedDegreeGraph) -> Result<Self> {
-        Ok(DeviceFixedGraph {
-            n: graph.n(),
-            degree: graph.degree(),
-            ids: ctx.upload(graph.ids())?,
-        })
-    }
-
-    /// The ids (`n * degree`, row-major), for the kernels that read the graph.
-    pub(crate) fn ids(&self) -> &CudaSlice<NodeId> {
-        &self.ids
-    }
-
-    /// Wraps device rows built by another stage (GRNND): `n * degree` ids.
-    pub(crate) fn from_parts(n: usize, degree: usize, ids: CudaSlice<NodeId>) -> Result<Self> {
-        crate::launch::need(ids.len(), n as u64 * degree as u64, "device graph ids")?;
-        Ok(DeviceFixedGraph { n, degree, ids })
-    }
-
-    /// Copies the graph to the host (no entry points).
-    pub fn download(&self, ctx: &GpuContext) -> Result<FixedDegreeGraph> {
-        let ids = ctx.download(&self.ids, self.n * self.degree)?;
-        FixedDegreeGraph::new(self.n, self.degree, ids)
-    }
-}
-
-/// Every intermediate result of a GPU optimisation, brought back for the oracle tests (the
-/// same fields as `weft_cagra::Stages`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CagraStages {
-    /// Detour count of every k-NN edge (`n * k`, 0 for padding).
-    pub detours: Vec<u32>,
-    /// The pruned graph (`n * degree`).
-    pub pruned: Vec<NodeId>,
-    /// The reverse graph (`n * degree`; entries past `reverse_counts[v]` are unspecified and
-    /// set to [`INVALID`] here).
-    pub reverse: Vec<NodeId>,
-    /// Valid entries per reverse row.
-    pub reverse_counts: Vec<u32>,
-    /// The optimised graph (`n * degree`).
-    pub graph: Vec<NodeId>,
-}
-
 /// CAGRA graph optimisation on one GPU (see the module documentation).
 #[derive(Clone, Copy, Debug)]
 pub struct CagraOptimizer<'c> {
@@ -112,11 +40,11 @@ pub struct CagraOptimizer<'c> {
 
 /// Device buffers of one run, kept for [`CagraOptimizer::optimize_stages`].
 struct Run {
-    out: CudaSlice<NodeId>,
-    pruned: CudaSlice<NodeId>,
-    rev: CudaSlice<NodeId>,
-    rev_cnt: CudaSlice<u32>,
-    detours: CudaSlice<u32>,
+    out: DeviceBuffer<NodeId>,
+    pruned: DeviceBuffer<NodeId>,
+    rev: DeviceBuffer<NodeId>,
+    rev_cnt: DeviceBuffer<u32>,
+    detours: DeviceBuffer<u32>,
 }
 
 impl<'c> CagraOptimizer<'c> {
@@ -151,12 +79,7 @@ impl<'c> CagraOptimizer<'c> {
         let ids = self.ctx.upload(knn.ids())?;
         let run = self.run(&ids, knn.n(), knn.k(), degree, false)?;
         drop(ids);
-        DeviceFixedGraph {
-            n: knn.n(),
-            degree,
-            ids: run.out,
-        }
-        .download(self.ctx)
+        DeviceFixedGraph::from_parts(knn.n(), degree, run.out)?.download(self.ctx)
     }
 
     /// Optimises a k-NN graph already on the device (rows sorted by distance); the result stays
@@ -166,15 +89,11 @@ impl<'c> CagraOptimizer<'c> {
         self.ctx
             .check_fits(Self::bytes_for(knn.n(), degree), self.budget)?;
         let run = self.run(knn.ids(), knn.n(), knn.k(), degree, false)?;
-        Ok(DeviceFixedGraph {
-            n: knn.n(),
-            degree,
-            ids: run.out,
-        })
+        DeviceFixedGraph::from_parts(knn.n(), degree, run.out)
     }
 
     /// Like [`CagraOptimizer::optimize`], bringing every intermediate result back (for tests).
-    pub fn optimize_stages(&self, knn: &KnnGraph, degree: usize) -> Result<CagraStages> {
+    pub fn optimize_stages(&self, knn: &KnnGraph, degree: usize) -> Result<Stages> {
         let (n, k) = (knn.n(), knn.k());
         self.check(n, k, degree)?;
         self.ctx.check_fits(
@@ -188,7 +107,7 @@ impl<'c> CagraOptimizer<'c> {
         for (v, row) in reverse.chunks_mut(degree).enumerate() {
             row[reverse_counts[v] as usize..].fill(INVALID);
         }
-        Ok(CagraStages {
+        Ok(Stages {
             detours: self.ctx.download(&run.detours, n * k)?,
             pruned: self.ctx.download(&run.pruned, n * degree)?,
             reverse,
@@ -225,7 +144,7 @@ impl<'c> CagraOptimizer<'c> {
     /// detour counts.
     fn run(
         &self,
-        knn: &CudaSlice<NodeId>,
+        knn: &DeviceBuffer<NodeId>,
         n: usize,
         k: usize,
         degree: usize,
@@ -246,22 +165,21 @@ impl<'c> CagraOptimizer<'c> {
         // 1. Detour counting and pruning.
         let bits = (2 * k).next_power_of_two().max(2).trailing_zeros();
         let smem = ((2u32 << bits) + 2 * k32) * 4;
-        {
-            let name = "cagra_prune";
-            let f = ctx.function("cagra", name)?;
-            let write = keep_detours as u32;
-            let mut a = ctx.stream().launch_builder(&f);
-            a.arg(knn)
-                .arg(&n32)
-                .arg(&k32)
-                .arg(&d32)
-                .arg(&bits)
-                .arg(&mut pruned)
-                .arg(&mut detours)
-                .arg(&write)
-                .arg(&mut error);
-            launch(ctx, name, a, cfg((n32, 1, 1), PRUNE_THREADS, smem))?;
-        }
+        cagra::cagra_prune(
+            ctx,
+            Launch::new((n32, 1, 1), PRUNE_THREADS, smem),
+            &cagra::CagraPruneArgs {
+                knn: knn.input(),
+                n: n32,
+                k: k32,
+                degree: d32,
+                bits,
+                pruned: pruned.output(),
+                detours: detours.output(),
+                write_detours: keep_detours as u32,
+                error: error.output(),
+            },
+        )?;
         if ctx.download(&error, 1)?[0] != 0 {
             return Err(Error::InvalidGraph(
                 "the k-NN graph has a row with an id out of range, a self-loop, a duplicate or \
@@ -273,94 +191,101 @@ impl<'c> CagraOptimizer<'c> {
         // 2. In-degrees.
         let mut indeg = ctx.alloc_zeros::<u32>(n)?;
         let edge_grid = (edges.div_ceil(256).min(EDGE_BLOCKS as u64) as u32).max(1);
-        {
-            let name = "cagra_rev_count";
-            let f = ctx.function("cagra", name)?;
-            let mut a = ctx.stream().launch_builder(&f);
-            a.arg(&pruned).arg(&edges).arg(&mut indeg);
-            launch(ctx, name, a, cfg((edge_grid, 1, 1), 256, 0))?;
-        }
+        cagra::cagra_rev_count(
+            ctx,
+            Launch::blocks(edge_grid, 256),
+            &cagra::CagraRevCountArgs {
+                pruned: pruned.input(),
+                edges,
+                indeg: indeg.output(),
+            },
+        )?;
 
         // 3. Offsets: exclusive prefix sum over n + 1 entries.
         let len = n32 + 1;
         let tiles = len.div_ceil(SCAN_TILE);
         let mut offsets = ctx.alloc_zeros::<u32>(len as usize)?;
         let mut sums = ctx.alloc_zeros::<u32>(tiles as usize)?;
-        {
-            let name = "cagra_scan_blocks";
-            let f = ctx.function("cagra", name)?;
-            let mut a = ctx.stream().launch_builder(&f);
-            a.arg(&indeg)
-                .arg(&n32)
-                .arg(&len)
-                .arg(&mut offsets)
-                .arg(&mut sums);
-            launch(ctx, name, a, cfg((tiles, 1, 1), SCAN_THREADS, 0))?;
-            let name = "cagra_scan_sums";
-            let f = ctx.function("cagra", name)?;
-            let mut a = ctx.stream().launch_builder(&f);
-            a.arg(&mut sums).arg(&tiles);
-            launch(ctx, name, a, cfg((1, 1, 1), SCAN_THREADS, 0))?;
-            let name = "cagra_scan_add";
-            let f = ctx.function("cagra", name)?;
-            let mut a = ctx.stream().launch_builder(&f);
-            a.arg(&mut offsets).arg(&len).arg(&sums);
-            launch(ctx, name, a, cfg((len.div_ceil(256), 1, 1), 256, 0))?;
-        }
+        cagra::cagra_scan_blocks(
+            ctx,
+            Launch::blocks(tiles, SCAN_THREADS),
+            &cagra::CagraScanBlocksArgs {
+                r#in: indeg.input(),
+                n: n32,
+                len,
+                out: offsets.output(),
+                sums: sums.output(),
+            },
+        )?;
+        cagra::cagra_scan_sums(
+            ctx,
+            Launch::blocks(1, SCAN_THREADS),
+            &cagra::CagraScanSumsArgs {
+                sums: sums.output(),
+                count: tiles,
+            },
+        )?;
+        cagra::cagra_scan_add(
+            ctx,
+            Launch::blocks(len.div_ceil(256), 256),
+            &cagra::CagraScanAddArgs {
+                out: offsets.output(),
+                len,
+                sums: sums.input(),
+            },
+        )?;
         drop(sums);
 
         // 4. Scatter the reverse keys (reusing the in-degree buffer, zeroed, as fill counters).
-        ctx.stream()
-            .memset_zeros(&mut indeg)
-            .map_err(|e| Error::Gpu(format!("zero the reverse fill counters: {e}")))?;
+        ctx.zero(&mut indeg.view_mut())?;
         let mut keys = ctx.alloc_zeros::<u64>(edges as usize)?;
-        {
-            let name = "cagra_rev_scatter";
-            let f = ctx.function("cagra", name)?;
-            let mut a = ctx.stream().launch_builder(&f);
-            a.arg(&pruned)
-                .arg(&edges)
-                .arg(&d32)
-                .arg(&offsets)
-                .arg(&mut indeg)
-                .arg(&mut keys);
-            launch(ctx, name, a, cfg((edge_grid, 1, 1), 256, 0))?;
-        }
+        cagra::cagra_rev_scatter(
+            ctx,
+            Launch::blocks(edge_grid, 256),
+            &cagra::CagraRevScatterArgs {
+                pruned: pruned.input(),
+                edges,
+                degree: d32,
+                offsets: offsets.input(),
+                fill: indeg.output(),
+                keys: keys.output(),
+            },
+        )?;
         drop(indeg);
 
         // 5. Each node's `degree` best reverse edges, in order.
         let mut rev = ctx.alloc_zeros::<NodeId>(n * degree)?;
         let mut rev_cnt = ctx.alloc_zeros::<u32>(n)?;
         let warp_grid = n32.div_ceil(WARPS);
-        {
-            let name = "cagra_rev_select";
-            let f = ctx.function("cagra", name)?;
-            let mut a = ctx.stream().launch_builder(&f);
-            a.arg(&keys)
-                .arg(&offsets)
-                .arg(&n32)
-                .arg(&d32)
-                .arg(&mut rev)
-                .arg(&mut rev_cnt);
-            launch(ctx, name, a, cfg((warp_grid, 1, 1), WARPS * 32, 0))?;
-        }
+        cagra::cagra_rev_select(
+            ctx,
+            Launch::blocks(warp_grid, WARPS * 32),
+            &cagra::CagraRevSelectArgs {
+                keys: keys.input(),
+                offsets: offsets.input(),
+                n: n32,
+                degree: d32,
+                rev: rev.output(),
+                rev_cnt: rev_cnt.output(),
+            },
+        )?;
         drop(keys);
         drop(offsets);
 
         // 6. Merge.
         let mut out = ctx.alloc_zeros::<NodeId>(n * degree)?;
-        {
-            let name = "cagra_merge";
-            let f = ctx.function("cagra", name)?;
-            let mut a = ctx.stream().launch_builder(&f);
-            a.arg(&pruned)
-                .arg(&rev)
-                .arg(&rev_cnt)
-                .arg(&n32)
-                .arg(&d32)
-                .arg(&mut out);
-            launch(ctx, name, a, cfg((warp_grid, 1, 1), WARPS * 32, 0))?;
-        }
+        cagra::cagra_merge(
+            ctx,
+            Launch::blocks(warp_grid, WARPS * 32),
+            &cagra::CagraMergeArgs {
+                pruned: pruned.input(),
+                rev: rev.input(),
+                rev_cnt: rev_cnt.input(),
+                n: n32,
+                degree: d32,
+                out: out.output(),
+            },
+        )?;
         ctx.synchronize()?;
         Ok(Run {
             out,

@@ -1,4 +1,4 @@
-// GGNN hierarchical construction on the GPU (crates/weft-gpu/src/ggnn.rs; docs/ggnn.md).
+// GGNN hierarchical construction on the GPU (crates/weft-ggnn/src/gpu/device.rs; docs/ggnn.md).
 //
 // The kernels port weft_ggnn::GgnnCpu phase by phase:
 //   ggnn_top_*     brute force inside each segment of a layer (one block per segment, one warp

@@ -1,10 +1,10 @@
 //! GGNN hierarchical construction on the GPU: [`GgnnBuild`], the device side of
-//! `weft_ggnn::GgnnGpu` (kernels in `kernels/ggnn/`; `docs/ggnn.md`).
+//! [`GgnnGpu`](crate::GgnnGpu) (kernels in `kernels/ggnn/`; `docs/ggnn.md`).
 //!
-//! It runs the phases of the CPU reference `weft_ggnn::GgnnCpu` in the same order: per-segment
-//! brute force (one block per segment), weighted upward sampling (the same `hash3` keys, one
-//! thread per point ranking itself in its segment), the top-down merge (Jacobi into a scratch
-//! graph) and symmetric linking. The layer sizes and the sampled points equal the CPU
+//! It runs the phases of the CPU reference [`GgnnCpu`](crate::GgnnCpu) in the same order:
+//! per-segment brute force (one block per segment), weighted upward sampling (the same `hash3`
+//! keys, one thread per point ranking itself in its segment), the top-down merge (Jacobi into a
+//! scratch graph) and symmetric linking. The layer sizes and the sampled points equal the CPU
 //! reference's for the same seed (up to keys that tie within an ulp of the distances).
 //!
 //! Merge and symmetric linking run one warp per point with the CPU's sorted best list and
@@ -42,12 +42,13 @@
 
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
 use weft_core::{BuildCtx, Element, Error, INVALID, Metric, NodeId, Result};
+use weft_gpu::launch::{need, u32_of};
+use weft_gpu::{DeviceBuffer, DeviceMatrix, GpuContext, Launch};
 
-use crate::context::GpuContext;
-use crate::launch::{cfg, launch, need, u32_of};
-use crate::matrix::DeviceMatrix;
+use super::kernels::ggnn;
+use crate::build::{MERGE_CACHE, MERGE_MAX_POPS, SYM_CACHE, SYM_MAX_POPS, sorted_size};
+use crate::{GgnnParams, MAX_K_BUILD, Sizing};
 
 /// Warps per block of the top kernel (the kernels' `ggnn::WARPS`).
 const WARPS: u32 = 4;
@@ -67,83 +68,23 @@ const SMEM_LIMIT: u32 = 48 * 1024;
 const THREADS: u32 = 256;
 /// Blocks of the grid-stride copy and fill kernels.
 const FILL_BLOCKS: u32 = 1024;
-/// Pops per layer of a merge query (`weft_ggnn::MERGE_MAX_POPS`).
-pub const MERGE_MAX_POPS: u32 = 200;
-/// Pops per symmetric-link search (`weft_ggnn::SYM_MAX_POPS`).
-pub const SYM_MAX_POPS: u32 = 20;
-/// Ids in the CPU cache of a merge query (`weft_ggnn::MERGE_CACHE`): sets the ring length.
-const MERGE_CACHE: usize = 256;
-/// Ids in the CPU cache of a symmetric-link search (`weft_ggnn::SYM_CACHE`).
-const SYM_CACHE: usize = 128;
-/// The largest `k_build` the kernels take (their shared memory holds the caches).
-pub const MAX_K: usize = 512;
 
-/// The layer and segment sizes of a hierarchy (the fields of `weft_ggnn::Sizing`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GgnnShape {
-    /// Points `N` (layer 0).
-    pub n: usize,
-    /// Segment size `S` of the upper layers.
-    pub s: usize,
-    /// Layers `L`.
-    pub layers: usize,
-    /// Growth factor `G`.
-    pub g: usize,
-    /// Base-layer segment size `S0`.
-    pub s0: usize,
-    /// Base segments holding `S0 + 1` points.
-    pub s0_off: usize,
-    /// Points each child segment sends up.
-    pub sg: usize,
-    /// Children that send one extra point.
-    pub sg_off: usize,
-}
-
-impl GgnnShape {
-    /// Segments of layer `l`.
-    pub fn segments(&self, l: usize) -> usize {
-        self.g.pow((self.layers - 1 - l) as u32)
-    }
-
-    /// Points of layer `l`.
-    pub fn layer_len(&self, l: usize) -> usize {
-        if l == 0 {
-            self.n
-        } else {
-            self.s * self.segments(l)
-        }
-    }
-
-    /// `(s0, s0_off)` of layer `l`'s segments as the kernels take them.
-    fn seg(&self, l: usize) -> (u32, u32) {
-        if l == 0 {
-            (self.s0 as u32, self.s0_off as u32)
-        } else {
-            (self.s as u32, 0)
-        }
-    }
-
-    /// First row of each layer in the stacked row space, and the total.
-    fn row_offsets(&self) -> Vec<usize> {
-        let mut off = vec![0];
-        for l in 0..self.layers {
-            off.push(off[l] + self.layer_len(l));
-        }
-        off
+/// `(s0, s0_off)` of layer `l`'s segments as the kernels take them.
+fn seg(z: &Sizing, l: usize) -> (u32, u32) {
+    if l == 0 {
+        (z.s0 as u32, z.s0_off as u32)
+    } else {
+        (z.s as u32, 0)
     }
 }
 
-/// The settings of one build (`weft_ggnn::GgnnParams` and the seed).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GgnnConfig {
-    /// Out-degree `k_build` of every layer.
-    pub k: usize,
-    /// Slack `tau_b` of the build searches.
-    pub tau: f32,
-    /// Refinement passes.
-    pub refinement: usize,
-    /// Seed of the upward sampling (`hash3(seed, layer, local id)`).
-    pub seed: u64,
+/// First row of each layer in the stacked row space, and the total.
+fn row_offsets(z: &Sizing) -> Vec<usize> {
+    let mut off = vec![0];
+    for l in 0..z.layers {
+        off.push(off[l] + z.layer_len(l));
+    }
+    off
 }
 
 /// One layer of a finished build, on the host, rows not compacted.
@@ -163,7 +104,7 @@ pub struct GgnnPhaseTime {
     /// `setup`, `top`, `select`, `merge`, `order` (layer 0's processing order from the
     /// locality keys), `sym` (the searches), `sym_rebuild` (the rows' second halves) or
     /// `download` (callers add their own host phases, such as `check` and
-    /// `assemble` in `weft_ggnn::GgnnGpu`).
+    /// `assemble` in [`GgnnGpu`](crate::GgnnGpu)).
     pub phase: &'static str,
     /// The layer the phase writes.
     pub layer: usize,
@@ -194,11 +135,6 @@ pub struct GgnnOut {
     pub dropped_links: u64,
     /// Per-phase wall times, in order (empty unless [`GgnnBuild::with_timing`]).
     pub phases: Vec<GgnnPhaseTime>,
-}
-
-/// Size of the sorted region of a cache whose best list holds `best` ids.
-fn sorted_size(best: usize) -> usize {
-    64usize.max((best + 16).div_ceil(32) * 32)
 }
 
 /// Launch settings of the merge and sym searches. They change the speed, not the rules, except
@@ -347,37 +283,37 @@ pub struct GgnnBuild<'c> {
 /// Device state of one build.
 struct State {
     n_rows: usize,
-    ids: CudaSlice<u32>,
-    glob: CudaSlice<u32>,
-    sel: CudaSlice<u32>,
-    nn1: CudaSlice<f32>,
-    scratch: CudaSlice<u32>,
-    links: CudaSlice<u32>,
-    link_cnt: CudaSlice<u32>,
-    dropped: CudaSlice<u64>,
+    ids: DeviceBuffer<u32>,
+    glob: DeviceBuffer<u32>,
+    sel: DeviceBuffer<u32>,
+    nn1: DeviceBuffer<f32>,
+    scratch: DeviceBuffer<u32>,
+    links: DeviceBuffer<u32>,
+    link_cnt: DeviceBuffer<u32>,
+    dropped: DeviceBuffer<u64>,
     /// Sum and maximum of layer 0's 1-NN distances (`ggnn_nn1_stats`).
-    stats: CudaSlice<f64>,
+    stats: DeviceBuffer<f64>,
     /// Pops and scored candidates of the searches so far, per layer (`2 l`, `2 l + 1`;
     /// cumulative).
-    counts: CudaSlice<u64>,
-    row_off_dev: CudaSlice<u32>,
+    counts: DeviceBuffer<u64>,
+    row_off_dev: DeviceBuffer<u32>,
     row_off: Vec<usize>,
     /// Per layer-0 point: the layer-1 point its last merge found nearest.
-    key1: CudaSlice<u32>,
+    key1: DeviceBuffer<u32>,
     /// Per layer-1 point: the layer-2 point its last merge from layer 2 or above found nearest.
-    key2: CudaSlice<u32>,
+    key2: DeviceBuffer<u32>,
     /// Per layer-1 point: its rank in the order by (`key2`, id) (the identity until `key2` is
     /// filled).
-    rank1: CudaSlice<u32>,
+    rank1: DeviceBuffer<u32>,
     /// Per layer-1 point: scratch counts of the device's counting sort.
-    order_count: CudaSlice<u32>,
+    order_count: DeviceBuffer<u32>,
     /// The processing order of layer 0's next merge and symmetric linking (a permutation).
-    order: CudaSlice<u32>,
+    order: DeviceBuffer<u32>,
     /// Whether `order` holds an order from the keys (the natural order otherwise).
     have_order: bool,
     /// Per layer-0 point: its nearest entry point, the extra start of its merges (entry-seeded
     /// merges; `None` until the first merge into layer 0 computes it, or without entries).
-    seeds: Option<CudaSlice<u32>>,
+    seeds: Option<DeviceBuffer<u32>>,
 }
 
 impl<'c> GgnnBuild<'c> {
@@ -411,8 +347,8 @@ impl<'c> GgnnBuild<'c> {
     }
 
     /// Device bytes a build of `shape` with degree `k` allocates, besides the vectors.
-    pub fn bytes_for(shape: &GgnnShape, k: usize) -> u64 {
-        let rows = shape.row_offsets()[shape.layers] as u64;
+    pub fn bytes_for(shape: &Sizing, k: usize) -> u64 {
+        let rows = row_offsets(shape)[shape.layers] as u64;
         let (n, k) = (shape.n as u64, k as u64);
         // ids, glob, sel, nn1 over all rows; scratch n*k; links n*(k/2); link counts, key1,
         // order, seeds n; key2, rank1, order counts at most n each; small (and the entry
@@ -420,17 +356,17 @@ impl<'c> GgnnBuild<'c> {
         rows * k * 4 + 3 * rows * 4 + n * k * 4 + n * (k / 2).max(1) * 4 + 8 * n * 4 + 64
     }
 
-    fn check(shape: &GgnnShape, k: usize, dim: usize) -> Result<()> {
+    fn check(shape: &Sizing, k: usize, dim: usize) -> Result<()> {
         if shape.n == 0 || dim == 0 {
             return Err(Error::InvalidInput(
                 "cannot build a graph on no vectors".into(),
             ));
         }
-        if !(2..=MAX_K).contains(&k) || k >= shape.n {
+        if !(2..=MAX_K_BUILD).contains(&k) || k >= shape.n {
             return Err(Error::invalid_param(
                 "k_build",
                 format!(
-                    "{k} must be in 2..={MAX_K} and below the number of vectors ({})",
+                    "{k} must be in 2..={MAX_K_BUILD} and below the number of vectors ({})",
                     shape.n
                 ),
             ));
@@ -438,7 +374,7 @@ impl<'c> GgnnBuild<'c> {
         if shape.layers == 0 || shape.g == 0 || shape.s == 0 {
             return Err(Error::invalid_param("layers", "empty hierarchy shape"));
         }
-        let rows = shape.row_offsets()[shape.layers];
+        let rows = row_offsets(shape)[shape.layers];
         if (rows as u64) * (k as u64) >= u32::MAX as u64 / 2 || rows >= INVALID as usize {
             return Err(Error::InvalidInput(format!(
                 "{rows} rows x degree {k} exceed the GPU build's 32-bit offsets"
@@ -447,10 +383,14 @@ impl<'c> GgnnBuild<'c> {
         Ok(())
     }
 
-    /// Builds the hierarchy of the vectors in `data` with the sizes of `shape`.
+    /// Builds the hierarchy of the vectors in `data` with the sizes of `shape`, the degree
+    /// [`GgnnParams::k_build`], the slack [`GgnnParams::tau_build`] and
+    /// [`GgnnParams::refinement_iterations`] passes of `params` (its other fields are the
+    /// host's: [`GgnnGpu`](crate::GgnnGpu) checks them, sizes `shape` from them and picks the
+    /// entry points), the upward sampling seeded by `ctx`'s seed.
     ///
     /// With `entries`, the merges into layer 0 are entry-seeded
-    /// (`weft_ggnn::GgnnParams::entry_seeded_merges`): `entries` is called once, before the
+    /// ([`GgnnParams::entry_seeded_merges`]): `entries` is called once, before the
     /// first of them, for the entry points (global ids; the caller may still be picking them
     /// while the first phases run), and every point's nearest one is found on the device.
     ///
@@ -460,12 +400,12 @@ impl<'c> GgnnBuild<'c> {
         &self,
         data: &DeviceMatrix<T>,
         metric: Metric,
-        shape: &GgnnShape,
-        cfg: &GgnnConfig,
+        shape: &Sizing,
+        params: &GgnnParams,
         mut entries: Option<&mut dyn FnMut() -> Result<Vec<NodeId>>>,
         ctx: &BuildCtx,
     ) -> Result<GgnnOut> {
-        let k = cfg.k;
+        let k = params.k_build;
         Self::check(shape, k, data.dim())?;
         self.tuning.validate()?;
         if data.rows() != shape.n {
@@ -478,7 +418,7 @@ impl<'c> GgnnBuild<'c> {
         self.ctx
             .check_fits(Self::bytes_for(shape, k), self.budget)?;
         let setup_start = Instant::now();
-        let row_off = shape.row_offsets();
+        let row_off = row_offsets(shape);
         let n_rows = row_off[shape.layers];
         let mut glob = self.ctx.alloc_zeros::<u32>(n_rows)?;
         iota_u32(self.ctx, &mut glob, shape.n)?;
@@ -519,7 +459,7 @@ impl<'c> GgnnBuild<'c> {
             metric,
             shape: *shape,
             k,
-            tau: cfg.tau,
+            tau: params.tau_build,
             mean_nn1: 0.0,
             st,
             phases: Vec::new(),
@@ -541,7 +481,7 @@ impl<'c> GgnnBuild<'c> {
         let phases = (0..layers)
             .map(|t| 2 + usize::from(t + 1 < layers) + 2 * t)
             .sum::<usize>()
-            + cfg.refinement * 2 * (layers - 1);
+            + params.refinement_iterations * 2 * (layers - 1);
         let progress = ctx.progress();
         progress.begin("ggnn build (GPU)", Some(phases as u64));
         for t in 0..layers {
@@ -550,7 +490,7 @@ impl<'c> GgnnBuild<'c> {
             progress.advance(1);
             if t + 1 < layers {
                 ctx.check_cancelled()?;
-                run.timed("select", t + 1, t, |r| r.select(t, cfg.seed))?;
+                run.timed("select", t + 1, t, |r| r.select(t, ctx.seed()))?;
                 progress.advance(1);
             }
             ctx.check_cancelled()?;
@@ -568,7 +508,7 @@ impl<'c> GgnnBuild<'c> {
                 progress.advance(1);
             }
         }
-        for _ in 0..cfg.refinement {
+        for _ in 0..params.refinement_iterations {
             for lm in (0..layers - 1).rev() {
                 ctx.check_cancelled()?;
                 if lm == 0 {
@@ -601,7 +541,7 @@ impl<'c> GgnnBuild<'c> {
 
     /// The nearest of `entries` (global ids, each below `data.rows()`) to every row of `data`
     /// in `metric`, ties to the earlier entry: the seeds of the entry-seeded merges
-    /// (`ggnn_nearest_entry`; `weft_ggnn::nearest_entries` is its CPU reference).
+    /// (`ggnn_nearest_entry`; [`nearest_entries`](crate::nearest_entries) is its CPU reference).
     pub fn nearest_entries<T: Element>(
         &self,
         data: &DeviceMatrix<T>,
@@ -619,7 +559,7 @@ impl<'c> GgnnBuild<'c> {
         &self,
         data: &DeviceMatrix<T>,
         metric: Metric,
-        shape: &GgnnShape,
+        shape: &Sizing,
         k: usize,
     ) -> Result<(Vec<NodeId>, Vec<f32>)> {
         Self::check(shape, k, data.dim())?;
@@ -676,12 +616,17 @@ impl GgnnBuild<'_> {
     }
 }
 
+/// Blocks of a grid-stride copy or fill over `len` elements.
+fn fill_blocks(len: usize) -> Result<u32> {
+    Ok(u32_of(len.div_ceil(THREADS as usize), "blocks")?.min(FILL_BLOCKS))
+}
+
 /// `dst[off..off + len] = src[..len]`.
 fn copy_u32(
     ctx: &GpuContext,
-    dst: &mut CudaSlice<u32>,
+    dst: &mut DeviceBuffer<u32>,
     off: usize,
-    src: &CudaSlice<u32>,
+    src: &DeviceBuffer<u32>,
     len: usize,
 ) -> Result<()> {
     need(dst.len(), (off + len) as u64, "ggnn_copy_u32 destination")?;
@@ -689,33 +634,38 @@ fn copy_u32(
     if len == 0 {
         return Ok(());
     }
-    let len64 = len as u64;
     let mut view = dst.slice_mut(off..off + len);
-    let f = ctx.function("ggnn", "ggnn_copy_u32")?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&mut view).arg(src).arg(&len64);
-    let blocks = u32_of(len.div_ceil(THREADS as usize), "blocks")?.min(FILL_BLOCKS);
-    launch(ctx, "ggnn_copy_u32", a, cfg((blocks, 1, 1), THREADS, 0))
+    ggnn::ggnn_copy_u32(
+        ctx,
+        Launch::blocks(fill_blocks(len)?, THREADS),
+        &ggnn::GgnnCopyU32Args {
+            dst: view.output(),
+            src: src.input(),
+            len: len as u64,
+        },
+    )
 }
 
 /// `dst[..len] = 0, 1, ..., len - 1`.
-fn iota_u32(ctx: &GpuContext, dst: &mut CudaSlice<u32>, len: usize) -> Result<()> {
+fn iota_u32(ctx: &GpuContext, dst: &mut DeviceBuffer<u32>, len: usize) -> Result<()> {
     need(dst.len(), len as u64, "ggnn_iota_u32 destination")?;
     if len == 0 {
         return Ok(());
     }
-    let len64 = len as u64;
-    let f = ctx.function("ggnn", "ggnn_iota_u32")?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&mut *dst).arg(&len64);
-    let blocks = u32_of(len.div_ceil(THREADS as usize), "blocks")?.min(FILL_BLOCKS);
-    launch(ctx, "ggnn_iota_u32", a, cfg((blocks, 1, 1), THREADS, 0))
+    ggnn::ggnn_iota_u32(
+        ctx,
+        Launch::blocks(fill_blocks(len)?, THREADS),
+        &ggnn::GgnnIotaU32Args {
+            dst: dst.output(),
+            len: len as u64,
+        },
+    )
 }
 
 /// `dst[off..off + len] = value`.
 fn fill_u32(
     ctx: &GpuContext,
-    dst: &mut CudaSlice<u32>,
+    dst: &mut DeviceBuffer<u32>,
     off: usize,
     len: usize,
     value: u32,
@@ -724,13 +674,16 @@ fn fill_u32(
     if len == 0 {
         return Ok(());
     }
-    let len64 = len as u64;
     let mut view = dst.slice_mut(off..off + len);
-    let f = ctx.function("ggnn", "ggnn_fill_u32")?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&mut view).arg(&len64).arg(&value);
-    let blocks = u32_of(len.div_ceil(THREADS as usize), "blocks")?.min(FILL_BLOCKS);
-    launch(ctx, "ggnn_fill_u32", a, cfg((blocks, 1, 1), THREADS, 0))
+    ggnn::ggnn_fill_u32(
+        ctx,
+        Launch::blocks(fill_blocks(len)?, THREADS),
+        &ggnn::GgnnFillU32Args {
+            dst: view.output(),
+            len: len as u64,
+            value,
+        },
+    )
 }
 
 /// The `ggnn_nearest_entry` kernel: every row's nearest of `entries` (global ids), on the
@@ -740,7 +693,7 @@ fn nearest_entry_kernel<T: Element>(
     data: &DeviceMatrix<T>,
     metric: Metric,
     entries: &[NodeId],
-) -> Result<CudaSlice<u32>> {
+) -> Result<DeviceBuffer<u32>> {
     let n = data.rows();
     let mut out = ctx.alloc_zeros::<u32>(n.max(1))?;
     if entries.is_empty() {
@@ -755,23 +708,20 @@ fn nearest_entry_kernel<T: Element>(
     let dev_entries = ctx.upload(entries)?;
     let view = data.rows_view(0, n)?;
     let stride = u32_of(data.stride(), "stride")?;
-    let code = metric.code() as i32;
     let (ne, n32) = (u32_of(entries.len(), "entry points")?, u32_of(n, "rows")?);
-    let name = format!("ggnn_nearest_entry_{}", T::DTYPE.name());
-    let f = ctx.function("ggnn", &name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&view)
-        .arg(&stride)
-        .arg(&code)
-        .arg(&dev_entries)
-        .arg(&ne)
-        .arg(&n32)
-        .arg(&mut out);
-    launch(
+    ggnn::ggnn_nearest_entry(
         ctx,
-        &name,
-        a,
-        cfg((n32.div_ceil(WARPS), 1, 1), WARPS * 32, 0),
+        T::DTYPE,
+        Launch::blocks(n32.div_ceil(WARPS), WARPS * 32),
+        &ggnn::GgnnNearestEntryArgs {
+            data: view.input(),
+            stride,
+            metric: metric.code() as i32,
+            entries: dev_entries.input(),
+            n_entries: ne,
+            n: n32,
+            out: out.output(),
+        },
     )?;
     Ok(out)
 }
@@ -782,41 +732,39 @@ fn top_kernel<T: Element>(
     ctx: &GpuContext,
     data: &DeviceMatrix<T>,
     metric: Metric,
-    glob: &CudaSlice<u32>,
+    glob: &DeviceBuffer<u32>,
     off: usize,
-    shape: &GgnnShape,
+    shape: &Sizing,
     l: usize,
     k: usize,
-    ids: &mut CudaSlice<u32>,
-    nn1: &mut CudaSlice<f32>,
+    ids: &mut DeviceBuffer<u32>,
+    nn1: &mut DeviceBuffer<f32>,
 ) -> Result<()> {
     let len = shape.layer_len(l);
     need(glob.len(), (off + len) as u64, "ggnn_top global ids")?;
     need(ids.len(), ((off + len) * k) as u64, "ggnn_top ids")?;
     need(nn1.len(), (off + len) as u64, "ggnn_top nn1")?;
-    let (s0, s0_off) = shape.seg(l);
+    let (s0, s0_off) = seg(shape, l);
     let segments = u32_of(shape.segments(l), "segments")?;
     let view = data.rows_view(0, data.rows())?;
     let stride = u32_of(data.stride(), "stride")?;
-    let (code, off32, k32) = (metric.code() as i32, u32_of(off, "row offset")?, k as u32);
-    let name = format!("ggnn_top_{}", T::DTYPE.name());
-    let f = ctx.function("ggnn", &name)?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&view)
-        .arg(&stride)
-        .arg(&code)
-        .arg(glob)
-        .arg(&off32)
-        .arg(&s0)
-        .arg(&s0_off)
-        .arg(&k32)
-        .arg(ids)
-        .arg(nn1);
-    launch(
+    let k32 = k as u32;
+    ggnn::ggnn_top(
         ctx,
-        &name,
-        a,
-        cfg((segments, 1, 1), WARPS * 32, WARPS * 2 * k32 * 4),
+        T::DTYPE,
+        Launch::new((segments, 1, 1), WARPS * 32, WARPS * 2 * k32 * 4),
+        &ggnn::GgnnTopArgs {
+            data: view.input(),
+            stride,
+            metric: metric.code() as i32,
+            glob: glob.input(),
+            off: u32_of(off, "row offset")?,
+            s0,
+            s0_off,
+            k: k32,
+            ids: ids.output(),
+            nn1: nn1.output(),
+        },
     )
 }
 
@@ -825,12 +773,12 @@ fn top_kernel<T: Element>(
 /// (`count` is scratch of `l1` entries); points of equal keys in any order.
 fn order_on_device(
     ctx: &GpuContext,
-    key1: &CudaSlice<u32>,
+    key1: &DeviceBuffer<u32>,
     n: usize,
-    rank: &CudaSlice<u32>,
+    rank: &DeviceBuffer<u32>,
     l1: usize,
-    count: &mut CudaSlice<u32>,
-    order: &mut CudaSlice<u32>,
+    count: &mut DeviceBuffer<u32>,
+    order: &mut DeviceBuffer<u32>,
 ) -> Result<()> {
     need(key1.len(), n as u64, "ggnn_order keys")?;
     need(order.len(), n as u64, "ggnn_order order")?;
@@ -842,27 +790,36 @@ fn order_on_device(
     let (n32, l132) = (u32_of(n, "points")?, u32_of(l1, "layer-1 points")?);
     let blocks = n32.div_ceil(THREADS);
     fill_u32(ctx, count, 0, l1, 0)?;
-    let f = ctx.function("ggnn", "ggnn_order_count")?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(key1).arg(&n32).arg(rank).arg(&l132).arg(&mut *count);
-    launch(ctx, "ggnn_order_count", a, cfg((blocks, 1, 1), THREADS, 0))?;
-    let f = ctx.function("ggnn", "ggnn_order_scan")?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(&mut *count).arg(&l132);
-    launch(ctx, "ggnn_order_scan", a, cfg((1, 1, 1), 1024, 0))?;
-    let f = ctx.function("ggnn", "ggnn_order_scatter")?;
-    let mut a = ctx.stream().launch_builder(&f);
-    a.arg(key1)
-        .arg(&n32)
-        .arg(rank)
-        .arg(&l132)
-        .arg(&mut *count)
-        .arg(order);
-    launch(
+    ggnn::ggnn_order_count(
         ctx,
-        "ggnn_order_scatter",
-        a,
-        cfg((blocks, 1, 1), THREADS, 0),
+        Launch::blocks(blocks, THREADS),
+        &ggnn::GgnnOrderCountArgs {
+            key1: key1.input(),
+            n: n32,
+            rank: rank.input(),
+            l1: l132,
+            count: count.output(),
+        },
+    )?;
+    ggnn::ggnn_order_scan(
+        ctx,
+        Launch::blocks(1, 1024),
+        &ggnn::GgnnOrderScanArgs {
+            count: count.output(),
+            len: l132,
+        },
+    )?;
+    ggnn::ggnn_order_scatter(
+        ctx,
+        Launch::blocks(blocks, THREADS),
+        &ggnn::GgnnOrderScatterArgs {
+            key1: key1.input(),
+            n: n32,
+            rank: rank.input(),
+            l1: l132,
+            cursor: count.output(),
+            order: order.output(),
+        },
     )
 }
 
@@ -891,7 +848,7 @@ struct Run<'a, 'c, T: Element> {
     g: &'a GgnnBuild<'c>,
     data: &'a DeviceMatrix<T>,
     metric: Metric,
-    shape: GgnnShape,
+    shape: Sizing,
     k: usize,
     tau: f32,
     mean_nn1: f32,
@@ -975,10 +932,15 @@ impl<T: Element> Run<'_, '_, T> {
         let n = u32_of(self.shape.n, "points")?;
         need(self.st.nn1.len(), n as u64, "ggnn_nn1_stats input")?;
         let ctx = self.g.ctx;
-        let f = ctx.function("ggnn", "ggnn_nn1_stats")?;
-        let mut a = ctx.stream().launch_builder(&f);
-        a.arg(&self.st.nn1).arg(&n).arg(&mut self.st.stats);
-        launch(ctx, "ggnn_nn1_stats", a, cfg((1, 1, 1), 1024, 0))?;
+        ggnn::ggnn_nn1_stats(
+            ctx,
+            Launch::blocks(1, 1024),
+            &ggnn::GgnnNn1StatsArgs {
+                nn1: self.st.nn1.input(),
+                n,
+                out: self.st.stats.output(),
+            },
+        )?;
         let stats = ctx.download(&self.st.stats, 2)?;
         self.mean_nn1 = (stats[0] / f64::from(n.max(1))) as f32;
         Ok(stats[1] as f32)
@@ -1009,7 +971,7 @@ impl<T: Element> Run<'_, '_, T> {
         let n_t = u32_of(z.layer_len(t), "layer size")?;
         let off_t = self.st.row_off[t] as u32;
         let off_up = self.st.row_off[t + 1] as u32;
-        let (s0, s0_off) = z.seg(t);
+        let (s0, s0_off) = seg(&z, t);
         let (g, s, sg, sg_off, t32) = (
             z.g as u32,
             z.s as u32,
@@ -1022,28 +984,25 @@ impl<T: Element> Run<'_, '_, T> {
             self.st.row_off[t + 2] as u64,
             "ggnn_select global ids",
         )?;
-        let ctx = self.g.ctx;
-        let f = ctx.function("ggnn", "ggnn_select")?;
-        let mut a = ctx.stream().launch_builder(&f);
-        a.arg(&n_t)
-            .arg(&off_t)
-            .arg(&off_up)
-            .arg(&s0)
-            .arg(&s0_off)
-            .arg(&g)
-            .arg(&s)
-            .arg(&sg)
-            .arg(&sg_off)
-            .arg(&seed)
-            .arg(&t32)
-            .arg(&self.st.nn1)
-            .arg(&mut self.st.glob)
-            .arg(&mut self.st.sel);
-        launch(
-            ctx,
-            "ggnn_select",
-            a,
-            cfg((n_t.div_ceil(THREADS), 1, 1), THREADS, 0),
+        ggnn::ggnn_select(
+            self.g.ctx,
+            Launch::blocks(n_t.div_ceil(THREADS), THREADS),
+            &ggnn::GgnnSelectArgs {
+                n_t,
+                off_t,
+                off_up,
+                s0,
+                s0_off,
+                g,
+                s,
+                sg,
+                sg_off,
+                seed,
+                t: t32,
+                nn1: self.st.nn1.input(),
+                glob: self.st.glob.output(),
+                sel: self.st.sel.output(),
+            },
         )
     }
 
@@ -1078,7 +1037,7 @@ impl<T: Element> Run<'_, '_, T> {
         let wide32 = u32::from(wide);
         let team = self.team();
         let levels = u32_of(z.g.pow((ltop - lm) as u32), "levels")?;
-        let (s0, s0_off) = z.seg(lm);
+        let (s0, s0_off) = seg(&z, lm);
         let slack = self.slack();
         let ctx = self.g.ctx;
         let view = self.data.rows_view(0, self.data.rows())?;
@@ -1091,7 +1050,7 @@ impl<T: Element> Run<'_, '_, T> {
             u32_of(n_lm, "layer size")?,
             z.s as u32,
         );
-        let max_pops = MERGE_MAX_POPS;
+        let max_pops = MERGE_MAX_POPS as u32;
         let heads = self.g.tuning.merge_heads;
         // Locality keys (when the order is on): a merge into layer 0 records each point's best
         // layer-1 point, a merge into layer 1 from layer 2 or above its best layer-2 point.
@@ -1108,53 +1067,50 @@ impl<T: Element> Run<'_, '_, T> {
             "ggnn_merge ids",
         )?;
         let use_seeds = u32::from(lm == 0 && self.st.seeds.is_some());
-        let name = format!("ggnn_merge_{}", T::DTYPE.name());
-        let f = ctx.function("ggnn", &name)?;
-        let mut a = ctx.stream().launch_builder(&f);
-        a.arg(&view)
-            .arg(&stride)
-            .arg(&code)
-            .arg(&self.st.ids)
-            .arg(&self.st.glob)
-            .arg(&self.st.sel)
-            .arg(&self.st.row_off_dev)
-            .arg(&k32)
-            .arg(&lm32)
-            .arg(&ltop32)
-            .arg(&n32)
-            .arg(&s0)
-            .arg(&s0_off)
-            .arg(&s32)
-            .arg(&levels)
-            .arg(&slack)
-            .arg(&bcap)
-            .arg(&qcap)
-            .arg(&rcap)
-            .arg(&seen)
-            .arg(&wide32)
-            .arg(&max_pops)
-            .arg(&team)
-            .arg(&heads)
-            .arg(&self.st.order)
-            .arg(&use_order)
-            .arg(&mut self.st.key1)
-            .arg(&mut self.st.key2)
-            .arg(&key_mask);
+        let st = &mut self.st;
         // The seeds (entry-seeded merges into layer 0); any u32 buffer stands in without them.
-        match &self.st.seeds {
-            Some(seeds) => a.arg(seeds),
-            None => a.arg(&self.st.order),
-        };
-        a.arg(&use_seeds)
-            .arg(&mut self.st.scratch)
-            .arg(&mut self.st.nn1)
-            .arg(&off_lm)
-            .arg(&mut self.st.counts);
-        launch(
+        let seeds = st.seeds.as_ref().unwrap_or(&st.order);
+        ggnn::ggnn_merge(
             ctx,
-            &name,
-            a,
-            cfg((n32.div_ceil(warps), 1, 1), warps * 32, smem),
+            T::DTYPE,
+            Launch::new((n32.div_ceil(warps), 1, 1), warps * 32, smem),
+            &ggnn::GgnnMergeArgs {
+                data: view.input(),
+                stride,
+                metric: code,
+                ids: st.ids.input(),
+                glob: st.glob.input(),
+                sel: st.sel.input(),
+                row_off: st.row_off_dev.input(),
+                k: k32,
+                lm: lm32,
+                ltop: ltop32,
+                n_lm: n32,
+                s0,
+                s0_off,
+                s: s32,
+                levels,
+                slack,
+                bcap,
+                qcap,
+                rcap,
+                seen_slots: seen,
+                wide: wide32,
+                max_pops,
+                team,
+                heads,
+                perm: st.order.input(),
+                use_perm: use_order,
+                key1: st.key1.output(),
+                key2: st.key2.output(),
+                key_mask,
+                seeds: seeds.input(),
+                use_seeds,
+                out_ids: st.scratch.output(),
+                nn1: st.nn1.output(),
+                off_lm,
+                counts: st.counts.output(),
+            },
         )?;
         let off = self.st.row_off[lm] * k;
         copy_u32(ctx, &mut self.st.ids, off, &self.st.scratch, n_lm * k)?;
@@ -1242,42 +1198,41 @@ impl<T: Element> Run<'_, '_, T> {
         let code = self.metric.code() as i32;
         let off = self.st.row_off[l] as u32;
         let (n32, k32, kl32, kf32) = (u32_of(n, "layer size")?, k as u32, kl as u32, kf as u32);
-        let max_pops = SYM_MAX_POPS;
+        let max_pops = SYM_MAX_POPS as u32;
         need(self.st.links.len(), (n * kf) as u64, "ggnn_sym links")?;
         need(self.st.counts.len(), 2 * l as u64 + 2, "ggnn_sym counts")?;
-        let mut counts = self.st.counts.slice_mut(2 * l..2 * l + 2);
-        let name = format!("ggnn_sym_{}", T::DTYPE.name());
-        let f = ctx.function("ggnn", &name)?;
-        let mut a = ctx.stream().launch_builder(&f);
-        a.arg(&view)
-            .arg(&stride)
-            .arg(&code)
-            .arg(&self.st.ids)
-            .arg(&self.st.glob)
-            .arg(&off)
-            .arg(&n32)
-            .arg(&k32)
-            .arg(&kl32)
-            .arg(&kf32)
-            .arg(&slack)
-            .arg(&bcap)
-            .arg(&qcap)
-            .arg(&rcap)
-            .arg(&seen)
-            .arg(&wide32)
-            .arg(&max_pops)
-            .arg(&team)
-            .arg(&self.st.order)
-            .arg(&use_order)
-            .arg(&mut self.st.links)
-            .arg(&mut self.st.link_cnt)
-            .arg(&mut self.st.dropped)
-            .arg(&mut counts);
-        launch(
+        let st = &mut self.st;
+        let mut counts = st.counts.slice_mut(2 * l..2 * l + 2);
+        ggnn::ggnn_sym(
             ctx,
-            &name,
-            a,
-            cfg((n32.div_ceil(warps), 1, 1), warps * 32, smem),
+            T::DTYPE,
+            Launch::new((n32.div_ceil(warps), 1, 1), warps * 32, smem),
+            &ggnn::GgnnSymArgs {
+                data: view.input(),
+                stride,
+                metric: code,
+                ids: st.ids.input(),
+                glob: st.glob.input(),
+                off,
+                n: n32,
+                k: k32,
+                kl: kl32,
+                kf: kf32,
+                slack,
+                bcap,
+                qcap,
+                rcap,
+                seen_slots: seen,
+                wide: wide32,
+                max_pops,
+                team,
+                perm: st.order.input(),
+                use_perm: use_order,
+                links: st.links.output(),
+                link_cnt: st.link_cnt.output(),
+                dropped: st.dropped.output(),
+                counts: counts.output(),
+            },
         )
     }
 
@@ -1290,22 +1245,21 @@ impl<T: Element> Run<'_, '_, T> {
         let ctx = self.g.ctx;
         let off = self.st.row_off[l] as u32;
         let (n32, k32, kl32, kf32) = (u32_of(n, "layer size")?, k as u32, kl as u32, kf as u32);
-        let f = ctx.function("ggnn", "ggnn_sym_rebuild")?;
-        let mut a = ctx.stream().launch_builder(&f);
-        a.arg(&self.st.ids)
-            .arg(&off)
-            .arg(&n32)
-            .arg(&k32)
-            .arg(&kl32)
-            .arg(&kf32)
-            .arg(&mut self.st.links)
-            .arg(&self.st.link_cnt)
-            .arg(&mut self.st.scratch);
-        launch(
+        let st = &mut self.st;
+        ggnn::ggnn_sym_rebuild(
             ctx,
-            "ggnn_sym_rebuild",
-            a,
-            cfg((n32.div_ceil(THREADS), 1, 1), THREADS, 0),
+            Launch::blocks(n32.div_ceil(THREADS), THREADS),
+            &ggnn::GgnnSymRebuildArgs {
+                ids: st.ids.input(),
+                off,
+                n: n32,
+                k: k32,
+                kl: kl32,
+                kf: kf32,
+                links: st.links.output(),
+                link_cnt: st.link_cnt.input(),
+                out: st.scratch.output(),
+            },
         )?;
         let o = self.st.row_off[l] * k;
         copy_u32(ctx, &mut self.st.ids, o, &self.st.scratch, n * k)

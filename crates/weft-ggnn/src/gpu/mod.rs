@@ -1,6 +1,6 @@
 //! GGNN on the GPU: [`GgnnGpu`], behind the `cuda` feature.
 //!
-//! The device side lives in `weft_gpu::ggnn` (kernels in `kernels/ggnn/`): the phases of
+//! The device side is [`GgnnBuild`] (module `device`, kernels in `kernels/ggnn/`): the phases of
 //! [`GgnnCpu`](crate::GgnnCpu) in the same order with the same sorted best lists and bounded
 //! queues and the same `hash3` sampling keys. The layer sizes and the sampled points of every
 //! layer equal the CPU reference's for the same seed and parameters (distances are computed on
@@ -10,24 +10,43 @@
 //! queue and the visited ring, as the CPU's, plus every id scored since its last rebuild, which
 //! is then not scored again), the candidates of a popped row are scored and inserted as a batch,
 //! a merge step pops two queue heads against the same bound and expands their rows as one batch
-//! (`weft_gpu::GgnnTuning::merge_heads`; the CPU pops the second after inserting the first's
+//! ([`GgnnTuning::merge_heads`]; the CPU pops the second after inserting the first's
 //! candidates), and the inverse links are handed out with atomics instead of the CPU's
-//! sequential `(z, i)` order. So
-//! the graph is valid and of the same quality (graph recall within 0.02 of the CPU's, tested),
-//! not bit for bit the CPU's, and may differ between runs where nodes fill up. `docs/ggnn.md`
-//! has the details.
+//! sequential `(z, i)` order. So the graph is valid and of the same quality (graph recall
+//! within 0.02 of the CPU's, tested), not bit for bit the CPU's, and may differ between runs
+//! where nodes fill up. `docs/ggnn.md` has the details.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use weft_core::{BuildCtx, DatasetView, Element, GraphBuilder, Metric, NodeId, Result};
-use weft_gpu::ggnn::{GgnnBuild, GgnnConfig, GgnnPhaseTime, GgnnShape, GgnnTuning};
-use weft_gpu::{DeviceMatrix, GpuContext};
+use weft_gpu::{DeviceMatrix, GpuContext, KernelModule};
 use weft_graph::hier::HierGraph;
 
 use crate::build::{assemble, check_inputs};
 use crate::connect::hierarchy_entry_points;
-use crate::{GgnnParams, GgnnStats, Sizing};
+use crate::{GgnnParams, GgnnStats};
+
+mod device;
+
+pub use device::{
+    GgnnBuild, GgnnLayerOut, GgnnOut, GgnnPhaseTime, GgnnTuning, MAX_HEADS, SEARCH_WARPS,
+    TAGS_MIN_ROW_BYTES,
+};
+
+/// The generated bindings of this crate's kernel module.
+pub(crate) mod kernels {
+    /// `kernels/ggnn`: brute force, sampling, merge and symmetric-link searches, ordering.
+    #[allow(dead_code)]
+    pub(crate) mod ggnn {
+        include!(concat!(env!("OUT_DIR"), "/ggnn.rs"));
+    }
+}
+
+/// This crate's kernel modules (for NVRTC checks and kernel reports).
+pub fn kernel_modules() -> Vec<&'static KernelModule> {
+    vec![&kernels::ggnn::MODULE]
+}
 
 /// The GGNN construction on one GPU (name `ggnn`, GPU back end); see the [module docs](self).
 #[derive(Clone, Debug)]
@@ -64,20 +83,6 @@ impl GgnnGpu {
     /// The GPU this builder runs on.
     pub fn context(&self) -> &Arc<GpuContext> {
         &self.ctx
-    }
-
-    /// The device-side description of a hierarchy's sizes.
-    pub fn shape(z: &Sizing) -> GgnnShape {
-        GgnnShape {
-            n: z.n,
-            s: z.s,
-            layers: z.layers,
-            g: z.g,
-            s0: z.s0,
-            s0_off: z.s0_off,
-            sg: z.sg,
-            sg_off: z.sg_off,
-        }
     }
 
     fn device(&self) -> GgnnBuild<'_> {
@@ -128,12 +133,6 @@ impl GgnnGpu {
         let check_start = Instant::now();
         let z = check_inputs(data_host, params, ctx)?;
         let check_s = check_start.elapsed().as_secs_f64();
-        let cfg = GgnnConfig {
-            k: params.k_build,
-            tau: params.tau_build,
-            refinement: params.refinement_iterations,
-            seed: ctx.seed(),
-        };
         // The spread entry points depend on the data alone: the host picks them while the
         // device runs the first phases; the entry-seeded merges wait for them before the first
         // merge into layer 0.
@@ -169,8 +168,8 @@ impl GgnnGpu {
             let out = self.device().with_timing(timing).build(
                 data,
                 metric,
-                &Self::shape(&z),
-                &cfg,
+                &z,
+                params,
                 seeded.then_some(&mut seeds_source as &mut dyn FnMut() -> Result<Vec<NodeId>>),
                 ctx,
             );
