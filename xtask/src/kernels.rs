@@ -66,7 +66,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut failures = Vec::new();
     for (name, src) in &modules {
         let src_path = out.join(format!("{name}.cu"));
-        std::fs::write(&src_path, &src)?;
+        std::fs::write(&src_path, src)?;
         for &arch in &archs {
             // nvcc, with ptxas's resource report.
             let cubin = out.join(format!("{name}.sm_{arch}.cubin"));

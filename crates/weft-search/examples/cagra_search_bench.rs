@@ -24,12 +24,13 @@
 
 use std::time::Instant;
 
+use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{BuildCtx, Dataset, Element, Metric, Neighbors};
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix, ExactGpu, GpuContext};
+use weft_nndescent::NnDescentParams;
+use weft_nndescent::gpu::Gnnd;
 use weft_search::gpu::cagra::{
-    CagraSearchBuffers, CagraSearchParams, CagraSearchDevice, CagraSearchMode,
-};
-use weft_gpu::{
-    CagraOptimizer, DeviceFixedGraph, DeviceMatrix, ExactGpu, Gnnd, GnndConfig, GpuContext,
+    CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams,
 };
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -96,27 +97,27 @@ fn sweep<T: Element>(
             false,
         )?;
         let (found, stats) =
-            search.search_device(data, graph, queries, Metric::L2Squared, 10, &cfg, &[], None)?;
+            search.search_device(data, graph, queries, Metric::L2Squared, 10, &cfg, &[])?;
         let mut times = Vec::new();
         for _ in 0..runs {
             let t = Instant::now();
-            search.search_device(data, graph, queries, Metric::L2Squared, 10, &cfg, &[], None)?;
+            search.search_device(data, graph, queries, Metric::L2Squared, 10, &cfg, &[])?;
             times.push(t.elapsed().as_secs_f64());
         }
         times.sort_by(f64::total_cmp);
         let t_one = times[times.len() / 2];
         // Steady state: one session's buffers, allocated by the warm-up call.
         let mut bufs = CagraSearchBuffers::new();
-        let (again, _) = search.search_device_with(
+        let mut again = Neighbors::new(nq, 10);
+        search.search_device_with(
             &mut bufs,
             data,
             graph,
             queries,
             Metric::L2Squared,
-            10,
             &cfg,
             &[],
-            None,
+            again.as_mut(),
         )?;
         let allocs = bufs.allocations();
         let mut times = Vec::new();
@@ -128,10 +129,9 @@ fn sweep<T: Element>(
                 graph,
                 queries,
                 Metric::L2Squared,
-                10,
                 &cfg,
                 &[],
-                None,
+                again.as_mut(),
             )?;
             times.push(t.elapsed().as_secs_f64());
         }
@@ -181,57 +181,46 @@ fn batch1<T: Element>(
             mode: CagraSearchMode::MultiCta,
             ..Default::default()
         };
-        search.search_device(
-            data,
-            graph,
-            &singles[0],
-            Metric::L2Squared,
-            10,
-            &cfg,
-            &[],
-            None,
-        )?;
+        search.search_device(data, graph, &singles[0], Metric::L2Squared, 10, &cfg, &[])?;
         let mut lat = Vec::new();
         let mut found = Neighbors::new(count, 10);
         for (q, m) in singles.iter().enumerate() {
             let t = Instant::now();
             let (nb, _) =
-                search.search_device(data, graph, m, Metric::L2Squared, 10, &cfg, &[], None)?;
+                search.search_device(data, graph, m, Metric::L2Squared, 10, &cfg, &[])?;
             lat.push(t.elapsed().as_secs_f64());
             found.ids[q * 10..q * 10 + 10].copy_from_slice(nb.row_ids(0));
         }
         lat.sort_by(f64::total_cmp);
         // The same queries through one session's buffers (allocated by a warm-up call).
         let mut bufs = CagraSearchBuffers::new();
+        let mut one = Neighbors::new(1, 10);
         search.search_device_with(
             &mut bufs,
             data,
             graph,
             &singles[0],
             Metric::L2Squared,
-            10,
             &cfg,
             &[],
-            None,
+            one.as_mut(),
         )?;
         let allocs = bufs.allocations();
         let mut slat = Vec::new();
         let mut sfound = Neighbors::new(count, 10);
         for (q, m) in singles.iter().enumerate() {
             let t = Instant::now();
-            let (nb, _) = search.search_device_with(
+            search.search_device_with(
                 &mut bufs,
                 data,
                 graph,
                 m,
                 Metric::L2Squared,
-                10,
                 &cfg,
                 &[],
-                None,
+                sfound.as_mut().rows_mut(q..q + 1),
             )?;
             slat.push(t.elapsed().as_secs_f64());
-            sfound.ids[q * 10..q * 10 + 10].copy_from_slice(nb.row_ids(0));
         }
         slat.sort_by(f64::total_cmp);
         let p99 = |v: &[f64]| v[(v.len() * 99 / 100).min(v.len() - 1)];
@@ -281,7 +270,7 @@ fn main() -> weft_core::Result<()> {
         &dev,
         Metric::L2Squared,
         knn_degree,
-        &GnndConfig::default(),
+        &NnDescentParams::default(),
         &BuildCtx::new(0),
     )?;
     let knn_s = t.elapsed().as_secs_f64();

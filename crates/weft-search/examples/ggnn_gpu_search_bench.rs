@@ -1,4 +1,4 @@
-//! QPS and recall of the GPU GGNN query (`weft_gpu::ggnn_search`, what
+//! QPS and recall of the GPU GGNN query (`weft_search::gpu::ggnn`, what
 //! `weft_search::GgnnSearchGpu` runs), beside the CAGRA search and other graphs.
 //!
 //! ```text
@@ -31,12 +31,17 @@ use std::time::Instant;
 
 use weft_core::{BuildCtx, Dataset, Element, Metric, Neighbors, NodeId};
 use weft_ggnn::{GgnnGpu, GgnnParams};
-use weft_gpu::cagra_search::{CagraSearchBuffers, CagraSearchConfig, CagraSearchMode};
-use weft_gpu::ggnn_search::{GgnnSearchBuffers, GgnnSearchConfig, GgnnSearchDevice};
-use weft_gpu::{
-    CagraOptimizer, CagraSearchDevice, DeviceFixedGraph, DeviceMatrix, ExactGpu, Gnnd, GnndConfig,
-    GpuContext, Grnnd, GrnndConfig,
+use weft_cagra::gpu::CagraOptimizer;
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix, ExactGpu, GpuContext};
+use weft_grnnd::GrnndParams;
+use weft_grnnd::gpu::Grnnd;
+use weft_nndescent::NnDescentParams;
+use weft_nndescent::gpu::Gnnd;
+use weft_search::GgnnSearchParams;
+use weft_search::gpu::cagra::{
+    CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams,
 };
+use weft_search::gpu::ggnn::{GgnnGpuOptions, GgnnSearchBuffers, GgnnSearchDevice};
 
 fn arg(args: &[String], name: &str, default: &str) -> String {
     args.iter()
@@ -103,21 +108,25 @@ impl<T: Element> Bench<'_, T> {
         &self,
         graph_name: &str,
         graph: &DeviceFixedGraph,
-        cfg: &GgnnSearchConfig,
+        cfg: &GgnnSearchParams,
+        opts: &GgnnGpuOptions,
     ) -> weft_core::Result<()> {
         let dev = GgnnSearchDevice::new(self.ctx);
         let nq = self.queries.rows();
         let mut bufs = GgnnSearchBuffers::new();
-        let (found, st) = dev.search_device_with(
+        let mut found = Neighbors::new(nq, 10);
+        let st = dev.search_device_with(
             &mut bufs,
             self.data,
             graph,
             self.entries,
             self.queries,
             Metric::L2Squared,
-            10,
             cfg,
+            opts,
+            found.as_mut(),
         )?;
+        let mut again = Neighbors::new(nq, 10);
         let mut times = Vec::new();
         for _ in 0..self.runs {
             let t = Instant::now();
@@ -128,21 +137,23 @@ impl<T: Element> Bench<'_, T> {
                 self.entries,
                 self.queries,
                 Metric::L2Squared,
-                10,
                 cfg,
+                opts,
+                again.as_mut(),
             )?;
             self.ctx.synchronize()?;
             times.push(t.elapsed().as_secs_f64());
         }
         let t = median(times);
         let (r1, r10) = recalls(&found, self.truth);
-        let plan = weft_gpu::ggnn_search::plan(
+        let plan = weft_search::gpu::ggnn::plan(
             self.data.rows(),
             self.data.dim(),
             std::mem::size_of::<T>(),
             graph.degree(),
             10,
             cfg,
+            opts,
         )?;
         println!(
             "{}",
@@ -150,7 +161,7 @@ impl<T: Element> Bench<'_, T> {
                 "what": "search", "search": "ggnn_gpu", "graph": graph_name, "preset": self.preset, "dtype": T::DTYPE.name(),
                 "n": self.data.rows(), "queries": nq, "tau": cfg.tau, "best": cfg.best,
                 "prioq": cfg.prioq, "visited": cfg.visited, "max_iterations": cfg.max_iterations,
-                "prefetch_rows": cfg.prefetch_rows,
+                "prefetch_rows": opts.prefetch_rows,
                 "block": plan.block_threads, "team": plan.team_size, "hash_bits": plan.hash_bits,
                 "shared_bytes": plan.shared_bytes,
                 "recall_at_1": r1, "recall_at_10": r10, "qps": nq as f64 / t, "seconds_median": t,
@@ -169,23 +180,24 @@ impl<T: Element> Bench<'_, T> {
     ) -> weft_core::Result<()> {
         let dev = CagraSearchDevice::new(self.ctx);
         let nq = self.queries.rows();
-        let cfg = CagraSearchConfig {
+        let cfg = CagraSearchParams {
             itopk,
             mode: CagraSearchMode::SingleCta,
             ..Default::default()
         };
         let mut bufs = CagraSearchBuffers::new();
-        let (found, st) = dev.search_device_with(
+        let mut found = Neighbors::new(nq, 10);
+        let st = dev.search_device_with(
             &mut bufs,
             self.data,
             graph,
             self.queries,
             Metric::L2Squared,
-            10,
             &cfg,
             self.entries,
-            None,
+            found.as_mut(),
         )?;
+        let mut again = Neighbors::new(nq, 10);
         let mut times = Vec::new();
         for _ in 0..self.runs {
             let t = Instant::now();
@@ -195,10 +207,9 @@ impl<T: Element> Bench<'_, T> {
                 graph,
                 self.queries,
                 Metric::L2Squared,
-                10,
                 &cfg,
                 self.entries,
-                None,
+                again.as_mut(),
             )?;
             self.ctx.synchronize()?;
             times.push(t.elapsed().as_secs_f64());
@@ -307,18 +318,20 @@ fn main() -> weft_core::Result<()> {
             for &team in &teams {
                 for &(pq, it, vis) in &configs {
                     for &tau in &taus {
-                        let cfg = GgnnSearchConfig {
+                        let cfg = GgnnSearchParams {
                             tau,
                             prioq: pq,
                             visited: vis,
                             max_iterations: it,
                             max_nn1: Some(stats.max_nn1),
+                            ..Default::default()
+                        };
+                        let opts = GgnnGpuOptions {
                             block_threads: block,
                             team_size: team,
                             prefetch_rows: pf != 0,
-                            ..Default::default()
                         };
-                        bench.ggnn("ggnn", &ggnn_graph, &cfg)?;
+                        bench.ggnn("ggnn", &ggnn_graph, &cfg, &opts)?;
                     }
                 }
             }
@@ -346,17 +359,20 @@ fn main() -> weft_core::Result<()> {
             preset: preset.name(),
         };
         for &tau in &taus {
-            let cfg = GgnnSearchConfig {
+            let cfg = GgnnSearchParams {
                 tau,
                 prioq,
                 visited,
                 max_iterations: iterations,
                 max_nn1: Some(stats.max_nn1),
+                ..Default::default()
+            };
+            let opts = GgnnGpuOptions {
                 block_threads: blocks.first().copied().unwrap_or(0),
                 team_size: teams.first().copied().unwrap_or(0),
                 ..Default::default()
             };
-            bench16.ggnn("ggnn", &ggnn_graph, &cfg)?;
+            bench16.ggnn("ggnn", &ggnn_graph, &cfg, &opts)?;
         }
     }
     if compare {
@@ -368,7 +384,7 @@ fn main() -> weft_core::Result<()> {
             &dev,
             metric,
             64,
-            &GnndConfig::default(),
+            &NnDescentParams::default(),
             &BuildCtx::new(0),
         )?;
         let cagra_graph = CagraOptimizer::new(&ctx).optimize_device(&knn, 32)?;
@@ -379,7 +395,7 @@ fn main() -> weft_core::Result<()> {
         let (grnnd_graph, _) = Grnnd::new(&ctx).build_device(
             &dev,
             metric,
-            &GrnndConfig::default(),
+            &GrnndParams::default(),
             &BuildCtx::new(0),
         )?;
         ctx.synchronize()?;
@@ -394,16 +410,19 @@ fn main() -> weft_core::Result<()> {
         let block = blocks.first().copied().unwrap_or(0);
         for (gname, g) in [("cagra", &cagra_graph), ("grnnd", &grnnd_graph)] {
             for &tau in &taus {
-                let cfg = GgnnSearchConfig {
+                let cfg = GgnnSearchParams {
                     tau,
                     prioq,
                     visited,
                     max_iterations: iterations,
                     max_nn1: Some(stats.max_nn1),
+                    ..Default::default()
+                };
+                let opts = GgnnGpuOptions {
                     block_threads: block,
                     ..Default::default()
                 };
-                bench.ggnn(gname, g, &cfg)?;
+                bench.ggnn(gname, g, &cfg, &opts)?;
             }
             for &itopk in &itopks {
                 bench.cagra(gname, g, itopk)?;

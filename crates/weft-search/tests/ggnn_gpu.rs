@@ -385,7 +385,7 @@ fn ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers() {
     };
     let opts = GgnnGpuOptions::default();
     let mut bufs = GgnnSearchBuffers::new();
-    let mut run = |bufs: &mut GgnnSearchBuffers, opts: &GgnnGpuOptions| {
+    let run = |bufs: &mut GgnnSearchBuffers, opts: &GgnnGpuOptions| {
         let mut out = Neighbors::new(q.rows(), 10);
         let st = dev
             .search_device_with(

@@ -12,7 +12,7 @@ use weft_search::gpu::cagra::{
     CagraSearchParams, CagraSearchDevice, CagraSearchMode, auto_team_size, plan, plan_with_entries,
 };
 use weft_gpu::testing::gpu_or_skip;
-use weft_cagra::CagraOptimizer;
+use weft_cagra::gpu::CagraOptimizer;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
 
 fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchParams {

@@ -8,7 +8,7 @@ use weft_search::gpu::cagra::{
     CagraSearchBuffers, CagraSearchParams, CagraSearchDevice, CagraSearchMode, CagraSearchSession,
 };
 use weft_gpu::testing::gpu_or_skip;
-use weft_cagra::CagraOptimizer;
+use weft_cagra::gpu::CagraOptimizer;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
 
 fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchParams {

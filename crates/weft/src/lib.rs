@@ -47,6 +47,21 @@ pub use registry::{AlgorithmInfo, Backend, DynBuilder, GpuStatus, Produces, Regi
 #[cfg(feature = "cuda")]
 pub use weft_gpu as gpu;
 
+/// Every CUDA kernel module built into this binary, from every crate that ships kernels
+/// (weft-gpu, weft-nndescent, weft-grnnd, weft-cagra, weft-ggnn, weft-search), sorted by name:
+/// for reports (which have cubins) and the NVRTC check.
+#[cfg(feature = "cuda")]
+pub fn kernel_modules() -> Vec<&'static weft_gpu::KernelModule> {
+    let mut all: Vec<&'static weft_gpu::KernelModule> = weft_gpu::kernel_modules().to_vec();
+    all.extend(weft_nndescent::gpu::kernel_modules());
+    all.extend(weft_grnnd::gpu::kernel_modules());
+    all.extend(weft_cagra::gpu::kernel_modules());
+    all.extend(weft_ggnn::gpu::kernel_modules());
+    all.extend(weft_search::gpu::kernel_modules());
+    all.sort_by_key(|m| m.name);
+    all
+}
+
 pub use weft_core as core;
 pub use weft_graph as graph;
 pub use weft_io as io;

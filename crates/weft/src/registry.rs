@@ -359,7 +359,10 @@ impl GpuStatus {
                     "free_memory": free,
                     "total_memory": total,
                     "kernel_mode": format!("{:?}", ctx.kernel_mode()),
-                    "cubins": weft_gpu::loader::embedded_modules(),
+                    "cubins": crate::kernel_modules()
+                        .iter()
+                        .map(|m| (m.name, m.cubin_archs()))
+                        .collect::<Vec<_>>(),
                     "nvrtc_cache": weft_gpu::loader::cache_dir(),
                 })
             }

@@ -3,12 +3,12 @@
 //! A worked example of a GPU algorithm that lives outside weft-gpu (`docs/adding-an-algorithm.md`
 //! walks through it): the crate keeps its CUDA source in `kernels/example_norms/`, its build
 //! script binds it with weft-kernel-build, and [`scaled_norms`] launches it through weft-gpu's
-//! public API: a [`DeviceMatrix`] for the data, a [`weft_gpu::DeviceBuffer`] for the result, the
-//! generated argument struct and launcher, and a length check before the launch.
+//! public API: [`weft_gpu::DeviceBuffer`]s for the data and the result, the generated argument
+//! struct and launcher, and length checks before the launch.
 
 use weft_core::{DatasetView, Result};
 use weft_gpu::launch::{need, u32_of};
-use weft_gpu::{DeviceMatrix, GpuContext, KernelModule, Launch};
+use weft_gpu::{GpuContext, KernelModule, Launch};
 
 /// The generated bindings of `kernels/example_norms/` (see the build script).
 mod kernels {
@@ -29,21 +29,22 @@ pub fn scaled_norms(ctx: &GpuContext, data: DatasetView<'_, f32>, scale: f32) ->
     if rows == 0 {
         return Ok(Vec::new());
     }
-    let matrix = DeviceMatrix::upload(ctx, data)?;
+    let dim = data.dim();
+    let packed: Vec<f32> = (0..rows).flat_map(|r| data.row(r).iter().copied()).collect();
+    let device_data = ctx.upload(&packed)?;
     let mut out = ctx.alloc_zeros::<f32>(rows)?;
     let rows32 = u32_of(rows, "rows")?;
-    let stride = u32_of(matrix.stride(), "row stride")?;
-    let view = matrix.rows_view(0, rows)?;
-    // The kernel reads `rows * stride` floats and writes `rows`: check before launching.
-    need(view.len(), rows as u64 * stride as u64 * 4, "example_scaled_norms data")?;
+    let dim32 = u32_of(dim, "dimension")?;
+    // The kernel reads `rows * dim` floats and writes `rows`: check before launching.
+    need(device_data.len(), rows as u64 * dim as u64, "example_scaled_norms data")?;
     need(out.len(), rows as u64, "example_scaled_norms output")?;
     kernels::example_scaled_norms(
         ctx,
         Launch::blocks(rows32.div_ceil(BLOCK / 32), BLOCK),
         &kernels::ExampleScaledNormsArgs {
-            data: view.input(),
+            data: device_data.input(),
             rows: rows32,
-            stride,
+            dim: dim32,
             scale,
             out: out.output(),
         },

@@ -72,6 +72,7 @@ pub enum BackendArg {
 
 /// `--mode`'s values, parsed straight into the search's own [`CagraSearchMode`].
 fn mode_parser() -> impl clap::builder::TypedValueParser<Value = CagraSearchMode> {
+    use clap::builder::TypedValueParser as _;
     clap::builder::PossibleValuesParser::new([
         clap::builder::PossibleValue::new("auto")
             .help("multi-CTA for small batches (below twice the SM count) or itopk > 512"),
