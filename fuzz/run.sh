@@ -72,7 +72,7 @@ for t in "${targets[@]}"; do
     log=target/fuzz-logs/$t.log
     start=$(date +%s)
     rc=0
-    TMPDIR=$scratch RAYON_NUM_THREADS=1 nice -n "$niceness" "$bin/$t" "corpus/$t" \
+    TMPDIR=$scratch RAYON_NUM_THREADS=1 WEFT_FUZZ_TALLY=1 nice -n "$niceness" "$bin/$t" "corpus/$t" \
         -runs="$runs" -rss_limit_mb="$rss" -timeout="$timeout" -max_len="$max_len" \
         -print_final_stats=1 -artifact_prefix="artifacts/$t/" > "$log" 2>&1 || rc=$?
     wall=$(( $(date +%s) - start ))
@@ -83,5 +83,7 @@ for t in "${targets[@]}"; do
     ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<< "$last")
     corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9A-Za-z]*\).*/\1/p' <<< "$last")
     echo "$t: ${executed:-?} inputs in ${wall} s, cov ${cov:-?}, ft ${ft:-?}, corpus ${corp:-?}, crashes ${crashes}, exit ${rc} (log ${log})"
+    # The tallies (weft_fuzz::Tally), printed at exit: how many inputs got how far.
+    sed -n 's/^weft-fuzz tally: /  /p' "$log"
     [[ $rc -eq 0 ]] || exit "$rc"
 done

@@ -13,8 +13,11 @@
 use libfuzzer_sys::fuzz_target;
 use weft::{AnyDataset, Backend, Dataset, Element, GraphView, INVALID, Index, SearchParams};
 use weft_fuzz::{
-    INDEX_DATA_FILES, INDEX_GRAPH_FILE, fix_graph_framing, scratch_dir, split_index_input,
+    INDEX_DATA_FILES, INDEX_GRAPH_FILE, Tally, fix_graph_framing, scratch_dir, split_index_input,
 };
+
+static LOADED: Tally = Tally::new("Index::load succeeded");
+static SEARCHED: Tally = Tally::new("a graph search returned results");
 
 fuzz_target!(|data: &[u8]| {
     let Some((graph, vectors)) = split_index_input(data) else {
@@ -28,7 +31,10 @@ fuzz_target!(|data: &[u8]| {
     for name in INDEX_DATA_FILES {
         std::fs::write(dir.join(name), vectors).expect("write the vector file");
     }
-    let Ok(index) = Index::load(&dir) else {
+    let loaded = Index::load(&dir);
+    LOADED.record(loaded.is_ok());
+    let Ok(index) = loaded else {
+        SEARCHED.record(false);
         return;
     };
     let rows = index.data().rows();
@@ -37,28 +43,31 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(dim, index.data().dim());
     }
     let pick = data.last().copied().unwrap_or(0) as usize;
-    match index.data() {
+    let searched = match index.data() {
         AnyDataset::F32(d) => search(&index, d, pick),
         AnyDataset::F16(d) => search(&index, d, pick),
         AnyDataset::U8(d) => search(&index, d, pick),
         AnyDataset::I8(d) => search(&index, d, pick),
-    }
+    };
+    SEARCHED.record(searched);
 });
 
 /// Searches the first rows of the data (at most 2) for `k` neighbours (1 to 8, from `pick`) with
-/// the CPU graph search and the exact search.
-fn search<T: Element>(index: &Index, data: &Dataset<T>, pick: usize) {
+/// the CPU graph search and the exact search. Whether the graph search returned results.
+fn search<T: Element>(index: &Index, data: &Dataset<T>, pick: usize) -> bool {
     let rows = data.rows();
     if rows == 0 {
-        return;
+        return false;
     }
     let k = 1 + pick % rows.min(8);
     let Ok(queries) = data.view().slice_rows(0..rows.min(2)) else {
-        return;
+        return false;
     };
+    let mut graph_search = false;
     for params in [SearchParams::with_beam_width(16), SearchParams::exact()] {
         let params = params.with_backend(Backend::Cpu);
         if let Ok(out) = index.search(queries, k, &params) {
+            graph_search |= !params.exact;
             assert_eq!(out.neighbors.ids.len(), queries.rows() * k);
             for &id in &out.neighbors.ids {
                 assert!(
@@ -68,4 +77,5 @@ fn search<T: Element>(index: &Index, data: &Dataset<T>, pick: usize) {
             }
         }
     }
+    graph_search
 }

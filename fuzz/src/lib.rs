@@ -3,7 +3,8 @@
 //! (a graph file and a vector file in one byte string).
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use weft_core::{GraphView, NodeId};
 use weft_graph::hier::HierGraph;
@@ -22,6 +23,67 @@ pub fn scratch_dir() -> &'static Path {
         std::fs::create_dir_all(&dir).expect("scratch directory");
         dir
     })
+}
+
+/// Counts how many inputs reached a point (a graph that loads, an index that searches), to
+/// tell how deep a target gets. With `WEFT_FUZZ_TALLY` set in the environment, every tally
+/// prints `weft-fuzz tally: NAME: HITS of RUNS inputs` to stderr when the process exits
+/// (`fuzz/run.sh` sets it and reports the lines).
+pub struct Tally {
+    name: &'static str,
+    runs: AtomicU64,
+    hits: AtomicU64,
+    registered: OnceLock<()>,
+}
+
+/// The tallies that counted something, printed at exit.
+static TALLIES: Mutex<Vec<&'static Tally>> = Mutex::new(Vec::new());
+
+unsafe extern "C" {
+    /// The C library's `atexit` (libFuzzer ends a `-runs=N` run with `exit`).
+    fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+}
+
+extern "C" fn print_tallies() {
+    let tallies = TALLIES.lock().unwrap_or_else(|e| e.into_inner());
+    for t in tallies.iter() {
+        eprintln!(
+            "weft-fuzz tally: {}: {} of {} inputs",
+            t.name,
+            t.hits.load(Ordering::Relaxed),
+            t.runs.load(Ordering::Relaxed)
+        );
+    }
+}
+
+impl Tally {
+    /// A tally printed as `name`.
+    pub const fn new(name: &'static str) -> Self {
+        Tally {
+            name,
+            runs: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            registered: OnceLock::new(),
+        }
+    }
+
+    /// Counts one input, a hit or not.
+    pub fn record(&'static self, hit: bool) {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        self.hits.fetch_add(u64::from(hit), Ordering::Relaxed);
+        self.registered.get_or_init(|| {
+            static AT_EXIT: OnceLock<()> = OnceLock::new();
+            if std::env::var_os("WEFT_FUZZ_TALLY").is_none() {
+                return;
+            }
+            TALLIES.lock().unwrap_or_else(|e| e.into_inner()).push(self);
+            AT_EXIT.get_or_init(|| {
+                // SAFETY: registers a plain `extern "C" fn()` that only reads atomics under a
+                // mutex and writes to stderr.
+                unsafe { atexit(print_tallies) };
+            });
+        });
+    }
 }
 
 /// Makes the framing of a would-be graph file consistent so that a load gets past it to the
@@ -57,8 +119,11 @@ pub fn all_load_options() -> impl Iterator<Item = LoadOptions> {
 /// memory-mapped, with and without the checksum and the validation) and checks what comes back:
 /// no panic, a loaded graph agrees with the header, a validated one passes `validate`, an owned
 /// load and a mapped one with the same checks accept the same files and return the same graph.
-/// Returns how many loads succeeded.
-pub fn check_graph_file(path: &Path) -> usize {
+/// Tallies the files that some load accepts and those the default load (owned, checksum and
+/// validation on) accepts.
+pub fn check_graph_file(path: &Path) {
+    static ANY: Tally = Tally::new("graph loads with some option");
+    static DEFAULT: Tally = Tally::new("graph loads with the default options");
     let header = storage::read_header(path);
     let mut loaded: Vec<(LoadOptions, Option<StoredGraph>)> = Vec::new();
     for options in all_load_options() {
@@ -104,7 +169,12 @@ pub fn check_graph_file(path: &Path) -> usize {
             ),
         }
     }
-    loaded.iter().filter(|(_, g)| g.is_some()).count()
+    ANY.record(loaded.iter().any(|(_, g)| g.is_some()));
+    DEFAULT.record(
+        loaded
+            .iter()
+            .any(|(o, g)| *o == LoadOptions::default() && g.is_some()),
+    );
 }
 
 fn check_against_header(graph: &StoredGraph, h: &GraphHeader) {
