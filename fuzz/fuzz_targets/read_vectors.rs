@@ -2,7 +2,7 @@
 //! row-range vector reads (memory-mapped and not), and id reads. Any outcome but a panic (or a
 //! crash, or a huge allocation) is fine: bad input must come back as a typed error.
 //!
-//! Run: `cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run read_vectors`.
+//! Run: `fuzz/run.sh read_vectors` (or `cd fuzz && cargo +nightly fuzz run read_vectors`).
 
 #![no_main]
 
