@@ -544,8 +544,8 @@ fn transpose_columns<P: Pod + Send + Sync>(
         });
 }
 
-/// Fails with [`Error::NonFinite`] at the first NaN or infinity
-/// ([`DatasetView::check_finite`]); rows are numbered from `first_row` (their number in the
+/// Fails with [`Error::NonFinite`] at the first NaN or infinity, or [`Error::TooLarge`] at the
+/// first row too long for finite distances ([`DatasetView::check_finite`]); rows are numbered from `first_row` (their number in the
 /// file).
 fn check_finite<T: Element>(data: &[T], dim: usize, first_row: usize) -> Result<()> {
     DatasetView::from_flat(data, dim)?
@@ -555,6 +555,11 @@ fn check_finite<T: Element>(data: &[T], dim: usize, first_row: usize) -> Result<
                 row: first_row + row,
                 col,
                 value,
+            },
+            Error::TooLarge { row, norm, limit } => Error::TooLarge {
+                row: first_row + row,
+                norm,
+                limit,
             },
             other => other,
         })
