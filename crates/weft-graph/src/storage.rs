@@ -49,7 +49,8 @@
 //!
 //! - Writes are atomic: a temporary file in the same directory is written, fsynced and renamed
 //!   over the target (then the directory is fsynced). A failure removes the temporary file and
-//!   leaves any previous file untouched.
+//!   leaves any previous file untouched. Temporary files are named and cleaned up as
+//!   [`weft_core::temp_files`] says (also after an interrupted or killed process).
 //! - Loads check, before allocating anything, that the header's sizes fit the actual file. With
 //!   [`LoadOptions::verify_checksum`] (the default) the CRC is checked; with
 //!   [`LoadOptions::validate`] (the default) the graph invariants are checked too.
@@ -829,9 +830,11 @@ fn write_f32s(w: &mut impl Write, v: &[f32]) -> io::Result<()> {
     Ok(())
 }
 
-/// Removes the temporary file unless the write was committed.
+/// Removes the temporary file unless the write was committed, and keeps it on the process's
+/// list of temporary files meanwhile ([`weft_core::temp_files`]).
 struct TempGuard {
     path: Option<PathBuf>,
+    _registration: weft_core::temp_files::Registration,
 }
 
 impl Drop for TempGuard {
@@ -842,8 +845,9 @@ impl Drop for TempGuard {
     }
 }
 
-/// Writes `path` atomically: temporary file in the same directory, write, fsync, rename, fsync
-/// of the directory.
+/// Writes `path` atomically: temporary file `.name.<pid>.<n>.weft-tmp` in the same directory
+/// (see [`weft_core::temp_files`]: those that killed writers of `path` left behind are removed
+/// first), write, fsync, rename, fsync of the directory.
 fn write_atomic(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
     let name = path
         .file_name()
@@ -852,13 +856,10 @@ fn write_atomic(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let pid = std::process::id();
+    weft_core::temp_files::remove_stale(path);
     let mut attempt = 0u32;
     let (tmp, file) = loop {
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".{pid}.{attempt}.tmp"));
-        let tmp = dir.join(tmp_name);
+        let tmp = weft_core::temp_files::temp_path(&dir, name, attempt);
         match OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(f) => break (tmp, f),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 10_000 => {
@@ -868,6 +869,7 @@ fn write_atomic(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>
         }
     };
     let mut guard = TempGuard {
+        _registration: weft_core::temp_files::register(&tmp),
         path: Some(tmp.clone()),
     };
     let mut w = io::BufWriter::with_capacity(1 << 20, file);

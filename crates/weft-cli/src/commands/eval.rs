@@ -97,6 +97,7 @@ pub fn sweep_with(
 ) -> Result<Vec<Point>> {
     let with = |beam: usize| SearchParams {
         beam_width: beam,
+        cancel: Some(s.cancel_token().clone()),
         ..base.clone()
     };
     if runs == 0 {
@@ -170,9 +171,10 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
                 bail!("k = {} exceeds the {n} indexed vectors", args.k);
             }
             s.stage("exact ground truth");
+            let exact_params = SearchParams::exact().with_cancel(s.cancel_token().clone());
             let exact = s
                 .ctx(0)
-                .install(|| index.search_any(&queries, args.k, &SearchParams::exact()))??;
+                .install(|| index.search_any(&queries, args.k, &exact_params))??;
             s.done();
             IdMatrix::new(exact.neighbors.ids, queries.rows(), args.k)?
         }

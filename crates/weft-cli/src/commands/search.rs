@@ -272,13 +272,15 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     }
     let index = load_index(&args.data, &args.graph)?;
     let queries = read_vectors(&args.queries, false)?;
-    let params = if args.exact {
+    let mut params = if args.exact {
         SearchParams::exact()
     } else {
         let mut p = args.gpu.apply(SearchParams::with_beam_width(args.beam));
         p.seed = args.seed;
         p
     };
+    // Ctrl-C cancels the search (between batches of queries), like a build.
+    params.cancel = Some(s.cancel_token().clone());
     let (entries_json, entries_text) = if args.exact {
         (Value::Null, String::new())
     } else {
