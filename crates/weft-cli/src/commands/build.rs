@@ -11,8 +11,8 @@ use weft::{Backend, Index, Metric};
 
 use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
 use super::{
-    Report, collect_params, parse_metric, read_vectors, refuse_overwriting_inputs, require_gpu,
-    secs, tidy_floats,
+    Report, collect_params, graph_record, metric_json, parse_metric, read_vectors,
+    refuse_overwriting_inputs, require_gpu, secs,
 };
 use crate::progress::Session;
 
@@ -138,7 +138,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         ),
     };
     let text = format!(
-        "built {} on {} ({} x {} {}, {}) in {}\n  graph: {} vertices, degree {} (mean out-degree {:.1}), {:.4} reachable from {from}, {} SCCs\n{}  wrote {}\n",
+        "built {} on {} ({} x {} {}, {}) in {}, seed {}, data fingerprint {}\n  graph: {} vertices, degree {} (mean out-degree {:.1}), {:.4} reachable from {from}, {} SCCs\n{}  wrote {}\n",
         args.algo,
         args.data.display(),
         index.data().rows(),
@@ -146,6 +146,8 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         index.data().dtype(),
         args.metric,
         secs(build_seconds),
+        args.seed,
+        meta.data_fingerprint().unwrap_or_default(),
         stats.num_nodes,
         stats.max_degree,
         stats.out_degree.mean,
@@ -160,11 +162,13 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     );
     let mut json = serde_json::json!({
         "algorithm": args.algo, "data": args.data, "rows": index.data().rows(), "dim": index.data().dim(),
-        "dtype": index.data().dtype(), "metric": args.metric, "seconds": build_seconds,
-        "params": tidy_floats(meta.params_json()?), "stats": stats, "out": args.out,
+        "dtype": index.data().dtype(), "metric": metric_json(args.metric), "seconds": build_seconds,
+        "stats": stats, "out": args.out,
         "entry_points": entry_points_json(&entries, entry_seconds),
     });
     let obj = json.as_object_mut().expect("an object");
+    // algorithm, backend, k, params, seed and data_fingerprint, as the graph file records them.
+    obj.extend(graph_record(meta));
     obj.extend(graph_kind_fields(index.graph_kind()));
     if knn {
         obj.insert("note".into(), KNN_GRAPH_NOTE.into());

@@ -10,7 +10,7 @@ use weft::{Index, SearchParams};
 use super::search::{
     GpuArgs, entry_points, entry_points_json, entry_points_text, graph_kind_fields, load_index,
 };
-use super::{Report, check_ground_truth, read_ids, read_vectors, recall_ratio};
+use super::{Report, check_ground_truth, graph_record, read_ids, read_vectors, recall_ratio};
 use crate::progress::Session;
 
 /// Arguments of `weft eval`.
@@ -208,8 +208,9 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         "algorithm": index.meta().algorithm(), "points": points,
         "entry_points": entry_points_json(&entries, entry_seconds),
     });
-    json.as_object_mut()
-        .expect("an object")
-        .extend(graph_kind_fields(index.graph_kind()));
+    let fields = json.as_object_mut().expect("an object");
+    fields.extend(graph_kind_fields(index.graph_kind()));
+    // How the graph was built, as its file records it (seed, data fingerprint, ...).
+    fields.insert("build".into(), graph_record(index.meta()).into());
     Ok(Report { json, text })
 }

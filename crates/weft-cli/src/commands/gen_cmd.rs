@@ -8,7 +8,7 @@ use half::f16;
 use weft::io::{Generator, Preset, Split, SyntheticSpec, VectorWriter};
 use weft::{CancelToken, DType, DatasetView, Element};
 
-use super::{Report, known_format, refuse_overwriting_inputs, secs};
+use super::{Report, known_format, metric_json, refuse_overwriting_inputs, secs};
 use crate::progress::Session;
 
 /// Arguments of `weft gen`.
@@ -254,6 +254,9 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         "preset": preset.name(), "metric": spec.metric, "seed": args.seed,
         "spec": spec, "files": written, "seconds": elapsed, "dtype": dtype,
     });
+    // One name for the metric in text and JSON (the spec's serde name for l2 is l2_squared).
+    json["metric"] = metric_json(spec.metric);
+    json["spec"]["metric"] = metric_json(spec.metric);
     if matches!(dtype, DType::U8 | DType::I8) {
         json["scale"] = scale
             .to_string()

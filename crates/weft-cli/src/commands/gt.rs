@@ -9,7 +9,8 @@ use weft::{Metric, Registry};
 
 use super::build::BackendArg;
 use super::{
-    Report, id_output, parse_metric, read_vectors, refuse_overwriting_inputs, require_gpu, secs,
+    Report, id_output, metric_json, parse_metric, read_vectors, refuse_overwriting_inputs,
+    require_gpu, secs,
 };
 use crate::progress::Session;
 
@@ -69,7 +70,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     Ok(Report {
         json: serde_json::json!({
             "out": args.out, "queries": found.rows(), "base": base.rows(), "k": args.k,
-            "metric": args.metric, "seconds": elapsed, "qps": qps, "backend": backend,
+            "metric": metric_json(args.metric), "seconds": elapsed, "qps": qps, "backend": backend,
             "gpu": registry.gpu().describe(),
         }),
         text: format!(

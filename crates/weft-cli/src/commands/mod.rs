@@ -14,7 +14,7 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Map, Value};
 use weft::io::{Format, IdMatrix, ReadOptions};
-use weft::{AnyDataset, GpuStatus, Metric, NodeId, Registry};
+use weft::{AnyDataset, GpuStatus, GraphMeta, Metric, NodeId, Registry};
 
 /// A command's result.
 pub struct Report {
@@ -227,6 +227,37 @@ pub fn collect_params(params_json: Option<&str>, pairs: &[String]) -> Result<Val
         map.insert(key.to_string(), value);
     }
     Ok(Value::Object(map))
+}
+
+/// The metric as the CLI names it, in text and JSON alike: `l2`, `ip` or `cosine` (the
+/// library's serde name for l2 is `l2_squared`; the distances are squared Euclidean either way).
+pub fn metric_json(metric: Metric) -> Value {
+    Value::from(metric.name())
+}
+
+/// What a graph file records about its build, flattened into one level: `algorithm`,
+/// `backend`, `k`, `params` (the algorithm's own parameters, floats tidied), `seed` and
+/// `data_fingerprint` (null when the file does not record them: files written before seeds and
+/// fingerprints were).
+pub fn graph_record(meta: &GraphMeta) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(
+        "algorithm".into(),
+        meta.algorithm().map_or(Value::Null, Value::from),
+    );
+    for key in ["backend", "k"] {
+        m.insert(key.into(), meta.field(key).unwrap_or(Value::Null));
+    }
+    m.insert(
+        "params".into(),
+        tidy_floats(meta.algorithm_params().unwrap_or(Value::Null)),
+    );
+    m.insert("seed".into(), meta.seed().map_or(Value::Null, Value::from));
+    m.insert(
+        "data_fingerprint".into(),
+        meta.data_fingerprint().map_or(Value::Null, Value::from),
+    );
+    m
 }
 
 /// Formats seconds for people.

@@ -12,8 +12,8 @@ use weft::search::CagraSearchModeParam;
 use weft::{Index, SearchParams};
 
 use super::{
-    Report, id_output, known_format, read_vectors, refuse_overwriting_inputs, require_gpu,
-    same_file, secs,
+    Report, graph_record, id_output, known_format, read_vectors, refuse_overwriting_inputs,
+    require_gpu, same_file, secs,
 };
 use crate::progress::Session;
 
@@ -326,6 +326,8 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     });
     let fields = json.as_object_mut().expect("an object");
     fields.extend(graph_kind_fields(index.graph_kind()));
+    // How the graph was built, as its file records it (seed, data fingerprint, ...).
+    fields.insert("build".into(), graph_record(index.meta()).into());
     fields.insert("distances_out".into(), json!(dists_out));
     let mut listing = String::new();
     if args.out.is_none() {
