@@ -117,7 +117,6 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         args.k,
         &ctx,
     )
-    .map_err(|e| explain_param_error(e, &params))
     .with_context(|| format!("building `{}` on {}", args.algo, args.data.display()))?;
     let build_seconds = start.elapsed().as_secs_f64();
     s.done();
@@ -174,31 +173,6 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         obj.insert("note".into(), KNN_GRAPH_NOTE.into());
     }
     Ok(Report { json, text })
-}
-
-/// The accepted values of the nndescent parameter `shard_schedule`, for its error message.
-const SHARD_SCHEDULES: &str = "`auto` (the default), `all_pairs` or {\"nearest\": M} with M \
-    partner shards in 1..=4096, e.g. --param 'shard_schedule={\"nearest\": 4}'";
-
-/// A build error made readable: a `shard_schedule` of the wrong shape fails in the parameters'
-/// deserialisation with a serde message that names neither the parameter nor its values
-/// ("invalid type: unit variant, expected newtype variant"); say both.
-fn explain_param_error(e: weft::Error, params: &serde_json::Value) -> anyhow::Error {
-    let schedule = params.get("shard_schedule");
-    let well_formed = match schedule {
-        None => true,
-        Some(serde_json::Value::String(s)) => s == "auto" || s == "all_pairs",
-        Some(serde_json::Value::Object(m)) => {
-            m.len() == 1 && m.get("nearest").is_some_and(|v| v.is_u64())
-        }
-        Some(_) => false,
-    };
-    match (schedule, &e) {
-        (Some(v), weft::Error::InvalidParams { .. }) if !well_formed => anyhow::anyhow!(
-            "invalid parameter `shard_schedule`: {v} is not a schedule; use {SHARD_SCHEDULES}"
-        ),
-        _ => e.into(),
-    }
 }
 
 /// Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024), optionally
