@@ -310,7 +310,7 @@ fn info_says_an_os_error_once_and_offers_a_real_format_flag() {
         &["info", "--format", "bogus", &odd],
         &["unknown format `bogus`"],
     );
-    // Commands without --format say how to get a usable name instead.
+    // The commands that read vectors have --format too, and say so.
     let err = fails_with(
         &[
             "build",
@@ -323,7 +323,7 @@ fn info_says_an_os_error_once_and_offers_a_real_format_flag() {
             "--out",
             &p(d, "g.wgraph"),
         ],
-        &["unknown file extension `bin`", "symbolic link"],
+        &["unknown file extension `bin`", "--format FORMAT"],
     );
     assert!(!err.contains("name the format explicitly"), "{err}");
 }

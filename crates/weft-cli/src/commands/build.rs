@@ -11,8 +11,8 @@ use weft::{Backend, Index, Metric};
 
 use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
 use super::{
-    Report, collect_params, graph_record, metric_json, parse_metric, read_vectors,
-    refuse_overwriting_inputs, require_gpu, secs,
+    FormatArg, Report, collect_params, graph_record, metric_json, parse_metric, read_vectors,
+    refuse_overwriting_inputs, require_gpu, resolve_metric, secs,
 };
 use crate::progress::Session;
 
@@ -50,9 +50,11 @@ pub struct Args {
     /// Vectors to index.
     #[arg(long)]
     pub data: PathBuf,
-    /// Metric: l2, ip or cosine.
-    #[arg(long, default_value = "l2", value_parser = parse_metric)]
-    pub metric: Metric,
+    /// Metric: l2, ip or cosine. Default: the metric `weft gen` generated the data for (it
+    /// records it in `<data>.weft.json`), else l2; a --metric other than the recorded one is
+    /// used, with a warning.
+    #[arg(long, value_parser = parse_metric)]
+    pub metric: Option<Metric>,
     /// Neighbours per vertex, for k-NN graph builders (exact, nndescent).
     #[arg(long, short)]
     pub k: Option<usize>,
@@ -74,6 +76,9 @@ pub struct Args {
     /// Output graph file (written atomically, with a checksum); it may not be the --data file.
     #[arg(long, short)]
     pub out: PathBuf,
+    /// The format of --data, when its extension does not say.
+    #[command(flatten)]
+    pub format: FormatArg,
 }
 
 /// Builds and saves a graph.
@@ -92,7 +97,9 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
             );
         }
     }
-    let data = read_vectors(&args.data, false)?;
+    let mut notes = vec![];
+    let metric = resolve_metric(args.metric, &args.data, &mut notes);
+    let data = read_vectors(&args.data, false, args.format.format)?;
     let mut params = collect_params(args.params.as_deref(), &args.param)?;
     if let Some(bytes) = args.gpu_mem_limit {
         if args.algo != "nndescent" {
@@ -110,7 +117,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let index = Index::build_with(
         &registry,
         data,
-        args.metric,
+        metric,
         &args.algo,
         args.backend.backend(),
         &params,
@@ -143,7 +150,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         index.data().rows(),
         index.data().dim(),
         index.data().dtype(),
-        args.metric,
+        metric,
         secs(build_seconds),
         args.seed,
         meta.data_fingerprint().unwrap_or_default(),
@@ -161,7 +168,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     );
     let mut json = serde_json::json!({
         "algorithm": args.algo, "data": args.data, "rows": index.data().rows(), "dim": index.data().dim(),
-        "dtype": index.data().dtype(), "metric": metric_json(args.metric), "seconds": build_seconds,
+        "dtype": index.data().dtype(), "metric": metric_json(metric), "seconds": build_seconds,
         "stats": stats, "out": args.out,
         "entry_points": entry_points_json(&entries, entry_seconds),
     });
@@ -172,6 +179,16 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     if knn {
         obj.insert("note".into(), KNN_GRAPH_NOTE.into());
     }
+    if !notes.is_empty() {
+        obj.insert("metric_notes".into(), notes.clone().into());
+    }
+    // Warnings went to stderr already; the note on an implicit metric goes with the summary.
+    let text = notes
+        .iter()
+        .filter(|n| !n.starts_with("warning:"))
+        .map(|n| format!("{n}\n"))
+        .collect::<String>()
+        + &text;
     Ok(Report { json, text })
 }
 

@@ -8,7 +8,7 @@ use half::f16;
 use weft::io::{Generator, Preset, Split, SyntheticSpec, VectorWriter};
 use weft::{CancelToken, DType, DatasetView, Element};
 
-use super::{Report, known_format, metric_json, refuse_overwriting_inputs, secs};
+use super::{Report, known_format, metric_json, refuse_overwriting_inputs, secs, sidecar_path};
 use crate::progress::Session;
 
 /// Arguments of `weft gen`.
@@ -227,6 +227,14 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         written.push(serde_json::json!({ "path": path, "rows": rows, "dim": dim }));
         s.done();
     }
+    // What the data was generated for, beside it: build and gt take the metric from here.
+    let sidecar = sidecar_path(&args.out);
+    let description = serde_json::json!({
+        "generator": "weft gen", "preset": preset.name(), "metric": spec.metric.name(),
+        "seed": args.seed, "dtype": dtype, "scale": scale, "rows": args.n, "dim": dim,
+    });
+    std::fs::write(&sidecar, format!("{description:#}\n"))
+        .with_context(|| format!("writing {}", sidecar.display()))?;
     let elapsed = start.elapsed().as_secs_f64();
     let text = written
         .iter()
@@ -240,19 +248,20 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         })
         .collect::<String>()
         + &format!(
-            "preset {}{} (metric {}), seed {}, in {}\n",
+            "preset {}{} (metric {}, recorded in {}), seed {}, in {}\n",
             preset.name(),
             match spec.separation {
                 Some(sep) => format!(": {} clusters, separation {sep}", spec.clusters),
                 None => String::new(),
             },
             spec.metric,
+            sidecar.display(),
             args.seed,
             secs(elapsed)
         );
     let mut json = serde_json::json!({
         "preset": preset.name(), "metric": spec.metric, "seed": args.seed,
-        "spec": spec, "files": written, "seconds": elapsed, "dtype": dtype,
+        "spec": spec, "files": written, "seconds": elapsed, "dtype": dtype, "description": sidecar,
     });
     // One name for the metric in text and JSON (the spec's serde name for l2 is l2_squared).
     json["metric"] = metric_json(spec.metric);

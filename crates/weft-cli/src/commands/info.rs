@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use weft::graph::storage;
 use weft::io::Format;
 
-use super::{Report, graph_record, known_format, metric_json, tidy_floats};
+use super::{Report, graph_record, known_format, metric_json, parse_format, tidy_floats};
 use crate::progress::Session;
 
 /// Arguments of `weft info`.
@@ -20,13 +20,6 @@ pub struct Args {
     /// their header).
     #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
     pub format: Option<Format>,
-}
-
-fn parse_format(s: &str) -> Result<Format, String> {
-    Format::from_name(s).ok_or_else(|| {
-        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
-        format!("unknown format `{s}` (use {})", names.join(", "))
-    })
 }
 
 /// Describes files from their headers, or the machine.

@@ -29,10 +29,38 @@ pub fn parse_metric(s: &str) -> Result<Metric, String> {
     Metric::from_name(s).ok_or_else(|| format!("unknown metric `{s}` (use l2, ip or cosine)"))
 }
 
-/// Reads a vector file of any element type, rejecting NaN/inf unless allowed.
-pub fn read_vectors(path: &Path, allow_non_finite: bool) -> Result<AnyDataset> {
-    known_format(path, None)?;
-    let opts = ReadOptions::new().with_allow_non_finite(allow_non_finite);
+/// Parses a file format name (`--format`).
+pub fn parse_format(s: &str) -> Result<Format, String> {
+    Format::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown format `{s}` (use {})", names.join(", "))
+    })
+}
+
+/// The `--format` of the commands that read vectors (build, gt, search, eval).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct FormatArg {
+    /// Read the vector inputs (--data, --base, --queries) as this format instead of taking it
+    /// from their extensions: fvecs, bvecs, fbin, u8bin, i8bin or npy (for files named, e.g.,
+    /// `.bin`). Id files (--gt) keep theirs.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Option<Format>,
+}
+
+/// Reads a vector file of any element type, rejecting NaN/inf unless allowed; `format`
+/// overrides the one its extension names (`--format`).
+pub fn read_vectors(
+    path: &Path,
+    allow_non_finite: bool,
+    format: Option<Format>,
+) -> Result<AnyDataset> {
+    let mut opts = ReadOptions::new().with_allow_non_finite(allow_non_finite);
+    match format {
+        Some(f) => opts = opts.with_format(f),
+        None => {
+            known_format(path, Some("--format"))?;
+        }
+    }
     weft::io::read_any(path, &opts)
         .with_context(|| format!("reading vectors from {}", path.display()))
 }
@@ -258,6 +286,50 @@ pub fn graph_record(meta: &GraphMeta) -> Map<String, Value> {
         meta.data_fingerprint().map_or(Value::Null, Value::from),
     );
     m
+}
+
+/// The description `weft gen` writes beside a generated vector file: `<file>.weft.json`.
+pub fn sidecar_path(data: &Path) -> std::path::PathBuf {
+    let mut name = data.file_name().unwrap_or_default().to_os_string();
+    name.push(".weft.json");
+    data.with_file_name(name)
+}
+
+/// The metric `weft gen` recorded for `data` in its sidecar ([`sidecar_path`]), if any.
+pub fn generated_metric(data: &Path) -> Option<Metric> {
+    let text = std::fs::read_to_string(sidecar_path(data)).ok()?;
+    let doc: Value = serde_json::from_str(&text).ok()?;
+    Metric::from_name(doc.get("metric")?.as_str()?)
+}
+
+/// The metric a command uses on `data`: `--metric` when given, else the one `weft gen` recorded
+/// for the file, else l2. Also returns a note for people: where an implicit metric came from,
+/// or a warning when `--metric` differs from the recorded one (on stderr too).
+pub fn resolve_metric(given: Option<Metric>, data: &Path, json_notes: &mut Vec<String>) -> Metric {
+    let recorded = generated_metric(data);
+    match (given, recorded) {
+        (Some(m), Some(r)) if m != r => {
+            let note = format!(
+                "warning: --metric {m}, but {} was generated for {r} (see {}); the graph and \
+                 its distances use {m}",
+                data.display(),
+                sidecar_path(data).display()
+            );
+            eprintln!("{note}");
+            json_notes.push(note);
+            m
+        }
+        (Some(m), _) => m,
+        (None, Some(r)) => {
+            json_notes.push(format!(
+                "metric {r}: the one {} was generated for (see {}); --metric overrides it",
+                data.display(),
+                sidecar_path(data).display()
+            ));
+            r
+        }
+        (None, None) => Metric::L2Squared,
+    }
 }
 
 /// Formats seconds for people.
