@@ -138,8 +138,8 @@ fn write_split<T: Element>(
         start = end;
     }
     cancel.check()?;
-    Ok(w.finish()
-        .with_context(|| format!("finishing {}", path.display()))?)
+    w.finish()
+        .with_context(|| format!("finishing {}", path.display()))
 }
 
 /// Parses `-n`: a dataset of no vectors is an error, not an empty run that writes nothing.
