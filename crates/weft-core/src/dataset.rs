@@ -178,6 +178,18 @@ impl<'a, T: Element> DatasetView<'a, T> {
     /// is searched for the exact position. The norm is only computed (in `f64`) for blocks whose
     /// largest magnitude could reach the limit, so ordinary data costs one pass of comparisons.
     pub fn check_finite(&self) -> Result<()> {
+        self.check_rows(true)
+    }
+
+    /// Fails with [`Error::NonFinite`] naming the first NaN or infinite value, like
+    /// [`DatasetView::check_finite`] but without its norm limit: for readers, which return any
+    /// finite value as stored (the builders and searches refuse rows beyond [`MAX_NORM`]).
+    pub fn check_no_nan_or_inf(&self) -> Result<()> {
+        self.check_rows(false)
+    }
+
+    /// [`DatasetView::check_finite`], with the norm limit when `norms`.
+    fn check_rows(&self, norms: bool) -> Result<()> {
         if matches!(T::DTYPE, DType::U8 | DType::I8) || self.rows == 0 {
             return Ok(());
         }
@@ -187,7 +199,7 @@ impl<'a, T: Element> DatasetView<'a, T> {
         let blocks = self.rows.div_ceil(block_rows);
         let first_bad = |b: usize| {
             let rows = b * block_rows..((b + 1) * block_rows).min(self.rows);
-            self.first_unusable(rows)
+            self.first_unusable(rows, norms)
         };
         let bad = if blocks == 1 {
             first_bad(0)
@@ -211,7 +223,7 @@ impl<'a, T: Element> DatasetView<'a, T> {
 
     /// The first unusable row among `rows`: a branch-free test of the whole range first (any
     /// non-finite value, the largest magnitude), the exact position only when it fails.
-    fn first_unusable(&self, rows: Range<usize>) -> Option<Unusable> {
+    fn first_unusable(&self, rows: Range<usize>, norms: bool) -> Option<Unusable> {
         let scan = |s: &[T]| {
             s.iter().fold((false, 0f32), |(bad, big), v| {
                 (bad | !v.is_finite(), big.max(v.to_f32().abs()))
@@ -225,8 +237,9 @@ impl<'a, T: Element> DatasetView<'a, T> {
             }),
         };
         // A row's norm is at most sqrt(dim) times its largest magnitude.
-        let may_be_large =
-            T::DTYPE == DType::F32 && f64::from(largest) * (self.dim as f64).sqrt() > MAX_NORM;
+        let may_be_large = norms
+            && T::DTYPE == DType::F32
+            && f64::from(largest) * (self.dim as f64).sqrt() > MAX_NORM;
         if !failed && !may_be_large {
             return None;
         }
@@ -235,7 +248,7 @@ impl<'a, T: Element> DatasetView<'a, T> {
             if let Some(c) = row.iter().position(|v| !v.is_finite()) {
                 return Some(Unusable::NonFinite(r, c));
             }
-            if T::DTYPE != DType::F32 {
+            if !norms || T::DTYPE != DType::F32 {
                 return None;
             }
             let norm = row
@@ -503,6 +516,8 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+        // Readers check NaN and infinity only: the value is finite.
+        v.check_no_nan_or_inf().unwrap();
         // A NaN in an earlier row is reported first.
         let d = [f32::NAN, 2.0, 3e38, -3e38];
         let v = DatasetView::new(&d, 2, 2).unwrap();

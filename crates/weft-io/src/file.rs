@@ -544,22 +544,18 @@ fn transpose_columns<P: Pod + Send + Sync>(
         });
 }
 
-/// Fails with [`Error::NonFinite`] at the first NaN or infinity, or [`Error::TooLarge`] at the
-/// first row too long for finite distances ([`DatasetView::check_finite`]); rows are numbered from `first_row` (their number in the
+/// Fails with [`Error::NonFinite`] at the first NaN or infinity
+/// ([`DatasetView::check_no_nan_or_inf`]: any finite value reads back as stored; builders and
+/// searches refuse rows too long for finite distances); rows are numbered from `first_row` (their number in the
 /// file).
 fn check_finite<T: Element>(data: &[T], dim: usize, first_row: usize) -> Result<()> {
     DatasetView::from_flat(data, dim)?
-        .check_finite()
+        .check_no_nan_or_inf()
         .map_err(|e| match e {
             Error::NonFinite { row, col, value } => Error::NonFinite {
                 row: first_row + row,
                 col,
                 value,
-            },
-            Error::TooLarge { row, norm, limit } => Error::TooLarge {
-                row: first_row + row,
-                norm,
-                limit,
             },
             other => other,
         })
