@@ -54,6 +54,8 @@ fn k_100_works_with_the_default_beams() {
         "100",
     ]);
     assert_eq!(found["ids"][0].as_array().unwrap().len(), 100);
+    assert_eq!(found["beam"], 128);
+    assert_eq!(found["seed"], 0);
     let eval = ok_json(&[
         "eval",
         "--data",

@@ -321,7 +321,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         table(&points, args.k)
     );
     let mut json = serde_json::json!({
-        "queries": queries.rows(), "k": args.k, "threads": s.threads(), "runs": args.runs,
+        "queries": queries.rows(), "k": args.k, "seed": args.seed, "threads": s.threads(), "runs": args.runs,
         "algorithm": index.meta().algorithm(), "points": points,
         "entry_points": entry_points_json(&entries, entry_seconds),
     });

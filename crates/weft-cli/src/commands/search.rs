@@ -348,7 +348,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         format!("beam L={beam}")
     };
     let mut json = json!({
-        "queries": queries.rows(), "k": args.k, "mode": mode, "backend": out.backend,
+        "queries": queries.rows(), "k": args.k, "seed": args.seed, "beam": beam, "mode": mode, "backend": out.backend,
         "seconds": seconds, "qps": qps,
         "distance_computations": out.stats.distance_computations, "out": args.out,
         "entry_points": entries_json,
