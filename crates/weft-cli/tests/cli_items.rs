@@ -400,3 +400,52 @@ fn eval_warns_about_ground_truth_of_another_metric() {
         }
     }
 }
+
+#[test]
+fn errors_name_the_options_that_set_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = make_data(d, "s.fbin", 200, 5, "sift");
+    let graph = p(d, "g.wgraph");
+    let build = |algo: &str, extra: &[&str], needles: &[&str]| {
+        let mut args = vec!["build", "--algo", algo, "--data", &base, "--out", &graph];
+        args.extend_from_slice(extra);
+        fails_with(&args, needles);
+    };
+    build("cagra", &["-k", "5"], &["(set by -k)", "leave -k out"]);
+    build("nndescent", &[], &["(set by -k)", "give -k N"]);
+    build("nndescent", &["-k", "500"], &["(set by -k)", "k = 500"]);
+    build(
+        "rnndescent",
+        &["--param", "rho=abc"],
+        &["invalid parameter `rho` (set by --param rho)"],
+    );
+    build("bogus", &[], &["(set by --algo)", "rnndescent"]);
+    ok(&[
+        "build",
+        "--algo",
+        "rnndescent",
+        "--data",
+        &base,
+        "--out",
+        &graph,
+    ]);
+    fails_with(
+        &[
+            "search",
+            "--data",
+            &base,
+            "--graph",
+            &graph,
+            "--queries",
+            &p(d, "s.queries.fbin"),
+            "-k",
+            "500",
+            "--beam",
+            "512",
+            "--backend",
+            "cpu",
+        ],
+        &["(set by -k)", "k = 500 exceeds"],
+    );
+}

@@ -12,7 +12,7 @@ use weft::{Backend, Index, Metric};
 use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
 use super::{
     FormatArg, Report, collect_params, graph_record, metric_json, parse_metric, read_vectors,
-    refuse_overwriting_inputs, require_gpu, resolve_metric, secs,
+    refuse_overwriting_inputs, require_gpu, resolve_metric, secs, with_cli_names,
 };
 use crate::progress::Session;
 
@@ -124,6 +124,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         args.k,
         &ctx,
     )
+    .map_err(with_cli_names)
     .with_context(|| format!("building `{}` on {}", args.algo, args.data.display()))?;
     let build_seconds = start.elapsed().as_secs_f64();
     s.done();

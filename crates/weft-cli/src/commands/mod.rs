@@ -332,6 +332,30 @@ pub fn resolve_metric(given: Option<Metric>, data: &Path, json_notes: &mut Vec<S
     }
 }
 
+/// A library error in the words of the command line: an invalid parameter is named by the
+/// option that sets it (`-k`, `--threads`, `--algo`, else `--param NAME`), with what to do for
+/// the common k mistakes.
+pub fn with_cli_names(e: weft::Error) -> anyhow::Error {
+    let weft::Error::InvalidParams { name, reason } = &e else {
+        return e.into();
+    };
+    let option = match name.as_str() {
+        "k" => "-k".to_string(),
+        "threads" => "--threads".to_string(),
+        "algorithm" => "--algo".to_string(),
+        "params" => "--params".to_string(),
+        other => format!("--param {other}"),
+    };
+    let hint = if name == "k" && reason.contains("builds a search graph") {
+        "; leave -k out (the graph's degree is one of its parameters, see `weft algos`)"
+    } else if name == "k" && reason.contains("needs k") {
+        "; give -k N"
+    } else {
+        ""
+    };
+    anyhow!("invalid parameter `{name}` (set by {option}): {reason}{hint}")
+}
+
 /// Formats seconds for people.
 pub fn secs(s: f64) -> String {
     if s < 1e-3 {

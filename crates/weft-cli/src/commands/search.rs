@@ -13,7 +13,7 @@ use weft::{Index, SearchParams};
 
 use super::{
     FormatArg, Report, graph_record, id_output, known_format, read_vectors,
-    refuse_overwriting_inputs, require_gpu, same_file, secs,
+    refuse_overwriting_inputs, require_gpu, same_file, secs, with_cli_names,
 };
 use crate::progress::Session;
 
@@ -322,7 +322,8 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     s.stage("searching");
     let out = s
         .ctx(0)
-        .install(|| index.search_any(&queries, args.k, &params))??;
+        .install(|| index.search_any(&queries, args.k, &params))?
+        .map_err(with_cli_names)?;
     s.done();
     let seconds = out.elapsed.as_secs_f64();
     let qps = queries.rows() as f64 / seconds.max(1e-9);
