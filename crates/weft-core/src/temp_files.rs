@@ -16,7 +16,10 @@
 //!   `/proc/<pid>`). Files of running processes are left alone (another writer may be at work).
 //!   Where liveness cannot be told (not Linux) nothing is removed, and the names say what they
 //!   are: hidden, the target's name, the writer's pid and the `.weft-tmp` suffix; any of them
-//!   whose process is gone can be deleted by hand.
+//!   whose process is gone can be deleted by hand. Pids are those of this process's pid
+//!   namespace: two containers writing the same target in a shared folder at the same moment
+//!   could take each other's live temporary file for a dead one's (each write still renames
+//!   its own file, or fails).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
