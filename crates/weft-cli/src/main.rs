@@ -56,31 +56,18 @@ enum Command {
     Algos(commands::algos::Args),
 }
 
-/// The fewest threads `--threads` may always ask for, whatever the core count.
-const THREADS_FLOOR: usize = 64;
-
-/// The most threads `--threads` accepts: 4 times the cores available to this process, at
-/// least [`THREADS_FLOOR`]. Oversubscribing further gains nothing, and an absurd count (100000)
-/// would spend minutes starting threads.
-fn max_threads() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores.saturating_mul(4).max(THREADS_FLOOR)
-}
-
-/// Parses `--threads`: 1 to [`max_threads`].
+/// Parses `--threads`: 1 to `weft::core::ctx::max_threads()` (the larger of 64 and 4 times the
+/// cores available; an absurd count such as 100000 would spend minutes starting threads), the
+/// library's own check, so the same limit holds for every build and search.
 fn parse_threads(s: &str) -> Result<usize, String> {
     let n: usize = s
         .trim()
         .parse()
         .map_err(|_| format!("`{s}` is not a thread count"))?;
-    let max = max_threads();
-    if n == 0 || n > max {
-        return Err(format!(
-            "the thread count must be between 1 and {max} (the larger of {THREADS_FLOOR} and 4 \
-             times the {} cores available), got {n}",
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        ));
-    }
+    weft::core::ctx::check_threads(n).map_err(|e| match e {
+        weft::Error::InvalidParams { reason, .. } => reason,
+        other => other.to_string(),
+    })?;
     Ok(n)
 }
 

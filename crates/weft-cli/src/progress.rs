@@ -16,7 +16,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// Installs the Ctrl-C handler: the first press cancels the work, the second exits at once.
+    /// Installs the Ctrl-C handler: the first press cancels the work (every command looks at
+    /// the token: builds, searches, writes; a cancelled writer removes its temporary file), the
+    /// second exits at once, after deleting the temporary files of writes in progress (an exit
+    /// runs no destructors; see `weft::core::temp_files`).
     pub fn new(quiet: bool, threads: Option<usize>) -> Self {
         let cancel = CancelToken::new();
         let pressed = Arc::new(AtomicBool::new(false));
@@ -24,6 +27,7 @@ impl Session {
         // A failure to install the handler (e.g. one already set) only loses Ctrl-C handling.
         let _ = ctrlc::set_handler(move || {
             if again.swap(true, Ordering::SeqCst) {
+                weft::core::temp_files::remove_registered();
                 eprintln!("\ninterrupted again: exiting");
                 std::process::exit(130);
             }
@@ -43,6 +47,11 @@ impl Session {
             .with_threads(self.threads)
             .with_cancel(self.cancel.clone())
             .with_progress(self.progress.clone())
+    }
+
+    /// The token Ctrl-C cancels.
+    pub fn cancel_token(&self) -> &CancelToken {
+        &self.cancel
     }
 
     /// Reports a stage with no counter (a spinner).

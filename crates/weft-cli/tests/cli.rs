@@ -62,7 +62,7 @@ fn gen_gt_build_search_eval() {
         &graph,
     ]);
     assert_eq!(b["stats"]["num_nodes"], 1200);
-    assert_eq!(b["params"]["params"]["params"]["degree"], 24);
+    assert_eq!(b["params"]["degree"], 24);
     let gi = ok_json(&["info", &graph]);
     assert_eq!(gi[0]["type"], "graph");
     assert_eq!(gi[0]["algorithm"], "rnndescent");
@@ -162,7 +162,7 @@ fn gen_clustered_preset() {
         &base,
     ]);
     assert_eq!(g["preset"], "clustered");
-    assert_eq!(g["metric"], "l2_squared");
+    assert_eq!(g["metric"], "l2");
     assert_eq!(g["clusters"], 20);
     assert_eq!(g["separation"], 2.5);
     assert_eq!(g["spec"]["clusters"], 20);
@@ -541,7 +541,7 @@ fn cagra_build_and_eval() {
         &graph,
     ]);
     assert_eq!(b["stats"]["num_nodes"], 2000);
-    assert_eq!(b["params"]["params"]["params"]["graph_degree"], 24);
+    assert_eq!(b["params"]["graph_degree"], 24);
     let gi = ok_json(&["info", &graph]);
     assert_eq!(gi[0]["algorithm"], "cagra");
     let e = ok_json(&[
@@ -630,7 +630,7 @@ fn ggnn_build_and_eval() {
         &graph,
     ]);
     assert_eq!(b["stats"]["num_nodes"], 2000);
-    assert_eq!(b["params"]["params"]["params"]["k_build"], 24);
+    assert_eq!(b["params"]["k_build"], 24);
     let gi = ok_json(&["info", &graph]);
     assert_eq!(gi[0]["algorithm"], "ggnn");
     let e = ok_json(&[
@@ -708,7 +708,7 @@ fn build_gpu_mem_limit_flag() {
         &graph,
     ]);
     assert_eq!(b["stats"]["num_nodes"], 3000);
-    assert_eq!(b["params"]["params"]["params"]["gpu_mem_limit"], 4u64 << 20);
+    assert_eq!(b["params"]["gpu_mem_limit"], 4u64 << 20);
     fails_with(
         &[
             "build",

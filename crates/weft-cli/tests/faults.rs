@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Stdio;
 
-use common::{fails_with, ok, ok_json, p, text, weft, weft_cmd};
+use common::{fails_with, ok, ok_json, ok_text, p, text, weft, weft_cmd};
 
 /// A small sift-like base set (and `queries` queries beside it, `<stem>.queries.fbin`).
 fn make_data(dir: &Path, name: &str, n: usize, queries: usize) -> String {
@@ -310,7 +310,7 @@ fn info_says_an_os_error_once_and_offers_a_real_format_flag() {
         &["info", "--format", "bogus", &odd],
         &["unknown format `bogus`"],
     );
-    // Commands without --format say how to get a usable name instead.
+    // The commands that read vectors have --format too, and say so.
     let err = fails_with(
         &[
             "build",
@@ -323,7 +323,7 @@ fn info_says_an_os_error_once_and_offers_a_real_format_flag() {
             "--out",
             &p(d, "g.wgraph"),
         ],
-        &["unknown file extension `bin`", "symbolic link"],
+        &["unknown file extension `bin`", "--format FORMAT"],
     );
     assert!(!err.contains("name the format explicitly"), "{err}");
 }
@@ -353,7 +353,7 @@ fn parameters_print_as_their_f32_values() {
         "--out",
         &graph,
     ]);
-    assert_eq!(b["params"]["params"]["params"]["rho"].as_f64(), Some(0.6));
+    assert_eq!(b["params"]["rho"].as_f64(), Some(0.6));
     let info = text(&ok(&["info", &graph]).stdout);
     assert!(info.contains("\"rho\":0.6,"), "{info}");
 }
@@ -583,5 +583,167 @@ fn a_bad_shard_schedule_lists_the_accepted_values() {
         "shard_schedule={\"nearest\": 2}",
         "--out",
         &p(d, "g.wgraph"),
+    ]);
+}
+
+// 11. Finite values too large for finite distances (3e38).
+
+/// Writes an `.fbin` vector file.
+fn write_fbin(path: &str, rows: usize, dim: usize, values: &[f32]) {
+    let mut bytes = vec![];
+    bytes.extend_from_slice(&(rows as u32).to_le_bytes());
+    bytes.extend_from_slice(&(dim as u32).to_le_bytes());
+    for v in values {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn huge_finite_values_are_refused_alike_by_every_builder() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (rows, dim) = (50, 8);
+    let mut values: Vec<f32> = (0..rows * dim).map(|i| (i % 13) as f32).collect();
+    values[17 * dim + 3] = 3e38;
+    values[17 * dim + 4] = -3e38;
+    let base = p(d, "huge.fbin");
+    write_fbin(&base, rows, dim, &values);
+    for (algo, metric) in [
+        ("exact", "ip"),
+        ("exact", "cosine"),
+        ("exact", "l2"),
+        ("nndescent", "ip"),
+        ("rnndescent", "cosine"),
+        ("cagra", "ip"),
+    ] {
+        let mut args = vec!["build", "--algo", algo, "--metric", metric, "--data", &base];
+        if matches!(algo, "exact" | "nndescent") {
+            args.extend(["-k", "4"]);
+        }
+        let out = p(d, "g.wgraph");
+        args.extend(["--out", &out]);
+        fails_with(&args, &["row 17", "too large", "scale the data down"]);
+    }
+    // The same values scaled below the limit build, with finite distances.
+    let scaled: Vec<f32> = values.iter().map(|v| v * 1e-20).collect();
+    let small = p(d, "small.fbin");
+    write_fbin(&small, rows, dim, &scaled);
+    let out = p(d, "g.wgraph");
+    ok(&[
+        "build", "--algo", "exact", "--metric", "ip", "-k", "4", "--data", &small, "--out", &out,
+    ]);
+    let found = ok_json(&[
+        "search",
+        "--exact",
+        "--data",
+        &small,
+        "--graph",
+        &out,
+        "--queries",
+        &small,
+        "-k",
+        "3",
+    ]);
+    for row in found["distances"].as_array().unwrap() {
+        for v in row.as_array().unwrap() {
+            assert!(v.as_f64().is_some_and(f64::is_finite), "{v}");
+        }
+    }
+}
+
+// 12. A graph used with other data of the same shape; what graph files record.
+
+#[test]
+fn a_graph_with_other_data_of_the_same_shape_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let a = make_data(d, "a.fbin", 400, 20);
+    let b = p(d, "b.fbin");
+    ok(&[
+        "gen",
+        "-n",
+        "400",
+        "--queries",
+        "0",
+        "--seed",
+        "7",
+        "--out",
+        &b,
+    ]);
+    let graph = p(d, "g.wgraph");
+    let built = ok_json(&[
+        "build",
+        "--algo",
+        "rnndescent",
+        "--seed",
+        "9",
+        "--data",
+        &a,
+        "--out",
+        &graph,
+    ]);
+    // Recorded in the file and reported: seed, fingerprint, parameters one level deep.
+    assert_eq!(built["seed"], 9);
+    let fp = built["data_fingerprint"].as_str().unwrap().to_string();
+    assert!(fp.starts_with("crc32:"), "{fp}");
+    assert!(built["params"]["degree"].is_u64(), "{}", built["params"]);
+    assert!(built["params"].get("params").is_none());
+    assert_eq!(built["metric"], "l2");
+    let info = ok_json(&["info", &graph]);
+    assert_eq!(info[0]["seed"], 9);
+    assert_eq!(info[0]["data_fingerprint"], fp.as_str());
+    assert_eq!(info[0]["metric"], "l2");
+    assert!(info[0]["params"]["degree"].is_u64());
+    assert!(ok_text(&["info", &graph]).contains(&format!("seed: 9, data fingerprint: {fp}")));
+
+    let queries = p(d, "a.queries.fbin");
+    let with_a = ok_json(&[
+        "search",
+        "--data",
+        &a,
+        "--graph",
+        &graph,
+        "--queries",
+        &queries,
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(with_a["build"]["data_fingerprint"], fp.as_str());
+    for cmd in ["search", "eval"] {
+        fails_with(
+            &[
+                cmd,
+                "--data",
+                &b,
+                "--graph",
+                &graph,
+                "--queries",
+                &queries,
+                "--backend",
+                "cpu",
+            ],
+            &["other data of the same shape", &fp],
+        );
+    }
+
+    // A graph file written before fingerprints were recorded is accepted with either.
+    let (g, mut meta) =
+        weft::graph::storage::load(&graph, weft::graph::storage::LoadOptions::default()).unwrap();
+    let mut doc = meta.params_json().unwrap();
+    doc.as_object_mut().unwrap().remove("data_fingerprint");
+    meta.params = doc.to_string();
+    let old = p(d, "old.wgraph");
+    weft::graph::storage::save(&old, &g, &meta).unwrap();
+    ok(&[
+        "search",
+        "--data",
+        &b,
+        "--graph",
+        &old,
+        "--queries",
+        &queries,
+        "--backend",
+        "cpu",
     ]);
 }

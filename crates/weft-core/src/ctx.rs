@@ -65,6 +65,38 @@ impl PartialEq for CancelToken {
 
 impl Eq for CancelToken {}
 
+/// The fewest threads [`max_threads`] allows, whatever the core count.
+pub const THREADS_FLOOR: usize = 64;
+
+/// The most threads a [`BuildCtx`] (and so any build or search) may start: 4 times the cores
+/// available to this process, at least [`THREADS_FLOOR`]. Oversubscribing further gains
+/// nothing, and an absurd count (100000) would spend minutes starting threads; a larger
+/// request is an [`Error::InvalidParams`] for `threads`, never silently lowered.
+pub fn max_threads() -> usize {
+    available_cores().saturating_mul(4).max(THREADS_FLOOR)
+}
+
+/// The cores available to this process (1 when unknown).
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Checks a requested thread count: 1 to [`max_threads`].
+pub fn check_threads(n: usize) -> Result<()> {
+    let max = max_threads();
+    if n == 0 || n > max {
+        return Err(Error::invalid_param(
+            "threads",
+            format!(
+                "the thread count must be between 1 and {max} (the larger of {THREADS_FLOOR} \
+                 and 4 times the {} cores available), got {n}",
+                available_cores()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Everything a build or search needs besides data and parameters.
 #[derive(Clone)]
 pub struct BuildCtx {
@@ -144,15 +176,13 @@ impl BuildCtx {
         self.cancel.check()
     }
 
-    /// Runs `f` on the thread pool this context asks for.
+    /// Runs `f` on the thread pool this context asks for; a thread count outside 1 to
+    /// [`max_threads`] is an [`Error::InvalidParams`] for `threads`.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> Result<R> {
         match self.threads {
             None => Ok(f()),
-            Some(0) => Err(Error::invalid_param(
-                "threads",
-                "the thread count must be at least 1",
-            )),
             Some(n) => {
+                check_threads(n)?;
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(n)
                     .build()
@@ -162,5 +192,42 @@ impl BuildCtx {
                 Ok(pool.install(f))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 19's fault: `--threads 100000` spent minutes starting threads. The library refuses
+    /// a count above `max_threads` at once, with a typed error.
+    #[test]
+    fn absurd_thread_counts_are_refused_before_any_thread_starts() {
+        let start = std::time::Instant::now();
+        let ctx = BuildCtx::new(0).with_threads(Some(100_000));
+        match ctx.install(|| 1) {
+            Err(Error::InvalidParams { name, reason }) => {
+                assert_eq!(name, "threads");
+                assert!(reason.contains("100000"), "{reason}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(start.elapsed().as_secs() < 5);
+        assert!(
+            BuildCtx::new(0)
+                .with_threads(Some(0))
+                .install(|| 1)
+                .is_err()
+        );
+        assert_eq!(
+            BuildCtx::new(0)
+                .with_threads(Some(2))
+                .install(|| 7)
+                .unwrap(),
+            7
+        );
+        assert!(max_threads() >= THREADS_FLOOR);
+        check_threads(max_threads()).unwrap();
+        assert!(check_threads(max_threads() + 1).is_err());
     }
 }

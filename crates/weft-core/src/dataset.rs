@@ -12,6 +12,25 @@ use crate::{DType, Element, Error, Result};
 /// least one row).
 const FINITE_BLOCK_BYTES: usize = 64 << 10;
 
+/// The largest Euclidean norm an `f32` vector may have: 9.2e18, just under `sqrt(f32::MAX / 4)`
+/// (about 9.22e18).
+///
+/// Below it every distance of two such vectors stays finite in `f32`, whatever the metric and
+/// the order of summation: `|x.y| <= |x| |y| <= f32::MAX / 4`, `|x - y|^2 <= 4 max(|x|, |y|)^2
+/// <= f32::MAX`, and every partial sum is bounded by the same terms. Larger finite values (3e38
+/// is a finite `f32`) would overflow to infinity, or to NaN where an inner product adds
+/// `+inf` and `-inf`. The rule, one for every builder and search: [`DatasetView::check_finite`]
+/// refuses such rows with [`Error::TooLarge`]. Integer and `f16` data can never reach it.
+pub const MAX_NORM: f64 = 9.2e18;
+
+/// Why [`DatasetView::check_finite`] refuses a row.
+enum Unusable {
+    /// (row, column) of a NaN or infinity.
+    NonFinite(usize, usize),
+    /// (row, norm) of an `f32` row longer than [`MAX_NORM`].
+    TooLarge(usize, f64),
+}
+
 /// A borrowed, row-major set of `rows` vectors of dimension `dim`; row `i` starts at element
 /// `i * stride` (`stride >= dim`).
 pub struct DatasetView<'a, T> {
@@ -152,10 +171,25 @@ impl<'a, T: Element> DatasetView<'a, T> {
     }
 
     /// Fails with [`Error::NonFinite`] naming the first NaN or infinite value (the lowest row,
-    /// then the lowest column). Integer views pass without a scan; float views are tested in
-    /// blocks of whole rows of about 64 KiB on rayon's pool (or the installed one), and only
-    /// the lowest failing block is searched for the exact position.
+    /// then the lowest column), or with [`Error::TooLarge`] naming the first `f32` row whose
+    /// norm exceeds [`MAX_NORM`] (distances involving it could overflow), whichever row comes
+    /// first. Integer views pass without a scan; float views are tested in blocks of whole rows
+    /// of about 64 KiB on rayon's pool (or the installed one), and only the lowest failing block
+    /// is searched for the exact position. The norm is only computed (in `f64`) for blocks whose
+    /// largest magnitude could reach the limit, so ordinary data costs one pass of comparisons.
     pub fn check_finite(&self) -> Result<()> {
+        self.check_rows(true)
+    }
+
+    /// Fails with [`Error::NonFinite`] naming the first NaN or infinite value, like
+    /// [`DatasetView::check_finite`] but without its norm limit: for readers, which return any
+    /// finite value as stored (the builders and searches refuse rows beyond [`MAX_NORM`]).
+    pub fn check_no_nan_or_inf(&self) -> Result<()> {
+        self.check_rows(false)
+    }
+
+    /// [`DatasetView::check_finite`], with the norm limit when `norms`.
+    fn check_rows(&self, norms: bool) -> Result<()> {
         if matches!(T::DTYPE, DType::U8 | DType::I8) || self.rows == 0 {
             return Ok(());
         }
@@ -165,7 +199,7 @@ impl<'a, T: Element> DatasetView<'a, T> {
         let blocks = self.rows.div_ceil(block_rows);
         let first_bad = |b: usize| {
             let rows = b * block_rows..((b + 1) * block_rows).min(self.rows);
-            self.first_non_finite(rows)
+            self.first_unusable(rows, norms)
         };
         let bad = if blocks == 1 {
             first_bad(0)
@@ -174,30 +208,55 @@ impl<'a, T: Element> DatasetView<'a, T> {
         };
         match bad {
             None => Ok(()),
-            Some((row, col)) => Err(Error::NonFinite {
+            Some(Unusable::NonFinite(row, col)) => Err(Error::NonFinite {
                 row,
                 col,
                 value: self.row(row)[col].to_f32(),
             }),
+            Some(Unusable::TooLarge(row, norm)) => Err(Error::TooLarge {
+                row,
+                norm,
+                limit: MAX_NORM,
+            }),
         }
     }
 
-    /// The first non-finite value among `rows` as (row, column): a branch-free test of the
-    /// whole range first, the exact position only when it fails.
-    fn first_non_finite(&self, rows: Range<usize>) -> Option<(usize, usize)> {
-        let any_bad = |s: &[T]| s.iter().fold(false, |bad, v| bad | !v.is_finite());
-        let failed = match self.as_contiguous() {
-            Some(all) => any_bad(&all[rows.start * self.dim..rows.end * self.dim]),
-            None => rows
-                .clone()
-                .fold(false, |bad, r| bad | any_bad(self.row(r))),
+    /// The first unusable row among `rows`: a branch-free test of the whole range first (any
+    /// non-finite value, the largest magnitude), the exact position only when it fails.
+    fn first_unusable(&self, rows: Range<usize>, norms: bool) -> Option<Unusable> {
+        let scan = |s: &[T]| {
+            s.iter().fold((false, 0f32), |(bad, big), v| {
+                (bad | !v.is_finite(), big.max(v.to_f32().abs()))
+            })
         };
-        if !failed {
+        let (failed, largest) = match self.as_contiguous() {
+            Some(all) => scan(&all[rows.start * self.dim..rows.end * self.dim]),
+            None => rows.clone().fold((false, 0f32), |(bad, big), r| {
+                let (b, m) = scan(self.row(r));
+                (bad | b, big.max(m))
+            }),
+        };
+        // A row's norm is at most sqrt(dim) times its largest magnitude.
+        let may_be_large = norms
+            && T::DTYPE == DType::F32
+            && f64::from(largest) * (self.dim as f64).sqrt() > MAX_NORM;
+        if !failed && !may_be_large {
             return None;
         }
         rows.into_iter().find_map(|r| {
-            let c = self.row(r).iter().position(|v| !v.is_finite())?;
-            Some((r, c))
+            let row = self.row(r);
+            if let Some(c) = row.iter().position(|v| !v.is_finite()) {
+                return Some(Unusable::NonFinite(r, c));
+            }
+            if !norms || T::DTYPE != DType::F32 {
+                return None;
+            }
+            let norm = row
+                .iter()
+                .map(|v| f64::from(v.to_f32()).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            (norm > MAX_NORM).then_some(Unusable::TooLarge(r, norm))
         })
     }
 
@@ -438,6 +497,73 @@ mod tests {
         // Fortran order is refused rather than misread.
         let f = a.t();
         assert!(DatasetView::try_from(f).is_err());
+    }
+
+    /// Issue 19's fault: finite 3e38 values gave NaN distances for inner products (and were
+    /// accepted by some builders). One rule now: rows longer than `MAX_NORM` are refused by
+    /// `check_finite`, and every distance between rows up to it is finite for every metric.
+    #[test]
+    fn rows_too_long_for_finite_distances_are_refused() {
+        let d = [1.0f32, 2.0, 3e38, -3e38, 5.0, 6.0];
+        let v = DatasetView::new(&d, 3, 2).unwrap();
+        match v.check_finite() {
+            Err(e @ Error::TooLarge { row: 1, .. }) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("row 1") && msg.contains("scale the data down"),
+                    "{msg}"
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // Readers check NaN and infinity only: the value is finite.
+        v.check_no_nan_or_inf().unwrap();
+        // A NaN in an earlier row is reported first.
+        let d = [f32::NAN, 2.0, 3e38, -3e38];
+        let v = DatasetView::new(&d, 2, 2).unwrap();
+        assert!(matches!(
+            v.check_finite(),
+            Err(Error::NonFinite { row: 0, .. })
+        ));
+        // Many values each far below the limit, whose norm is not.
+        let dim = 128;
+        let big = vec![1e18f32; dim];
+        let v = DatasetView::new(&big, 1, dim).unwrap();
+        assert!(matches!(
+            v.check_finite(),
+            Err(Error::TooLarge { row: 0, .. })
+        ));
+        // In a later block too (the parallel path).
+        let mut many = vec![0.5f32; 4096 * dim];
+        many[3000 * dim + 7] = 3e38;
+        let v = DatasetView::new(&many, 4096, dim).unwrap();
+        assert!(matches!(
+            v.check_finite(),
+            Err(Error::TooLarge { row: 3000, .. })
+        ));
+    }
+
+    #[test]
+    fn rows_at_the_norm_limit_give_finite_distances() {
+        let dim = 16;
+        let x = (MAX_NORM / (dim as f64).sqrt()) as f32 * 0.999;
+        let a: Vec<f32> = (0..dim).map(|i| if i % 2 == 0 { x } else { -x }).collect();
+        let b: Vec<f32> = (0..dim).map(|i| if i < 8 { x } else { -x }).collect();
+        let c: Vec<f32> = a.iter().map(|v| -v).collect();
+        let rows = [a.clone(), b.clone(), c.clone()].concat();
+        let v = DatasetView::new(&rows, 3, dim).unwrap();
+        v.check_finite().unwrap();
+        for metric in crate::Metric::ALL {
+            for (p, q) in [(&a, &b), (&a, &c), (&b, &c), (&a, &a)] {
+                let d = metric.distance(p, q);
+                assert!(d.is_finite(), "{metric}: {d}");
+            }
+        }
+        assert!((crate::Metric::Cosine.distance(&a, &c) - 2.0).abs() < 1e-5);
+        assert!(crate::Metric::Cosine.distance(&a, &a).abs() < 1e-5);
+        // Integer data never reaches the limit and is not scanned.
+        let u = [255u8; 64];
+        DatasetView::new(&u, 1, 64).unwrap().check_finite().unwrap();
     }
 
     #[test]

@@ -196,11 +196,20 @@ fn x4_by_pairs<T>(f: fn(&[T], &[T]) -> f32, q: &[T], rows: [&[T]; 4]) -> [f32; 4
     rows.map(|r| f(q, r))
 }
 
-/// Cosine distance from a dot product and two squared norms.
+/// Cosine distance from a dot product and two squared norms. The product of two squared norms
+/// of vectors as long as [`MAX_NORM`](crate::dataset::MAX_NORM) overflows `f32`; such
+/// denominators are taken in `f64` (ordinary ones give the same result as before).
 #[inline]
 pub fn cosine_from_parts(dot: f32, na: f32, nb: f32) -> f32 {
     let denom = (na * nb).sqrt();
-    if denom > 0.0 { 1.0 - dot / denom } else { 1.0 }
+    if denom > 0.0 && denom.is_finite() {
+        1.0 - dot / denom
+    } else if denom > 0.0 {
+        let wide = (f64::from(na) * f64::from(nb)).sqrt();
+        (1.0 - f64::from(dot) / wide) as f32
+    } else {
+        1.0
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -40,6 +40,22 @@ pub enum Error {
         /// The offending value.
         value: f32,
     },
+    /// A finite `f32` vector so long that distances involving it could overflow `f32` (to
+    /// infinity, or NaN for inner products of such values): its Euclidean norm is above
+    /// [`crate::dataset::MAX_NORM`]. Every builder and search refuses such data alike
+    /// ([`crate::DatasetView::check_finite`]).
+    #[error(
+        "vector at row {row} is too large: its norm {norm:e} exceeds {limit:e}, beyond which \
+         distances overflow f32; scale the data down"
+    )]
+    TooLarge {
+        /// Row (vector) number, from 0.
+        row: usize,
+        /// Its Euclidean norm (computed in `f64`; may be infinite).
+        norm: f64,
+        /// [`crate::dataset::MAX_NORM`].
+        limit: f64,
+    },
     /// A graph breaks one of its invariants.
     #[error("invalid graph: {0}")]
     InvalidGraph(String),

@@ -545,11 +545,12 @@ fn transpose_columns<P: Pod + Send + Sync>(
 }
 
 /// Fails with [`Error::NonFinite`] at the first NaN or infinity
-/// ([`DatasetView::check_finite`]); rows are numbered from `first_row` (their number in the
+/// ([`DatasetView::check_no_nan_or_inf`]: any finite value reads back as stored; builders and
+/// searches refuse rows too long for finite distances); rows are numbered from `first_row` (their number in the
 /// file).
 fn check_finite<T: Element>(data: &[T], dim: usize, first_row: usize) -> Result<()> {
     DatasetView::from_flat(data, dim)?
-        .check_finite()
+        .check_no_nan_or_inf()
         .map_err(|e| match e {
             Error::NonFinite { row, col, value } => Error::NonFinite {
                 row: first_row + row,

@@ -138,6 +138,9 @@ pub(crate) struct RawWriter {
     dim: usize,
     rows: u64,
     out: BufWriter<tempfile::NamedTempFile>,
+    /// Keeps the temporary file on the process's list ([`weft_core::temp_files`]) until it is
+    /// renamed or removed.
+    _registration: weft_core::temp_files::Registration,
 }
 
 impl RawWriter {
@@ -169,11 +172,15 @@ impl RawWriter {
         let name = path
             .file_name()
             .ok_or_else(|| Error::InvalidInput(format!("{} is not a file path", path.display())))?;
+        // `.name.<pid>.<random>.weft-tmp`: see weft_core::temp_files, whose cleanup of files
+        // that killed writers of this target left behind runs first.
+        weft_core::temp_files::remove_stale(path);
         let temp = tempfile::Builder::new()
-            .prefix(&format!(".{}.", name.to_string_lossy()))
-            .suffix(".weft-tmp")
+            .prefix(&weft_core::temp_files::temp_prefix(name))
+            .suffix(weft_core::temp_files::TEMP_SUFFIX)
             .tempfile_in(dir)
             .map_err(|e| Error::io(path, e))?;
+        let registration = weft_core::temp_files::register(temp.path());
         let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, temp);
         match format {
             f if f.is_bin() => out
@@ -192,6 +199,7 @@ impl RawWriter {
             dim,
             rows: 0,
             out,
+            _registration: registration,
         })
     }
 

@@ -56,9 +56,11 @@ pub const BOUNDARY_FRACTION: f64 = 0.25;
 
 /// How an out-of-GPU-memory build cuts the rows into shards and which shard pairs it merges.
 ///
-/// Serialized as `"auto"` (the default), `"all_pairs"` or `{"nearest": m}`.
+/// Serialized as `"auto"` (the default), `"all_pairs"` or `{"nearest": m}`. Anything else
+/// fails to deserialize with a message that lists these forms ([`SHARD_SCHEDULE_FORMS`]), not
+/// serde's words about variants.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", try_from = "ScheduleRepr")]
 pub enum ShardSchedule {
     /// Locality-aware shards as [`ShardSchedule::Nearest`], with the smallest `m` whose merged
     /// pairs keep at least [`AUTO_KEPT`] of the true neighbour pairs of [`AUTO_PROBES`] probe
@@ -74,6 +76,43 @@ pub enum ShardSchedule {
     /// each shard merged with its `m` partner shards of highest boundary affinity: between
     /// `s m / 2` and `s m` merges (at most `s (s - 1) / 2`). `m` in `1..=4096`.
     Nearest(usize),
+}
+
+/// The accepted forms of a [`ShardSchedule`], for error messages.
+pub const SHARD_SCHEDULE_FORMS: &str = "`auto` (the default), `all_pairs` or {\"nearest\": M} \
+    with M partner shards in 1..=4096, e.g. {\"nearest\": 4}";
+
+/// What a [`ShardSchedule`] is read from: a name, or the one-key object `{"nearest": m}`.
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "this is not a shard schedule: use `auto` (the default), `all_pairs` or {\"nearest\": M} with M \
+                 partner shards in 1..=4096, e.g. {\"nearest\": 4}"
+)]
+enum ScheduleRepr {
+    Name(String),
+    #[serde(rename_all = "snake_case")]
+    Nearest {
+        nearest: usize,
+    },
+}
+
+impl TryFrom<ScheduleRepr> for ShardSchedule {
+    type Error = String;
+
+    fn try_from(r: ScheduleRepr) -> std::result::Result<Self, String> {
+        match r {
+            ScheduleRepr::Name(n) if n == "auto" => Ok(ShardSchedule::Auto),
+            ScheduleRepr::Name(n) if n == "all_pairs" => Ok(ShardSchedule::AllPairs),
+            ScheduleRepr::Name(n) if n == "nearest" => Err(format!(
+                "`nearest` needs its partner count M: use {SHARD_SCHEDULE_FORMS}"
+            )),
+            ScheduleRepr::Name(n) => Err(format!(
+                "`{n}` is not a shard schedule: use {SHARD_SCHEDULE_FORMS}"
+            )),
+            ScheduleRepr::Nearest { nearest } => Ok(ShardSchedule::Nearest(nearest)),
+        }
+    }
 }
 
 impl ShardSchedule {

@@ -420,10 +420,16 @@ impl Index {
         let graph = builder.build(&data, metric, k, &resolved, ctx)?;
         graph.validate()?;
         let info = builder.info();
-        let record = serde_json::json!({ "backend": info.backend, "k": k, "params": resolved });
         let meta = GraphMeta::new(metric)
             .with_data(data.dtype(), data.dim())
-            .with_params(info.name, &record)?;
+            .with_params(info.name, &resolved)?
+            .with_field(
+                "backend",
+                serde_json::to_value(info.backend).unwrap_or_default(),
+            )?
+            .with_field("k", k.into())?
+            .with_seed(ctx.seed())?
+            .with_data_fingerprint(&data_fingerprint(&data))?;
         Ok(Index {
             data,
             graph,
@@ -469,7 +475,12 @@ impl Index {
         Self::build_from_view(view, metric, algorithm, params, k, ctx)
     }
 
-    /// Assembles an index from a dataset and a graph built on it, checking that they agree.
+    /// Assembles an index from a dataset and a graph built on it, checking that they agree:
+    /// the graph's vertex count is the data's row count, and the recorded dimension, element
+    /// type and data fingerprint ([`data_fingerprint`]; graphs built through [`Index`] record
+    /// it, older files do not and are accepted) are the data's. A graph of other data of the
+    /// same shape is an [`Error::InvalidInput`]. The fingerprint is one CRC-32 pass over the
+    /// data, in parallel.
     pub fn from_parts(data: AnyDataset, graph: StoredGraph, meta: GraphMeta) -> Result<Index> {
         let n = graph.as_view().num_nodes();
         if n != data.rows() {
@@ -495,6 +506,19 @@ impl Index {
                 "the graph was built on {dtype} data but the data is {}",
                 data.dtype()
             )));
+        }
+        if let Some(recorded) = meta.data_fingerprint() {
+            let actual = data_fingerprint(&data);
+            if recorded != actual {
+                return Err(Error::InvalidInput(format!(
+                    "the graph was built on other data of the same shape ({} x {} {}): it \
+                     records the data fingerprint {recorded}, this data's is {actual}; give the \
+                     vectors the graph was built on, or build a graph on these",
+                    data.rows(),
+                    data.dim(),
+                    data.dtype()
+                )));
+            }
         }
         Ok(Index {
             data,
@@ -1106,6 +1130,26 @@ impl Index {
         let data = weft_io::read_any(&data_path, &ReadOptions::new())?;
         Index::from_parts(data, graph, meta)
     }
+}
+
+/// The fingerprint of `data` that graph files record and [`Index::from_parts`] checks
+/// ([`weft_graph::storage::data_fingerprint`] of its element type, shape and bytes).
+pub fn data_fingerprint(data: &AnyDataset) -> String {
+    fn of<T: Element>(view: DatasetView<'_, T>) -> String {
+        let fp = |values: &[T]| {
+            storage::data_fingerprint(
+                T::DTYPE,
+                view.rows(),
+                view.dim(),
+                bytemuck::cast_slice(values),
+            )
+        };
+        match view.as_contiguous() {
+            Some(all) => fp(all),
+            None => fp(&view.iter().flatten().copied().collect::<Vec<T>>()),
+        }
+    }
+    with_view!(data, |view| of(view))
 }
 
 /// Runs `search` on `queries` into `out`: in one call when `cancel` is `None`, else in batches

@@ -153,8 +153,24 @@ pub fn parse_params<P: Params + Serialize + DeserializeOwned>(
             ));
         }
     }
-    serde_json::from_value(merged)
-        .map_err(|e| Error::invalid_param("params", format!("`{algorithm}`: {e}")))
+    serde_json::from_value(merged).map_err(|e| {
+        // Name the parameter at fault: the first override that fails on its own over the
+        // defaults (serde's message names the type's accepted values: a unit enum's variants,
+        // a custom type's own description).
+        let culprit = overrides.as_object().and_then(|o| {
+            o.iter().find_map(|(key, value)| {
+                let mut one = serde_json::to_value(P::default()).ok()?;
+                one.as_object_mut()?.insert(key.clone(), value.clone());
+                serde_json::from_value::<P>(one)
+                    .err()
+                    .map(|e| (key.clone(), e))
+            })
+        });
+        match culprit {
+            Some((key, e)) => Error::invalid_param(key, format!("`{algorithm}`: {e}")),
+            None => Error::invalid_param("params", format!("`{algorithm}`: {e}")),
+        }
+    })
 }
 
 /// A [`KnnGraphBuilder`] in the registry.

@@ -26,9 +26,19 @@ fn graph_file(index: &Index) -> Vec<u8> {
     std::fs::read(&path).unwrap()
 }
 
-/// The build record of an index: `{"backend", "k", "params"}`.
+/// The build record of an index: `{"algorithm", "params", "backend", "k", "seed",
+/// "data_fingerprint"}`.
 fn record(index: &Index) -> serde_json::Value {
-    index.meta().params_json().unwrap()["params"].clone()
+    index.meta().params_json().unwrap()
+}
+
+/// The graph file of `index` without its build record (which records the seed): the graph.
+fn graph_only(index: &Index) -> Vec<u8> {
+    let meta = weft::GraphMeta::new(index.metric());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.wgraph");
+    storage::save(&path, index.graph(), &meta).unwrap();
+    std::fs::read(&path).unwrap()
 }
 
 /// Every CPU algorithm, with parameters away from the defaults where that is cheap.
@@ -95,14 +105,21 @@ fn typed_build_of_every_cpu_algorithm_equals_the_json_build() {
                 .build(base.clone())
                 .unwrap();
             assert_ne!(
-                graph_file(&other),
-                graph_file(&typed),
+                graph_only(&other),
+                graph_only(&typed),
                 "{name}: seed 8 vs 7"
             );
+            assert_eq!(record(&other)["seed"], 8, "{name}");
         }
         // The parameters are recorded as given: validated, never changed.
         assert_eq!(record(&typed)["params"], params, "{name}");
         assert_eq!(record(&typed)["backend"], "cpu", "{name}");
+        assert_eq!(record(&typed)["seed"], 7, "{name}");
+        assert_eq!(
+            record(&typed)["data_fingerprint"],
+            weft::index::data_fingerprint(&base.clone().into()),
+            "{name}"
+        );
         // The JSON description reads back as the same typed algorithm.
         assert_eq!(
             Algorithm::from_json(name, &params, algorithm.k()).unwrap(),

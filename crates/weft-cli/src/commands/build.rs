@@ -11,8 +11,8 @@ use weft::{Backend, Index, Metric};
 
 use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
 use super::{
-    Report, collect_params, parse_metric, read_vectors, refuse_overwriting_inputs, require_gpu,
-    secs, tidy_floats,
+    FormatArg, Report, collect_params, graph_record, metric_json, parse_metric, read_vectors,
+    refuse_overwriting_inputs, require_gpu, resolve_metric, secs, with_cli_names,
 };
 use crate::progress::Session;
 
@@ -50,9 +50,11 @@ pub struct Args {
     /// Vectors to index.
     #[arg(long)]
     pub data: PathBuf,
-    /// Metric: l2, ip or cosine.
-    #[arg(long, default_value = "l2", value_parser = parse_metric)]
-    pub metric: Metric,
+    /// Metric: l2, ip or cosine. Default: the metric `weft gen` generated the data for (it
+    /// records it in `<data>.weft.json`), else l2; a --metric other than the recorded one is
+    /// used, with a warning.
+    #[arg(long, value_parser = parse_metric)]
+    pub metric: Option<Metric>,
     /// Neighbours per vertex, for k-NN graph builders (exact, nndescent).
     #[arg(long, short)]
     pub k: Option<usize>,
@@ -74,6 +76,9 @@ pub struct Args {
     /// Output graph file (written atomically, with a checksum); it may not be the --data file.
     #[arg(long, short)]
     pub out: PathBuf,
+    /// The format of --data, when its extension does not say.
+    #[command(flatten)]
+    pub format: FormatArg,
 }
 
 /// Builds and saves a graph.
@@ -92,7 +97,9 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
             );
         }
     }
-    let data = read_vectors(&args.data, false)?;
+    let mut notes = vec![];
+    let metric = resolve_metric(args.metric, &args.data, &mut notes);
+    let data = read_vectors(&args.data, false, args.format.format)?;
     let mut params = collect_params(args.params.as_deref(), &args.param)?;
     if let Some(bytes) = args.gpu_mem_limit {
         if args.algo != "nndescent" {
@@ -110,14 +117,14 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let index = Index::build_with(
         &registry,
         data,
-        args.metric,
+        metric,
         &args.algo,
         args.backend.backend(),
         &params,
         args.k,
         &ctx,
     )
-    .map_err(|e| explain_param_error(e, &params))
+    .map_err(with_cli_names)
     .with_context(|| format!("building `{}` on {}", args.algo, args.data.display()))?;
     let build_seconds = start.elapsed().as_secs_f64();
     s.done();
@@ -138,14 +145,16 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         ),
     };
     let text = format!(
-        "built {} on {} ({} x {} {}, {}) in {}\n  graph: {} vertices, degree {} (mean out-degree {:.1}), {:.4} reachable from {from}, {} SCCs\n{}  wrote {}\n",
+        "built {} on {} ({} x {} {}, {}) in {}, seed {}, data fingerprint {}\n  graph: {} vertices, degree {} (mean out-degree {:.1}), {:.4} reachable from {from}, {} SCCs\n{}  wrote {}\n",
         args.algo,
         args.data.display(),
         index.data().rows(),
         index.data().dim(),
         index.data().dtype(),
-        args.metric,
+        metric,
         secs(build_seconds),
+        args.seed,
+        meta.data_fingerprint().unwrap_or_default(),
         stats.num_nodes,
         stats.max_degree,
         stats.out_degree.mean,
@@ -160,41 +169,28 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     );
     let mut json = serde_json::json!({
         "algorithm": args.algo, "data": args.data, "rows": index.data().rows(), "dim": index.data().dim(),
-        "dtype": index.data().dtype(), "metric": args.metric, "seconds": build_seconds,
-        "params": tidy_floats(meta.params_json()?), "stats": stats, "out": args.out,
+        "dtype": index.data().dtype(), "metric": metric_json(metric), "seconds": build_seconds,
+        "stats": stats, "out": args.out,
         "entry_points": entry_points_json(&entries, entry_seconds),
     });
     let obj = json.as_object_mut().expect("an object");
+    // algorithm, backend, k, params, seed and data_fingerprint, as the graph file records them.
+    obj.extend(graph_record(meta));
     obj.extend(graph_kind_fields(index.graph_kind()));
     if knn {
         obj.insert("note".into(), KNN_GRAPH_NOTE.into());
     }
-    Ok(Report { json, text })
-}
-
-/// The accepted values of the nndescent parameter `shard_schedule`, for its error message.
-const SHARD_SCHEDULES: &str = "`auto` (the default), `all_pairs` or {\"nearest\": M} with M \
-    partner shards in 1..=4096, e.g. --param 'shard_schedule={\"nearest\": 4}'";
-
-/// A build error made readable: a `shard_schedule` of the wrong shape fails in the parameters'
-/// deserialisation with a serde message that names neither the parameter nor its values
-/// ("invalid type: unit variant, expected newtype variant"); say both.
-fn explain_param_error(e: weft::Error, params: &serde_json::Value) -> anyhow::Error {
-    let schedule = params.get("shard_schedule");
-    let well_formed = match schedule {
-        None => true,
-        Some(serde_json::Value::String(s)) => s == "auto" || s == "all_pairs",
-        Some(serde_json::Value::Object(m)) => {
-            m.len() == 1 && m.get("nearest").is_some_and(|v| v.is_u64())
-        }
-        Some(_) => false,
-    };
-    match (schedule, &e) {
-        (Some(v), weft::Error::InvalidParams { .. }) if !well_formed => anyhow::anyhow!(
-            "invalid parameter `shard_schedule`: {v} is not a schedule; use {SHARD_SCHEDULES}"
-        ),
-        _ => e.into(),
+    if !notes.is_empty() {
+        obj.insert("metric_notes".into(), notes.clone().into());
     }
+    // Warnings went to stderr already; the note on an implicit metric goes with the summary.
+    let text = notes
+        .iter()
+        .filter(|n| !n.starts_with("warning:"))
+        .map(|n| format!("{n}\n"))
+        .collect::<String>()
+        + &text;
+    Ok(Report { json, text })
 }
 
 /// Parses a byte count: digits with an optional K, M, G or T suffix (powers of 1024), optionally

@@ -11,7 +11,7 @@ use weft::{AnyDataset, Index, Produces, Registry};
 
 use super::eval::{Point, sweep, table};
 use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
-use super::{Report, recall_ratio, secs, tidy_floats};
+use super::{Report, metric_json, recall_ratio, secs, tidy_floats};
 use crate::progress::Session;
 
 /// Arguments of `weft demo`.
@@ -168,7 +168,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         }
         let mut row = json!({
             "algorithm": algo.name, "backend": algo.backend, "build_seconds": build_seconds,
-            "params": tidy_floats(index.meta().params_json()?), "stats": stats, "search": points,
+            "params": tidy_floats(index.meta().algorithm_params().unwrap_or_default()), "stats": stats, "search": points,
             // The exact builder's row is searched exhaustively, not from entry points.
             "entry_points": if algo.name == "exact" {
                 serde_json::Value::Null
@@ -185,7 +185,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     }
     Ok(Report {
         json: json!({
-            "preset": preset.name(), "n": args.n, "queries": args.queries, "dim": base.dim(), "metric": metric,
+            "preset": preset.name(), "n": args.n, "queries": args.queries, "dim": base.dim(), "metric": metric_json(metric),
             "k": args.k, "threads": s.threads(), "seed": args.seed, "gpu": registry.gpu().describe(),
             "ground_truth": { "backend": gt_backend, "seconds": gt_seconds }, "results": results,
         }),

@@ -5,12 +5,14 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use weft::graph::recall::search_recall;
 use weft::io::IdMatrix;
-use weft::{Index, SearchParams};
+use weft::{AnyDataset, Backend, Index, Metric, Registry, SearchParams};
 
 use super::search::{
     GpuArgs, entry_points, entry_points_json, entry_points_text, graph_kind_fields, load_index,
 };
-use super::{Report, check_ground_truth, read_ids, read_vectors, recall_ratio};
+use super::{
+    FormatArg, Report, check_ground_truth, graph_record, read_ids, read_vectors, recall_ratio,
+};
 use crate::progress::Session;
 
 /// Arguments of `weft eval`.
@@ -31,9 +33,12 @@ pub struct Args {
     /// The k of recall@k.
     #[arg(long, short, default_value_t = 10)]
     pub k: usize,
-    /// Beam widths to sweep (comma-separated, each >= k).
-    #[arg(long, value_delimiter = ',', default_value = "10,16,32,64,128,256")]
-    pub beam: Vec<usize>,
+    /// Beam widths to sweep (comma-separated, each >= k). Default: those of 10, 16, 32, 64,
+    /// 128, 256 that are at least k, after k itself when it is not among them, doubled until
+    /// there are 4 (k = 100: 100, 128, 256, 512), none above 1024 (the GPU's largest list)
+    /// unless k is.
+    #[arg(long, value_delimiter = ',')]
+    pub beam: Option<Vec<usize>>,
     /// Timed runs per beam width (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
@@ -45,6 +50,27 @@ pub struct Args {
     /// itopk unless --itopk fixes it).
     #[command(flatten)]
     pub gpu: GpuArgs,
+    /// The format of --data and --queries, when their extensions do not say.
+    #[command(flatten)]
+    pub format: FormatArg,
+}
+
+/// The beam widths `weft eval` sweeps without --beam (see its help).
+pub fn default_beams(k: usize) -> Vec<usize> {
+    const WIDTHS: [usize; 6] = [10, 16, 32, 64, 128, 256];
+    const GPU_MAX: usize = 1024;
+    let mut beams: Vec<usize> = WIDTHS.into_iter().filter(|&b| b >= k).collect();
+    if beams.first() != Some(&k) {
+        beams.insert(0, k);
+    }
+    while beams.len() < 4 {
+        let next = beams[beams.len() - 1] * 2;
+        if next > GPU_MAX.max(k) {
+            break;
+        }
+        beams.push(next);
+    }
+    beams
 }
 
 /// One point of a QPS-recall curve.
@@ -97,6 +123,7 @@ pub fn sweep_with(
 ) -> Result<Vec<Point>> {
     let with = |beam: usize| SearchParams {
         beam_width: beam,
+        cancel: Some(s.cancel_token().clone()),
         ..base.clone()
     };
     if runs == 0 {
@@ -110,7 +137,7 @@ pub fn sweep_with(
     }
     for &beam in beams {
         if beam < k {
-            bail!("beam width {beam} is below k = {k}");
+            bail!("beam width {beam} is below k = {k}: every beam width must hold the k results");
         }
         ctx.check_cancelled()?;
         let mut times = vec![];
@@ -153,11 +180,93 @@ pub fn table(points: &[Point], k: usize) -> String {
     t
 }
 
+/// Queries whose exact neighbours `weft eval` compares with a given ground truth.
+const GT_CHECK_QUERIES: usize = 32;
+
+/// Below this share of agreement with exact search under the graph's metric, a given ground
+/// truth is reported as computed for another metric.
+const GT_AGREEMENT: f64 = 0.9;
+
+/// The first `m` rows of `d`.
+fn first_rows(d: &AnyDataset, m: usize) -> Result<AnyDataset> {
+    Ok(match d {
+        AnyDataset::F32(x) => AnyDataset::from_typed(x.view().slice_rows(0..m)?.to_dataset()),
+        AnyDataset::F16(x) => AnyDataset::from_typed(x.view().slice_rows(0..m)?.to_dataset()),
+        AnyDataset::U8(x) => AnyDataset::from_typed(x.view().slice_rows(0..m)?.to_dataset()),
+        AnyDataset::I8(x) => AnyDataset::from_typed(x.view().slice_rows(0..m)?.to_dataset()),
+    })
+}
+
+/// A warning when the ground truth `gt` does not look computed under the graph's metric: the
+/// exact k nearest neighbours of the first queries (CPU) under the graph's metric share less
+/// than [`GT_AGREEMENT`] of its first `k` ids; it names the metric that matches best.
+fn ground_truth_metric_warning(
+    index: &Index,
+    queries: &AnyDataset,
+    gt: &IdMatrix,
+    k: usize,
+    s: &Session,
+) -> Result<Option<String>> {
+    let m = queries.rows().min(GT_CHECK_QUERIES);
+    let k = k.min(gt.cols());
+    if m == 0 || k == 0 {
+        return Ok(None);
+    }
+    s.stage("checking the ground truth's metric");
+    let sample = first_rows(queries, m)?;
+    let registry = Registry::available();
+    let ctx = s.ctx(0);
+    let agreement = |metric: Metric| -> Result<f64> {
+        let (found, _) =
+            registry.exact_search(index.data(), &sample, metric, k, Some(Backend::Cpu), &ctx)?;
+        let hits: usize = (0..m)
+            .map(|q| {
+                let truth = &gt.row(q)[..k];
+                found
+                    .row_ids(q)
+                    .iter()
+                    .filter(|id| truth.contains(id))
+                    .count()
+            })
+            .sum();
+        Ok(hits as f64 / (m * k) as f64)
+    };
+    let own = index.metric();
+    let mine = agreement(own)?;
+    if mine >= GT_AGREEMENT {
+        s.done();
+        return Ok(None);
+    }
+    let mut best = None;
+    for other in Metric::ALL.into_iter().filter(|&x| x != own) {
+        let a = agreement(other)?;
+        if best.is_none_or(|(_, b)| a > b) {
+            best = Some((other, a));
+        }
+    }
+    s.done();
+    let likely = match best {
+        Some((other, a)) if a >= GT_AGREEMENT => format!(
+            "; it matches {other} ({:.0} %): it was probably computed with --metric {other}",
+            a * 100.0
+        ),
+        _ => String::new(),
+    };
+    Ok(Some(format!(
+        "warning: the ground truth agrees with exact {own} search (the graph's metric) on only \
+         {:.0} % of the first {k} neighbours of {m} queries{likely}; recall is measured against \
+         it as given",
+        mine * 100.0
+    )))
+}
+
 /// Measures recall@k and QPS over a sweep of beam widths.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    let beams = args.beam.clone().unwrap_or_else(|| default_beams(args.k));
     args.gpu.check()?;
-    let index = load_index(&args.data, &args.graph)?;
-    let queries = read_vectors(&args.queries, false)?;
+    args.gpu.check_k(args.k, &beams)?;
+    let index = load_index(&args.data, &args.graph, args.format.format)?;
+    let queries = read_vectors(&args.queries, false, args.format.format)?;
     let n = index.data().rows();
     let gt = match &args.gt {
         Some(p) => {
@@ -170,9 +279,10 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
                 bail!("k = {} exceeds the {n} indexed vectors", args.k);
             }
             s.stage("exact ground truth");
+            let exact_params = SearchParams::exact().with_cancel(s.cancel_token().clone());
             let exact = s
                 .ctx(0)
-                .install(|| index.search_any(&queries, args.k, &SearchParams::exact()))??;
+                .install(|| index.search_any(&queries, args.k, &exact_params))??;
             s.done();
             IdMatrix::new(exact.neighbors.ids, queries.rows(), args.k)?
         }
@@ -184,16 +294,25 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
             queries.rows()
         );
     }
+    let warning = match &args.gt {
+        Some(_) => ground_truth_metric_warning(&index, &queries, &gt, args.k, s)?,
+        None => None,
+    };
+    if let Some(w) = &warning {
+        eprintln!("{w}");
+    }
     let (entries, entry_seconds) = entry_points(&index, args.seed, s)?;
     s.stage("sweeping the beam width");
     let mut base = args.gpu.apply(SearchParams::default());
     base.seed = args.seed;
-    let points = sweep_with(
-        &index, &queries, &gt, args.k, &args.beam, args.runs, &base, s,
-    )?;
+    let points = sweep_with(&index, &queries, &gt, args.k, &beams, args.runs, &base, s)?;
     s.done();
     let text = format!(
-        "{}{} queries, k = {}, {} threads, median of {} runs\n{}",
+        "{}{}{} queries, k = {}, {} threads, median of {} runs\n{}",
+        warning
+            .as_ref()
+            .map(|w| format!("{w}\n"))
+            .unwrap_or_default(),
         entry_points_text(&index, &entries, entry_seconds),
         queries.rows(),
         args.k,
@@ -202,12 +321,36 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         table(&points, args.k)
     );
     let mut json = serde_json::json!({
-        "queries": queries.rows(), "k": args.k, "threads": s.threads(), "runs": args.runs,
+        "queries": queries.rows(), "k": args.k, "seed": args.seed, "threads": s.threads(), "runs": args.runs,
         "algorithm": index.meta().algorithm(), "points": points,
         "entry_points": entry_points_json(&entries, entry_seconds),
     });
-    json.as_object_mut()
-        .expect("an object")
-        .extend(graph_kind_fields(index.graph_kind()));
+    let fields = json.as_object_mut().expect("an object");
+    fields.extend(graph_kind_fields(index.graph_kind()));
+    // How the graph was built, as its file records it (seed, data fingerprint, ...).
+    fields.insert("build".into(), graph_record(index.meta()).into());
+    fields.insert("metric".into(), super::metric_json(index.metric()));
+    fields.insert("ground_truth_warning".into(), warning.into());
     Ok(Report { json, text })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_beams;
+    use crate::commands::search::default_beam;
+
+    #[test]
+    fn default_beams_hold_k() {
+        assert_eq!(default_beams(10), [10, 16, 32, 64, 128, 256]);
+        assert_eq!(default_beams(1), [1, 10, 16, 32, 64, 128, 256]);
+        assert_eq!(default_beams(100), [100, 128, 256, 512]);
+        assert_eq!(default_beams(256), [256, 512, 1024]);
+        assert_eq!(default_beams(2000), [2000]);
+        for k in [1, 10, 64, 65, 100, 1000] {
+            assert!(default_beams(k).iter().all(|&b| b >= k));
+            assert!(default_beam(k) >= k);
+        }
+        assert_eq!(default_beam(10), 64);
+        assert_eq!(default_beam(100), 128);
+    }
 }

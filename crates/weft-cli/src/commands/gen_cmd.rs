@@ -4,9 +4,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
-use weft::io::{Preset, Split, SyntheticSpec, VectorWriter};
+use half::f16;
+use weft::io::{Generator, Preset, Split, SyntheticSpec, VectorWriter};
+use weft::{CancelToken, DType, DatasetView, Element};
 
-use super::{Report, known_format, refuse_overwriting_inputs, secs};
+use super::{Report, known_format, metric_json, refuse_overwriting_inputs, secs, sidecar_path};
 use crate::progress::Session;
 
 /// Arguments of `weft gen`.
@@ -40,6 +42,104 @@ pub struct Args {
     /// Queries file (default: beside --out, named <stem>.queries.<ext>; not the --out file).
     #[arg(long)]
     pub queries_out: Option<PathBuf>,
+    /// Element type written: f32, f16, u8 or i8 (the file format must hold it: fbin, fvecs or
+    /// npy for f32; npy for f16; u8bin, bvecs or npy for u8; i8bin or npy for i8). Integer
+    /// types are scaled by one factor for base and queries (recorded as `scale`): none when the
+    /// generated values are already integers in the type's range (sift as u8), else the type's
+    /// largest value over the largest magnitude among the first 10,000 base rows; values are
+    /// then rounded and saturated. A scale keeps l2, ip and cosine rankings (up to rounding);
+    /// u8 is refused for presets with negative values (use i8).
+    #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
+    pub dtype: DtypeArg,
+}
+
+/// The element type `weft gen` writes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DtypeArg {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats.
+    F16,
+    /// Unsigned bytes (0..=255).
+    U8,
+    /// Signed bytes (-128..=127).
+    I8,
+}
+
+impl DtypeArg {
+    fn dtype(self) -> DType {
+        match self {
+            DtypeArg::F32 => DType::F32,
+            DtypeArg::F16 => DType::F16,
+            DtypeArg::U8 => DType::U8,
+            DtypeArg::I8 => DType::I8,
+        }
+    }
+}
+
+/// Base rows the integer scale is taken from.
+const SCALE_SAMPLE_ROWS: u64 = 10_000;
+
+/// Rows generated, converted and written per step (about 32 MiB of f32 values); Ctrl-C is looked
+/// at between steps.
+const STEP_BYTES: usize = 32 << 20;
+
+/// The factor the generated values are multiplied by before conversion to `dtype` (see
+/// `--dtype`).
+fn integer_scale(generator: &Generator, n: u64, dtype: DType, preset: &str) -> Result<f32> {
+    let (lo, hi) = match dtype {
+        DType::U8 => (0.0f32, 255.0f32),
+        DType::I8 => (-128.0, 127.0),
+        _ => return Ok(1.0),
+    };
+    let sample = generator.generate::<f32>(Split::Base, 0..n.min(SCALE_SAMPLE_ROWS))?;
+    let values = sample.as_slice();
+    let min = values.iter().copied().fold(f32::INFINITY, f32::min);
+    let max = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if dtype == DType::U8 && min < 0.0 {
+        bail!(
+            "--dtype u8: preset `{preset}` has negative values (down to {min}), which u8 cannot \
+             hold; use --dtype i8, f16 or f32"
+        );
+    }
+    if values.iter().all(|v| v.fract() == 0.0) && min >= lo && max <= hi {
+        return Ok(1.0);
+    }
+    let largest = min.abs().max(max.abs());
+    Ok(if largest > 0.0 { hi / largest } else { 1.0 })
+}
+
+/// Writes rows `0..n` of `split`, scaled by `scale` and converted to `T`, to `path`; looks at
+/// `cancel` between steps (a cancelled writer removes its temporary file). Returns the rows
+/// written.
+fn write_split<T: Element>(
+    generator: &Generator,
+    split: Split,
+    n: u64,
+    path: &Path,
+    scale: f32,
+    cancel: &CancelToken,
+) -> Result<usize> {
+    let dim = generator.spec().dim;
+    let mut w = VectorWriter::<T>::create(path, dim, None)?;
+    let step = (STEP_BYTES / (4 * dim)).max(1) as u64;
+    let mut start = 0u64;
+    while start < n {
+        cancel.check()?;
+        let end = (start + step).min(n);
+        let batch = generator.generate::<f32>(split, start..end)?;
+        let rows = batch.rows();
+        let values: Vec<T> = batch
+            .as_slice()
+            .iter()
+            .map(|&v| T::from_f32(v * scale))
+            .collect();
+        w.push_rows(DatasetView::new(&values, rows, dim)?)?;
+        start = end;
+    }
+    cancel.check()?;
+    w.finish()
+        .with_context(|| format!("finishing {}", path.display()))
 }
 
 /// Parses `-n`: a dataset of no vectors is an error, not an empty run that writes nothing.
@@ -106,6 +206,8 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         known_format(&queries_path, None)?;
         refuse_overwriting_inputs("--queries-out", &queries_path, &[("--out", &args.out)])?;
     }
+    let dtype = args.dtype.dtype();
+    let scale = integer_scale(&generator, args.n, dtype, preset.name())?;
     let mut written = vec![];
     for (split, n, path) in [
         (Split::Base, args.n, &args.out),
@@ -115,20 +217,30 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
             continue;
         }
         s.stage(&format!("writing {}", path.display()));
-        let mut w = VectorWriter::<f32>::create(path, dim, None)?;
-        generator.write_rows(split, n, &mut w)?;
-        let rows = w
-            .finish()
-            .with_context(|| format!("finishing {}", path.display()))?;
+        let cancel = s.cancel_token();
+        let rows = match args.dtype {
+            DtypeArg::F32 => write_split::<f32>(&generator, split, n, path, scale, cancel),
+            DtypeArg::F16 => write_split::<f16>(&generator, split, n, path, scale, cancel),
+            DtypeArg::U8 => write_split::<u8>(&generator, split, n, path, scale, cancel),
+            DtypeArg::I8 => write_split::<i8>(&generator, split, n, path, scale, cancel),
+        }?;
         written.push(serde_json::json!({ "path": path, "rows": rows, "dim": dim }));
         s.done();
     }
+    // What the data was generated for, beside it: build and gt take the metric from here.
+    let sidecar = sidecar_path(&args.out);
+    let description = serde_json::json!({
+        "generator": "weft gen", "preset": preset.name(), "metric": spec.metric.name(),
+        "seed": args.seed, "dtype": dtype, "scale": scale, "rows": args.n, "dim": dim,
+    });
+    std::fs::write(&sidecar, format!("{description:#}\n"))
+        .with_context(|| format!("writing {}", sidecar.display()))?;
     let elapsed = start.elapsed().as_secs_f64();
     let text = written
         .iter()
         .map(|w| {
             format!(
-                "wrote {} ({} x {})\n",
+                "wrote {} ({} x {} {dtype})\n",
                 w["path"].as_str().unwrap_or("?"),
                 w["rows"],
                 w["dim"]
@@ -136,20 +248,31 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         })
         .collect::<String>()
         + &format!(
-            "preset {}{} (metric {}), seed {}, in {}\n",
+            "preset {}{} (metric {}, recorded in {}), seed {}, in {}\n",
             preset.name(),
             match spec.separation {
                 Some(sep) => format!(": {} clusters, separation {sep}", spec.clusters),
                 None => String::new(),
             },
             spec.metric,
+            sidecar.display(),
             args.seed,
             secs(elapsed)
         );
     let mut json = serde_json::json!({
         "preset": preset.name(), "metric": spec.metric, "seed": args.seed,
-        "spec": spec, "files": written, "seconds": elapsed,
+        "spec": spec, "files": written, "seconds": elapsed, "dtype": dtype, "description": sidecar,
     });
+    // One name for the metric in text and JSON (the spec's serde name for l2 is l2_squared).
+    json["metric"] = metric_json(spec.metric);
+    json["spec"]["metric"] = metric_json(spec.metric);
+    if matches!(dtype, DType::U8 | DType::I8) {
+        json["scale"] = scale
+            .to_string()
+            .parse::<f64>()
+            .unwrap_or(scale as f64)
+            .into();
+    }
     if let Some(sep) = spec.separation {
         json["clusters"] = spec.clusters.into();
         // As written (an f32 widened to f64 would print 0.3 as 0.30000001192092896).

@@ -9,7 +9,8 @@ use weft::{Metric, Registry};
 
 use super::build::BackendArg;
 use super::{
-    Report, id_output, parse_metric, read_vectors, refuse_overwriting_inputs, require_gpu, secs,
+    FormatArg, Report, id_output, metric_json, parse_metric, read_vectors,
+    refuse_overwriting_inputs, require_gpu, resolve_metric, secs,
 };
 use crate::progress::Session;
 
@@ -25,15 +26,20 @@ pub struct Args {
     /// Neighbours per query.
     #[arg(long, short, default_value_t = 100)]
     pub k: usize,
-    /// Metric: l2, ip or cosine.
-    #[arg(long, default_value = "l2", value_parser = parse_metric)]
-    pub metric: Metric,
+    /// Metric: l2, ip or cosine. Default: the metric `weft gen` generated the base for (it
+    /// records it in `<base>.weft.json`), else l2; a --metric other than the recorded one is
+    /// used, with a warning.
+    #[arg(long, value_parser = parse_metric)]
+    pub metric: Option<Metric>,
     /// Output id file (ivecs, ibin or npy by extension).
     #[arg(long, short)]
     pub out: PathBuf,
     /// Where to compute: the GPU when there is one (auto), or the CPU or GPU explicitly.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: BackendArg,
+    /// The format of --base and --queries, when their extensions do not say.
+    #[command(flatten)]
+    pub format: FormatArg,
 }
 
 /// Exact k-NN of every query, written as ids.
@@ -48,15 +54,17 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     if args.backend == BackendArg::Gpu {
         require_gpu(&registry)?;
     }
-    let base = read_vectors(&args.base, false)?;
-    let queries = read_vectors(&args.queries, false)?;
+    let mut notes = vec![];
+    let metric = resolve_metric(args.metric, &args.base, &mut notes);
+    let base = read_vectors(&args.base, false, args.format.format)?;
+    let queries = read_vectors(&args.queries, false, args.format.format)?;
     let ctx = s.ctx(0);
     s.stage("exact search");
     let start = Instant::now();
     let (found, backend) = registry.exact_search(
         &base,
         &queries,
-        args.metric,
+        metric,
         args.k,
         args.backend.backend(),
         &ctx,
@@ -69,7 +77,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     Ok(Report {
         json: serde_json::json!({
             "out": args.out, "queries": found.rows(), "base": base.rows(), "k": args.k,
-            "metric": args.metric, "seconds": elapsed, "qps": qps, "backend": backend,
+            "metric": metric_json(metric), "metric_notes": notes, "seconds": elapsed, "qps": qps, "backend": backend,
             "gpu": registry.gpu().describe(),
         }),
         text: format!(
@@ -77,7 +85,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
             args.k,
             found.rows(),
             base.rows(),
-            args.metric,
+            metric,
             secs(elapsed),
             backend.name(),
             args.out.display()

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use weft::graph::storage;
 use weft::io::Format;
 
-use super::{Report, known_format, tidy_floats};
+use super::{Report, graph_record, known_format, metric_json, parse_format, tidy_floats};
 use crate::progress::Session;
 
 /// Arguments of `weft info`.
@@ -20,13 +20,6 @@ pub struct Args {
     /// their header).
     #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
     pub format: Option<Format>,
-}
-
-fn parse_format(s: &str) -> Result<Format, String> {
-    Format::from_name(s).ok_or_else(|| {
-        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
-        format!("unknown format `{s}` (use {})", names.join(", "))
-    })
 }
 
 /// Describes files from their headers, or the machine.
@@ -71,16 +64,26 @@ fn describe(path: &Path, format: Option<Format>) -> Result<(Value, String)> {
             h.file_len,
             h.checksum,
             h.meta
-                .params_json()
+                .algorithm_params()
                 .map(|v| tidy_floats(v).to_string())
-                .unwrap_or_else(|_| h.meta.params.clone())
+                .unwrap_or_else(|| "not recorded".into())
+        ) + &format!(
+            "  seed: {}, data fingerprint: {}\n",
+            h.meta
+                .seed()
+                .map_or_else(|| "not recorded".into(), |s| s.to_string()),
+            h.meta
+                .data_fingerprint()
+                .unwrap_or_else(|| "not recorded".into())
         );
-        let doc = json!({
+        let mut doc = json!({
             "path": path, "type": "graph", "version": h.version, "kind": h.kind.to_string(), "n": h.n,
-            "degree": h.degree, "metric": h.meta.metric, "dtype": h.meta.dtype, "dim": h.meta.dim,
-            "algorithm": algo, "params": tidy_floats(h.meta.params_json().unwrap_or(Value::Null)),
+            "degree": h.degree, "metric": metric_json(h.meta.metric), "dtype": h.meta.dtype, "dim": h.meta.dim,
             "entry_points": h.num_entry_points, "bytes": h.file_len, "checksum": h.checksum,
         });
+        let fields = doc.as_object_mut().expect("an object");
+        fields.extend(graph_record(&h.meta));
+        fields.insert("algorithm".into(), algo.into());
         return Ok((doc, text));
     }
     if format.is_none() {

@@ -14,7 +14,7 @@ use std::path::Path;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Map, Value};
 use weft::io::{Format, IdMatrix, ReadOptions};
-use weft::{AnyDataset, GpuStatus, Metric, NodeId, Registry};
+use weft::{AnyDataset, GpuStatus, GraphMeta, Metric, NodeId, Registry};
 
 /// A command's result.
 pub struct Report {
@@ -29,10 +29,38 @@ pub fn parse_metric(s: &str) -> Result<Metric, String> {
     Metric::from_name(s).ok_or_else(|| format!("unknown metric `{s}` (use l2, ip or cosine)"))
 }
 
-/// Reads a vector file of any element type, rejecting NaN/inf unless allowed.
-pub fn read_vectors(path: &Path, allow_non_finite: bool) -> Result<AnyDataset> {
-    known_format(path, None)?;
-    let opts = ReadOptions::new().with_allow_non_finite(allow_non_finite);
+/// Parses a file format name (`--format`).
+pub fn parse_format(s: &str) -> Result<Format, String> {
+    Format::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown format `{s}` (use {})", names.join(", "))
+    })
+}
+
+/// The `--format` of the commands that read vectors (build, gt, search, eval).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct FormatArg {
+    /// Read the vector inputs (--data, --base, --queries) as this format instead of taking it
+    /// from their extensions: fvecs, bvecs, fbin, u8bin, i8bin or npy (for files named, e.g.,
+    /// `.bin`). Id files (--gt) keep theirs.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Option<Format>,
+}
+
+/// Reads a vector file of any element type, rejecting NaN/inf unless allowed; `format`
+/// overrides the one its extension names (`--format`).
+pub fn read_vectors(
+    path: &Path,
+    allow_non_finite: bool,
+    format: Option<Format>,
+) -> Result<AnyDataset> {
+    let mut opts = ReadOptions::new().with_allow_non_finite(allow_non_finite);
+    match format {
+        Some(f) => opts = opts.with_format(f),
+        None => {
+            known_format(path, Some("--format"))?;
+        }
+    }
     weft::io::read_any(path, &opts)
         .with_context(|| format!("reading vectors from {}", path.display()))
 }
@@ -227,6 +255,105 @@ pub fn collect_params(params_json: Option<&str>, pairs: &[String]) -> Result<Val
         map.insert(key.to_string(), value);
     }
     Ok(Value::Object(map))
+}
+
+/// The metric as the CLI names it, in text and JSON alike: `l2`, `ip` or `cosine` (the
+/// library's serde name for l2 is `l2_squared`; the distances are squared Euclidean either way).
+pub fn metric_json(metric: Metric) -> Value {
+    Value::from(metric.name())
+}
+
+/// What a graph file records about its build, flattened into one level: `algorithm`,
+/// `backend`, `k`, `params` (the algorithm's own parameters, floats tidied), `seed` and
+/// `data_fingerprint` (null when the file does not record them: files written before seeds and
+/// fingerprints were).
+pub fn graph_record(meta: &GraphMeta) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(
+        "algorithm".into(),
+        meta.algorithm().map_or(Value::Null, Value::from),
+    );
+    for key in ["backend", "k"] {
+        m.insert(key.into(), meta.field(key).unwrap_or(Value::Null));
+    }
+    m.insert(
+        "params".into(),
+        tidy_floats(meta.algorithm_params().unwrap_or(Value::Null)),
+    );
+    m.insert("seed".into(), meta.seed().map_or(Value::Null, Value::from));
+    m.insert(
+        "data_fingerprint".into(),
+        meta.data_fingerprint().map_or(Value::Null, Value::from),
+    );
+    m
+}
+
+/// The description `weft gen` writes beside a generated vector file: `<file>.weft.json`.
+pub fn sidecar_path(data: &Path) -> std::path::PathBuf {
+    let mut name = data.file_name().unwrap_or_default().to_os_string();
+    name.push(".weft.json");
+    data.with_file_name(name)
+}
+
+/// The metric `weft gen` recorded for `data` in its sidecar ([`sidecar_path`]), if any.
+pub fn generated_metric(data: &Path) -> Option<Metric> {
+    let text = std::fs::read_to_string(sidecar_path(data)).ok()?;
+    let doc: Value = serde_json::from_str(&text).ok()?;
+    Metric::from_name(doc.get("metric")?.as_str()?)
+}
+
+/// The metric a command uses on `data`: `--metric` when given, else the one `weft gen` recorded
+/// for the file, else l2. Also returns a note for people: where an implicit metric came from,
+/// or a warning when `--metric` differs from the recorded one (on stderr too).
+pub fn resolve_metric(given: Option<Metric>, data: &Path, json_notes: &mut Vec<String>) -> Metric {
+    let recorded = generated_metric(data);
+    match (given, recorded) {
+        (Some(m), Some(r)) if m != r => {
+            let note = format!(
+                "warning: --metric {m}, but {} was generated for {r} (see {}); the graph and \
+                 its distances use {m}",
+                data.display(),
+                sidecar_path(data).display()
+            );
+            eprintln!("{note}");
+            json_notes.push(note);
+            m
+        }
+        (Some(m), _) => m,
+        (None, Some(r)) => {
+            json_notes.push(format!(
+                "metric {r}: the one {} was generated for (see {}); --metric overrides it",
+                data.display(),
+                sidecar_path(data).display()
+            ));
+            r
+        }
+        (None, None) => Metric::L2Squared,
+    }
+}
+
+/// A library error in the words of the command line: an invalid parameter is named by the
+/// option that sets it (`-k`, `--threads`, `--algo`, else `--param NAME`), with what to do for
+/// the common k mistakes.
+pub fn with_cli_names(e: weft::Error) -> anyhow::Error {
+    let weft::Error::InvalidParams { name, reason } = &e else {
+        return e.into();
+    };
+    let option = match name.as_str() {
+        "k" => "-k".to_string(),
+        "threads" => "--threads".to_string(),
+        "algorithm" => "--algo".to_string(),
+        "params" => "--params".to_string(),
+        other => format!("--param {other}"),
+    };
+    let hint = if name == "k" && reason.contains("builds a search graph") {
+        "; leave -k out (the graph's degree is one of its parameters, see `weft algos`)"
+    } else if name == "k" && reason.contains("needs k") {
+        "; give -k N"
+    } else {
+        ""
+    };
+    anyhow!("invalid parameter `{name}` (set by {option}): {reason}{hint}")
 }
 
 /// Formats seconds for people.

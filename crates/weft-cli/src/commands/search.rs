@@ -12,8 +12,8 @@ use weft::search::CagraSearchMode;
 use weft::{Index, SearchParams};
 
 use super::{
-    Report, id_output, known_format, read_vectors, refuse_overwriting_inputs, require_gpu,
-    same_file, secs,
+    FormatArg, Report, graph_record, id_output, known_format, read_vectors,
+    refuse_overwriting_inputs, require_gpu, same_file, secs, with_cli_names,
 };
 use crate::progress::Session;
 
@@ -34,9 +34,9 @@ pub struct Args {
     pub k: usize,
     /// Beam width (candidate list size L >= k); on the GPU, the internal list size (itopk)
     /// unless --itopk is given, or for a hierarchical (GGNN) graph the GGNN search's queue
-    /// size.
-    #[arg(long, default_value_t = 64)]
-    pub beam: usize,
+    /// size. Default: 64, or for k above 64, k rounded up to a multiple of 32 (k = 100: 128).
+    #[arg(long)]
+    pub beam: Option<usize>,
     /// Exhaustive search instead of the graph.
     #[arg(long)]
     pub exact: bool,
@@ -56,6 +56,9 @@ pub struct Args {
     /// Where the search runs, and the GPU search's options.
     #[command(flatten)]
     pub gpu: GpuArgs,
+    /// The format of --data and --queries, when their extensions do not say.
+    #[command(flatten)]
+    pub format: FormatArg,
 }
 
 /// Where a graph search runs.
@@ -121,7 +124,31 @@ pub struct GpuArgs {
     pub tau: f32,
 }
 
+/// The beam width `weft search` uses without --beam: 64, or for `k` above 64, `k` rounded up
+/// to a multiple of 32 (every list size must hold the k results).
+pub fn default_beam(k: usize) -> usize {
+    if k <= 64 { 64 } else { k.next_multiple_of(32) }
+}
+
 impl GpuArgs {
+    /// Refuses list sizes below `k` before any work, naming the option the user gave (not the
+    /// library's parameter, which on a machine without a GPU would name the GPU's `itopk`).
+    pub fn check_k(&self, k: usize, beams: &[usize]) -> Result<()> {
+        if let Some(b) = beams.iter().find(|&&b| b < k) {
+            bail!(
+                "--beam {b} is below -k {k}: every beam width (the CPU search's list size L, the \
+                 GPU's itopk) must hold the k results; give --beam {k} or more, or leave it out \
+                 for a default that fits k"
+            );
+        }
+        if let Some(itopk) = self.itopk
+            && itopk < k
+        {
+            bail!("--itopk {itopk} is below -k {k}: the GPU's list size must hold the k results");
+        }
+        Ok(())
+    }
+
     /// Refuses `--backend gpu` where no GPU back end can run, before any work.
     pub fn check(&self) -> Result<()> {
         if self.backend == BackendArg::Gpu {
@@ -149,9 +176,9 @@ impl GpuArgs {
     }
 }
 
-/// Loads data and graph as one index (the graph is memory-mapped and checksum-verified).
-pub fn load_index(data: &Path, graph: &Path) -> Result<Index> {
-    let vectors = read_vectors(data, false)?;
+/// Loads data (as `format`, else by its extension) and graph as one index (the graph is memory-mapped and checksum-verified).
+pub fn load_index(data: &Path, graph: &Path, format: Option<Format>) -> Result<Index> {
+    let vectors = read_vectors(data, false, format)?;
     let (g, meta) = storage::load(graph, LoadOptions::mmap())
         .with_context(|| format!("loading graph {}", graph.display()))?;
     Index::from_parts(vectors, g, meta).context("the graph does not belong to this data")
@@ -270,18 +297,22 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         refuse_overwriting_inputs("--distances-out", &d, &inputs)?;
         dists_out = Some(d);
     }
+    let beam = args.beam.unwrap_or_else(|| default_beam(args.k));
     if !args.exact {
         args.gpu.check()?;
+        args.gpu.check_k(args.k, &[beam])?;
     }
-    let index = load_index(&args.data, &args.graph)?;
-    let queries = read_vectors(&args.queries, false)?;
-    let params = if args.exact {
+    let index = load_index(&args.data, &args.graph, args.format.format)?;
+    let queries = read_vectors(&args.queries, false, args.format.format)?;
+    let mut params = if args.exact {
         SearchParams::exact()
     } else {
-        let mut p = args.gpu.apply(SearchParams::with_beam_width(args.beam));
+        let mut p = args.gpu.apply(SearchParams::with_beam_width(beam));
         p.seed = args.seed;
         p
     };
+    // Ctrl-C cancels the search (between batches of queries), like a build.
+    params.cancel = Some(s.cancel_token().clone());
     let (entries_json, entries_text) = if args.exact {
         (Value::Null, String::new())
     } else {
@@ -294,7 +325,8 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     s.stage("searching");
     let out = s
         .ctx(0)
-        .install(|| index.search_any(&queries, args.k, &params))??;
+        .install(|| index.search_any(&queries, args.k, &params))?
+        .map_err(with_cli_names)?;
     s.done();
     let seconds = out.elapsed.as_secs_f64();
     let qps = queries.rows() as f64 / seconds.max(1e-9);
@@ -313,20 +345,22 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     } else if out.backend == "gpu"
         && matches!(index.graph(), weft::graph::storage::StoredGraph::Hier(_))
     {
-        format!("gpu ggnn tau={} queue={}", args.gpu.tau, args.beam)
+        format!("gpu ggnn tau={} queue={beam}", args.gpu.tau)
     } else if out.backend == "gpu" {
-        format!("gpu itopk={}", args.gpu.itopk.unwrap_or(args.beam))
+        format!("gpu itopk={}", args.gpu.itopk.unwrap_or(beam))
     } else {
-        format!("beam L={}", args.beam)
+        format!("beam L={beam}")
     };
     let mut json = json!({
-        "queries": queries.rows(), "k": args.k, "mode": mode, "backend": out.backend,
+        "queries": queries.rows(), "k": args.k, "seed": args.seed, "beam": beam, "mode": mode, "backend": out.backend,
         "seconds": seconds, "qps": qps,
         "distance_computations": out.stats.distance_computations, "out": args.out,
         "entry_points": entries_json,
     });
     let fields = json.as_object_mut().expect("an object");
     fields.extend(graph_kind_fields(index.graph_kind()));
+    // How the graph was built, as its file records it (seed, data fingerprint, ...).
+    fields.insert("build".into(), graph_record(index.meta()).into());
     fields.insert("distances_out".into(), json!(dists_out));
     let mut listing = String::new();
     if args.out.is_none() {

@@ -1,0 +1,181 @@
+//! The temporary files of weft's atomic writers (graph files, vector and id files): their
+//! names, their removal when a process is interrupted, and the removal of those a killed
+//! process left behind.
+//!
+//! A writer of `dir/name` writes `dir/.name.<pid>.<unique>.weft-tmp` and renames it over
+//! `dir/name` once complete, so a reader never sees half a file. Such a temporary file is:
+//!
+//! - removed by the writer on any error or cancellation (its guard's `Drop`);
+//! - **registered** while it exists ([`register`]): [`remove_registered`] deletes every one of
+//!   this process's, for exits that skip destructors (the `weft` CLI calls it when a second
+//!   Ctrl-C exits at once);
+//! - **removed by the next writer of the same target** when its process is gone
+//!   ([`remove_stale`]): a process killed outright (SIGKILL, a crash, power loss) cannot clean
+//!   up, so before creating its own temporary file a writer of `dir/name` deletes each
+//!   `dir/.name.<pid>.*.weft-tmp` whose `<pid>` is not a running process (on Linux: no
+//!   `/proc/<pid>`). Files of running processes are left alone (another writer may be at work).
+//!   Where liveness cannot be told (not Linux) nothing is removed, and the names say what they
+//!   are: hidden, the target's name, the writer's pid and the `.weft-tmp` suffix; any of them
+//!   whose process is gone can be deleted by hand. Pids are those of this process's pid
+//!   namespace: two containers writing the same target in a shared folder at the same moment
+//!   could take each other's live temporary file for a dead one's (each write still renames
+//!   its own file, or fails).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The suffix of every weft temporary file.
+pub const TEMP_SUFFIX: &str = ".weft-tmp";
+
+/// The temporary files of this process that exist now.
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// `.name.<pid>.`: how this process's temporary files for a target named `name` begin (the
+/// unique part and [`TEMP_SUFFIX`] follow).
+pub fn temp_prefix(name: &OsStr) -> OsString {
+    let mut p = OsString::from(".");
+    p.push(name);
+    p.push(format!(".{}.", std::process::id()));
+    p
+}
+
+/// The temporary file `dir/.name.<pid>.<unique>.weft-tmp` for the target `dir/name`.
+pub fn temp_path(dir: &Path, name: &OsStr, unique: impl std::fmt::Display) -> PathBuf {
+    let mut p = temp_prefix(name);
+    p.push(format!("{unique}{TEMP_SUFFIX}"));
+    dir.join(p)
+}
+
+/// Keeps a temporary file in this process's list while it lives (dropping it takes the path
+/// off the list; it does not delete the file).
+#[derive(Debug)]
+pub struct Registration(PathBuf);
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = live.iter().position(|p| *p == self.0) {
+            live.swap_remove(i);
+        }
+    }
+}
+
+/// Puts `path` on the list [`remove_registered`] deletes, until the returned guard is dropped.
+pub fn register(path: &Path) -> Registration {
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(path.to_path_buf());
+    Registration(path.to_path_buf())
+}
+
+/// Deletes every registered temporary file of this process; returns how many were deleted. For
+/// exits that skip destructors (`std::process::exit` from a signal handler).
+pub fn remove_registered() -> usize {
+    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    live.iter()
+        .filter(|p| std::fs::remove_file(p).is_ok())
+        .count()
+}
+
+/// Whether process `pid` is running: on Linux, whether `/proc/<pid>` exists; elsewhere it
+/// cannot be told cheaply and every process counts as running.
+fn process_running(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
+    }
+}
+
+/// Deletes the temporary files that writers of `target` left behind in its directory when
+/// their process died (`.name.<pid>.*.weft-tmp` whose `<pid>` no longer runs, this process's
+/// own never); returns how many were deleted. Errors (an unreadable directory, a file gone
+/// meanwhile) are ignored: this is housekeeping, and the write that follows reports real
+/// problems.
+pub fn remove_stale(target: &Path) -> usize {
+    let Some(name) = target.file_name() else {
+        return 0;
+    };
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut head = OsString::from(".");
+    head.push(name);
+    head.push(".");
+    let (Some(head), Ok(entries)) = (head.to_str(), std::fs::read_dir(dir)) else {
+        return 0;
+    };
+    let me = std::process::id();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(rest) = file_name
+            .to_str()
+            .and_then(|f| f.strip_prefix(head))
+            .and_then(|r| r.strip_suffix(TEMP_SUFFIX))
+        else {
+            continue;
+        };
+        let Some(pid) = rest
+            .split_once('.')
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != me && !process_running(pid) && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pid no process has: that of a child which has exited and been reaped.
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn stale_files_of_dead_writers_are_removed_and_live_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("weft-temp-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("g.wgraph");
+        let dead = dir.join(format!(".g.wgraph.{}.0{TEMP_SUFFIX}", dead_pid()));
+        let mine = temp_path(&dir, OsStr::new("g.wgraph"), 0);
+        let other_target = dir.join(format!(".h.wgraph.{}.0{TEMP_SUFFIX}", dead_pid()));
+        let not_ours = dir.join(format!(".g.wgraph.{}.0.tmp", dead_pid()));
+        for p in [&dead, &mine, &other_target, &not_ours] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        assert_eq!(remove_stale(&target), 1);
+        assert!(!dead.exists());
+        assert!(mine.exists() && other_target.exists() && not_ours.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn registered_files_are_removed_on_request() {
+        let dir = std::env::temp_dir().join(format!("weft-temp-reg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = temp_path(&dir, OsStr::new("a.fbin"), 1);
+        let b = temp_path(&dir, OsStr::new("b.fbin"), 2);
+        std::fs::write(&a, b"x").unwrap();
+        std::fs::write(&b, b"x").unwrap();
+        let _ga = register(&a);
+        let gb = register(&b);
+        drop(gb); // b is committed: no longer this process's to remove.
+        assert!(remove_registered() >= 1);
+        assert!(!a.exists());
+        assert!(b.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
