@@ -4,7 +4,8 @@
 //! every crate's kernels inline the same headers. Never runs nvidia-smi or touches a GPU.
 
 fn main() {
-    let manifest = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let manifest =
+        std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let include = manifest.join("kernels").join("include");
     println!("cargo::metadata=include={}", include.display());
     let modules = weft_kernel_build::build_crate_kernels("crate");

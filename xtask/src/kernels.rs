@@ -59,7 +59,10 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let modules = workspace_modules(&root)?;
     if modules.is_empty() {
-        bail!("no kernel modules under {}/crates/*/kernels", root.display());
+        bail!(
+            "no kernel modules under {}/crates/*/kernels",
+            root.display()
+        );
     }
     let mut report = String::new();
     let mut warnings = 0usize;

@@ -60,7 +60,13 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let root = root();
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(&root)
         .output()
         .context("run cargo metadata")?;
@@ -110,10 +116,7 @@ fn check_package(pkg: &Value, root: &Path, problems: &mut Vec<String>) -> Result
     for dep in &deps {
         let dep_name = dep["name"].as_str().unwrap_or_default();
         // The name the code uses: a rename, else the package name.
-        let code_name = dep["rename"]
-            .as_str()
-            .unwrap_or(dep_name)
-            .replace('-', "_");
+        let code_name = dep["rename"].as_str().unwrap_or(dep_name).replace('-', "_");
         let kind = dep["kind"].as_str().unwrap_or("normal");
         if dep_name == "cudarc" && name != "weft-gpu" {
             problems.push(format!(
@@ -258,10 +261,7 @@ mod tests {
     #[test]
     fn every_layer_is_unique_and_known() {
         for (i, (a, _)) in LAYERS.iter().enumerate() {
-            assert!(
-                LAYERS[i + 1..].iter().all(|(b, _)| a != b),
-                "{a} twice"
-            );
+            assert!(LAYERS[i + 1..].iter().all(|(b, _)| a != b), "{a} twice");
         }
         assert_eq!(layer("weft-gpu"), Some(3));
         assert_eq!(layer("nope"), None);

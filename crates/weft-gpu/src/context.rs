@@ -575,7 +575,11 @@ impl GpuContext {
     /// Copies `src` into the device view `dst` of the same length (a plain copy; for large
     /// uploads into new buffers, [`GpuContext::upload`] stages through pinned memory).
     /// Synchronises before returning, so `src` may change or go right after.
-    pub fn copy_to_device<T: DeviceCopy>(&self, src: &[T], dst: &mut DeviceViewMut<'_, T>) -> Result<()> {
+    pub fn copy_to_device<T: DeviceCopy>(
+        &self,
+        src: &[T],
+        dst: &mut DeviceViewMut<'_, T>,
+    ) -> Result<()> {
         if src.len() != dst.len() {
             return Err(Error::InvalidInput(format!(
                 "copy of {} elements into a device range of {}",
@@ -593,7 +597,11 @@ impl GpuContext {
     }
 
     /// Copies the device view `src` into `dst` of the same length; synchronises.
-    pub fn copy_to_host<T: DeviceCopy>(&self, src: &DeviceView<'_, T>, dst: &mut [T]) -> Result<()> {
+    pub fn copy_to_host<T: DeviceCopy>(
+        &self,
+        src: &DeviceView<'_, T>,
+        dst: &mut [T],
+    ) -> Result<()> {
         if src.len() != dst.len() {
             return Err(Error::InvalidInput(format!(
                 "copy of a device range of {} elements into {}",
@@ -735,10 +743,13 @@ impl GpuContext {
             return Ok(f.clone());
         }
         let m = self.module(kernel.module)?;
-        let f = m.module.load_function(kernel.symbol).map_err(gpu_err(format!(
-            "kernel {} in module {}",
-            kernel.symbol, kernel.module.name
-        )))?;
+        let f = m
+            .module
+            .load_function(kernel.symbol)
+            .map_err(gpu_err(format!(
+                "kernel {} in module {}",
+                kernel.symbol, kernel.module.name
+            )))?;
         self.functions
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -165,9 +165,11 @@ impl<T: Element> DeviceMatrix<T> {
         let elem = std::mem::size_of::<T>();
         let row_bytes = self.stride * elem;
         let total = data.rows() * row_bytes;
-        ctx.upload_staged(&mut self.buf.inner_mut().slice_mut(0..total), total, |offset, piece| {
-            pack_padded(data, row_bytes, offset, piece)
-        })?;
+        ctx.upload_staged(
+            &mut self.buf.inner_mut().slice_mut(0..total),
+            total,
+            |offset, piece| pack_padded(data, row_bytes, offset, piece),
+        )?;
         self.rows = data.rows();
         Ok(())
     }

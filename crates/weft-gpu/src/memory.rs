@@ -8,7 +8,9 @@
 
 use std::ops::{Bound, Range, RangeBounds};
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr, ValidAsZeroBits,
+};
 
 use crate::kernel::{In, Out};
 
@@ -125,7 +127,10 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 
     /// Elements `bounds`, writable; panics when they are not within the buffer.
-    pub fn slice_mut(&mut self, bounds: impl RangeBounds<usize> + std::fmt::Debug) -> DeviceViewMut<'_, T> {
+    pub fn slice_mut(
+        &mut self,
+        bounds: impl RangeBounds<usize> + std::fmt::Debug,
+    ) -> DeviceViewMut<'_, T> {
         let len = self.len();
         let r = range_in(&bounds, len).unwrap_or_else(|| out_of_range(&bounds, len));
         let stream = self.inner.stream().clone();
@@ -216,7 +221,10 @@ impl<'a, T> DeviceViewMut<'a, T> {
     }
 
     /// Elements `bounds` of this view, writable; panics when they are not within it.
-    pub fn slice_mut(&mut self, bounds: impl RangeBounds<usize> + std::fmt::Debug) -> DeviceViewMut<'_, T> {
+    pub fn slice_mut(
+        &mut self,
+        bounds: impl RangeBounds<usize> + std::fmt::Debug,
+    ) -> DeviceViewMut<'_, T> {
         let len = self.len();
         let r = range_in(&bounds, len).unwrap_or_else(|| out_of_range(&bounds, len));
         DeviceViewMut {

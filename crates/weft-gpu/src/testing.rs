@@ -61,7 +61,11 @@ pub fn assert_nvrtc_compiles(test: &str, modules: &[&crate::KernelModule]) {
                     &crate::loader::nvrtc_options(arch),
                 )
                 .unwrap_or_else(|e| panic!("{test}: module {} sm_{arch}: {e}", m.name));
-            assert!(!cubin.is_empty(), "{test}: module {} sm_{arch}: empty cubin", m.name);
+            assert!(
+                !cubin.is_empty(),
+                "{test}: module {} sm_{arch}: empty cubin",
+                m.name
+            );
             assert!(log.is_empty(), "{test}: module {} sm_{arch}: {log}", m.name);
         }
     }

@@ -73,7 +73,11 @@ pub fn list_modules(kernels: &Path) -> std::io::Result<Vec<Module>> {
 /// The module's `.cu` files concatenated, each `#include "weft/..."` replaced by the header
 /// from `include_dir` (once per module), with `#line` markers so that compiler messages name
 /// the original files. `kernels` is the folder the files are shown relative to.
-pub fn flatten_module(kernels: &Path, include_dir: &Path, files: &[PathBuf]) -> std::io::Result<String> {
+pub fn flatten_module(
+    kernels: &Path,
+    include_dir: &Path,
+    files: &[PathBuf],
+) -> std::io::Result<String> {
     let mut out = String::new();
     let mut seen = HashSet::new();
     for f in files {
@@ -144,7 +148,13 @@ pub fn find_nvcc(start: &Path) -> Option<PathBuf> {
 
 /// Runs `nvcc MODE -O3 -std=c++17 -lineinfo EXTRA -o dst src` (e.g. `MODE` = `["-cubin",
 /// "-arch=sm_90"]`); on failure, the compiler's messages.
-pub fn nvcc_compile(nvcc: &Path, src: &Path, dst: &Path, mode: &[&str], extra: &[&str]) -> Result<String, String> {
+pub fn nvcc_compile(
+    nvcc: &Path,
+    src: &Path,
+    dst: &Path,
+    mode: &[&str],
+    extra: &[&str],
+) -> Result<String, String> {
     let out = Command::new(nvcc)
         .args(mode)
         .args(["-O3", "-std=c++17", "-lineinfo"])
@@ -155,7 +165,11 @@ pub fn nvcc_compile(nvcc: &Path, src: &Path, dst: &Path, mode: &[&str], extra: &
         .output()
         .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
     let msg = String::from_utf8_lossy(&out.stderr).into_owned();
-    if out.status.success() { Ok(msg) } else { Err(msg) }
+    if out.status.success() {
+        Ok(msg)
+    } else {
+        Err(msg)
+    }
 }
 
 /// The element type a macro-instantiated kernel is compiled for.
@@ -293,13 +307,20 @@ fn find_globals(text: &str) -> Result<Vec<RawKernel>, String> {
         let mut rest = text[from..].trim_start();
         rest = rest
             .strip_prefix("void")
-            .ok_or_else(|| format!("a __global__ function that does not return void near `{}`", head(rest)))?
+            .ok_or_else(|| {
+                format!(
+                    "a __global__ function that does not return void near `{}`",
+                    head(rest)
+                )
+            })?
             .trim_start();
         if let Some(r) = rest.strip_prefix("__launch_bounds__") {
             let (_, after) = balanced(r.trim_start())?;
             rest = after.trim_start();
         }
-        let open = rest.find('(').ok_or_else(|| format!("no parameter list after `{}`", head(rest)))?;
+        let open = rest
+            .find('(')
+            .ok_or_else(|| format!("no parameter list after `{}`", head(rest)))?;
         let name: String = rest[..open].split_whitespace().collect();
         let (params, _) = balanced(&rest[open..])?;
         found.push(RawKernel {
@@ -410,7 +431,9 @@ fn parse_param(decl: &str, element_param: Option<&str>, kernel: &str) -> Result<
         .collect();
     let base = base.join(" ");
     if decl.matches('*').count() > 1 {
-        return Err(format!("kernel {kernel}: parameter `{decl}` is a pointer to a pointer"));
+        return Err(format!(
+            "kernel {kernel}: parameter `{decl}` is a pointer to a pointer"
+        ));
     }
     let rust_type = if Some(base.as_str()) == element_param {
         if !pointer {
@@ -421,7 +444,9 @@ fn parse_param(decl: &str, element_param: Option<&str>, kernel: &str) -> Result<
         "u8"
     } else {
         rust_scalar(&base).ok_or_else(|| {
-            format!("kernel {kernel}: parameter `{decl}` has the type `{base}`, which has no binding")
+            format!(
+                "kernel {kernel}: parameter `{decl}` has the type `{base}`, which has no binding"
+            )
         })?
     };
     let lower = name.to_ascii_lowercase();
@@ -443,7 +468,11 @@ fn parse_param(decl: &str, element_param: Option<&str>, kernel: &str) -> Result<
     })
 }
 
-fn parse_params(list: &str, element_param: Option<&str>, kernel: &str) -> Result<Vec<Param>, String> {
+fn parse_params(
+    list: &str,
+    element_param: Option<&str>,
+    kernel: &str,
+) -> Result<Vec<Param>, String> {
     let params: Vec<Param> = split_top(list)
         .iter()
         .map(|p| parse_param(p, element_param, kernel))
@@ -467,13 +496,18 @@ fn parse_params(list: &str, element_param: Option<&str>, kernel: &str) -> Result
 /// bytes. `__global__` functions without `extern "C"` (templates) are not launchable by name
 /// and are skipped. Errors name the kernel and the parameter that cannot be bound.
 pub fn parse_kernels(source: &str) -> Result<Vec<KernelDecl>, String> {
-    let text = strip_comments(source).replace("\\\r\n", " ").replace("\\\n", " ");
+    let text = strip_comments(source)
+        .replace("\\\r\n", " ")
+        .replace("\\\n", " ");
     let mut plain = String::new();
     // name -> (params, body)
     let mut macros: BTreeMap<String, (Vec<String>, String)> = BTreeMap::new();
     for line in text.lines() {
         let t = line.trim_start();
-        if let Some(def) = t.strip_prefix("#define ").or_else(|| t.strip_prefix("#define\t")) {
+        if let Some(def) = t
+            .strip_prefix("#define ")
+            .or_else(|| t.strip_prefix("#define\t"))
+        {
             let def = def.trim_start();
             let name_end = def
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -514,7 +548,10 @@ pub fn parse_kernels(source: &str) -> Result<Vec<KernelDecl>, String> {
     }
 
     for (mname, (mparams, body)) in &macros {
-        let templates: Vec<RawKernel> = find_globals(body)?.into_iter().filter(|k| k.extern_c).collect();
+        let templates: Vec<RawKernel> = find_globals(body)?
+            .into_iter()
+            .filter(|k| k.extern_c)
+            .collect();
         if templates.is_empty() {
             continue;
         }
@@ -550,7 +587,10 @@ pub fn parse_kernels(source: &str) -> Result<Vec<KernelDecl>, String> {
                     }
                 }
                 let element = element.ok_or_else(|| {
-                    format!("{mname}({}): no argument is an element type", args.join(", "))
+                    format!(
+                        "{mname}({}): no argument is an element type",
+                        args.join(", ")
+                    )
                 })?;
                 let symbol = expand_name(&tk.name, mparams, args);
                 if instances.iter().any(|(e, _)| *e == Some(element)) {
@@ -606,7 +646,11 @@ fn expand_name(name_expr: &str, params: &[String], args: &[String]) -> String {
 
 /// A family's launcher name: the fixed part of the name expression, or, where the whole name
 /// is a macro argument, the common stem of the symbols; trailing `_` trimmed.
-fn family_name(name_expr: &str, params: &[String], instances: &[(Option<Element>, String)]) -> Result<String, String> {
+fn family_name(
+    name_expr: &str,
+    params: &[String],
+    instances: &[(Option<Element>, String)],
+) -> Result<String, String> {
     let fixed: String = name_expr
         .split("##")
         .map(str::trim)
@@ -616,7 +660,13 @@ fn family_name(name_expr: &str, params: &[String], instances: &[(Option<Element>
         let first = &instances[0].1;
         let mut len = first.len();
         for (_, s) in instances {
-            len = len.min(first.chars().zip(s.chars()).take_while(|(a, b)| a == b).count());
+            len = len.min(
+                first
+                    .chars()
+                    .zip(s.chars())
+                    .take_while(|(a, b)| a == b)
+                    .count(),
+            );
         }
         first[..len].to_string()
     } else {
@@ -657,7 +707,12 @@ fn camel(snake: &str) -> String {
 /// `images`, relative to `OUT_DIR`), and per kernel an argument struct (`<Name>Args`) and a
 /// launcher function (`<name>`). `runtime` is the path of the weft-gpu crate as the including
 /// crate sees it (`weft_gpu`, or `crate` inside weft-gpu).
-pub fn generate_bindings(module: &str, runtime: &str, kernels: &[KernelDecl], images: &BuiltImages) -> String {
+pub fn generate_bindings(
+    module: &str,
+    runtime: &str,
+    kernels: &[KernelDecl],
+    images: &BuiltImages,
+) -> String {
     let r = runtime;
     let mut s = String::new();
     let _ = writeln!(
@@ -703,7 +758,11 @@ pub fn generate_bindings(module: &str, runtime: &str, kernels: &[KernelDecl], im
                 ParamKind::In => format!("{r}::In<'a, {}>", p.rust_type),
                 ParamKind::Out => format!("{r}::Out<'a, {}>", p.rust_type),
             };
-            let _ = writeln!(s, "    /// `{}`\n    pub {}: {field_ty},", p.c_decl, p.field);
+            let _ = writeln!(
+                s,
+                "    /// `{}`\n    pub {}: {field_ty},",
+                p.c_decl, p.field
+            );
         }
         let _ = writeln!(s, "}}\n");
         let impl_lt = if has_ptr { "<'_>" } else { "" };
@@ -737,7 +796,11 @@ pub fn generate_bindings(module: &str, runtime: &str, kernels: &[KernelDecl], im
                 for e in Element::ALL {
                     match k.instances.iter().find(|(el, _)| *el == Some(e)) {
                         Some((_, sym)) => {
-                            let _ = writeln!(s, "        weft_core::DType::{} => {sym:?},", e.dtype_variant());
+                            let _ = writeln!(
+                                s,
+                                "        weft_core::DType::{} => {sym:?},",
+                                e.dtype_variant()
+                            );
                         }
                         None => {
                             let _ = writeln!(
@@ -784,15 +847,19 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
     println!("cargo::rerun-if-changed={}", include.display());
     println!("cargo::rerun-if-env-changed=NVCC");
     println!("cargo::rerun-if-env-changed=WEFT_NVCC");
-    let modules = list_modules(&kernels)
-        .unwrap_or_else(|e| panic!("cannot list the kernel modules of {}: {e}", kernels.display()));
+    let modules = list_modules(&kernels).unwrap_or_else(|e| {
+        panic!(
+            "cannot list the kernel modules of {}: {e}",
+            kernels.display()
+        )
+    });
     let nvcc = find_nvcc(&manifest);
     let mut names = Vec::new();
     for m in &modules {
         let source = flatten_module(&kernels, &include, &m.files)
             .unwrap_or_else(|e| panic!("kernel module {}: {e}", m.name));
-        let decls = parse_kernels(&source)
-            .unwrap_or_else(|e| panic!("kernel module {}: {e}", m.name));
+        let decls =
+            parse_kernels(&source).unwrap_or_else(|e| panic!("kernel module {}: {e}", m.name));
         let mut images = BuiltImages {
             source_file: format!("{}.cu", m.name),
             ..BuiltImages::default()
@@ -803,7 +870,13 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
             for arch in ARCHS {
                 let file = format!("{}.sm_{arch}.cubin", m.name);
                 let arch_flag = format!("-arch=sm_{arch}");
-                match nvcc_compile(nvcc, &src_path, &out.join(&file), &["-cubin", &arch_flag], &[]) {
+                match nvcc_compile(
+                    nvcc,
+                    &src_path,
+                    &out.join(&file),
+                    &["-cubin", &arch_flag],
+                    &[],
+                ) {
                     Ok(_) => images.cubins.push((arch, file)),
                     Err(msg) => println!(
                         "cargo::warning=nvcc failed for kernel module {} (sm_{arch}; NVRTC at run time instead): {}",
@@ -813,7 +886,15 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
                 }
             }
             let file = format!("{}.compute_80.ptx", m.name);
-            if nvcc_compile(nvcc, &src_path, &out.join(&file), &["-ptx", "-arch=compute_80"], &[]).is_ok() {
+            if nvcc_compile(
+                nvcc,
+                &src_path,
+                &out.join(&file),
+                &["-ptx", "-arch=compute_80"],
+                &[],
+            )
+            .is_ok()
+            {
                 images.ptx_file = Some(file);
             }
         }
@@ -881,7 +962,10 @@ WEFT_WHOLE(whole_i8, i8)
             ]
         );
         assert_eq!(f.params[0].kind, ParamKind::In);
-        assert_eq!(f.params[0].rust_type, "u8", "element data is passed as bytes");
+        assert_eq!(
+            f.params[0].rust_type, "u8",
+            "element data is passed as bytes"
+        );
         let w = &k[2];
         assert_eq!(w.instances[1], (Some(Element::I8), "whole_i8".to_string()));
         assert_eq!(w.params[1].field, "k");

@@ -186,8 +186,7 @@ fn batch1<T: Element>(
         let mut found = Neighbors::new(count, 10);
         for (q, m) in singles.iter().enumerate() {
             let t = Instant::now();
-            let (nb, _) =
-                search.search_device(data, graph, m, Metric::L2Squared, 10, &cfg, &[])?;
+            let (nb, _) = search.search_device(data, graph, m, Metric::L2Squared, 10, &cfg, &[])?;
             lat.push(t.elapsed().as_secs_f64());
             found.ids[q * 10..q * 10 + 10].copy_from_slice(nb.row_ids(0));
         }

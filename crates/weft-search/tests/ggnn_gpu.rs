@@ -22,9 +22,9 @@ use weft_core::{
     Dataset, Element, Error, FixedDegreeGraph, GraphView, INVALID, Metric, Neighbors, NodeId,
 };
 use weft_gpu::GpuContext;
-use weft_search::gpu::ggnn::{GgnnGpuOptions, GgnnSearchBuffers, GgnnSearchDevice};
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceFixedGraph, DeviceMatrix};
+use weft_search::gpu::ggnn::{GgnnGpuOptions, GgnnSearchBuffers, GgnnSearchDevice};
 use weft_search::{GgnnSearch, GgnnSearchGpu, GgnnSearchParams};
 use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};

@@ -7,13 +7,13 @@
 #![cfg(feature = "cuda")]
 
 use proptest::prelude::*;
-use weft_core::{BuildCtx, Dataset, DatasetView, Error, FixedDegreeGraph, INVALID, Metric, NodeId};
-use weft_search::gpu::cagra::{
-    CagraSearchParams, CagraSearchDevice, CagraSearchMode, auto_team_size, plan, plan_with_entries,
-};
-use weft_gpu::testing::gpu_or_skip;
 use weft_cagra::gpu::CagraOptimizer;
+use weft_core::{BuildCtx, Dataset, DatasetView, Error, FixedDegreeGraph, INVALID, Metric, NodeId};
+use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_search::gpu::cagra::{
+    CagraSearchDevice, CagraSearchMode, CagraSearchParams, auto_team_size, plan, plan_with_entries,
+};
 
 fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchParams {
     CagraSearchParams {
@@ -204,15 +204,7 @@ fn cagra_search_device_graph_against_exact() {
         .unwrap();
     for mode in [CagraSearchMode::SingleCta, CagraSearchMode::MultiCta] {
         let (found, stats) = CagraSearchDevice::new(&ctx)
-            .search_device(
-                &d,
-                &graph,
-                &q,
-                Metric::L2Squared,
-                10,
-                &cfg(64, mode),
-                &[0],
-            )
+            .search_device(&d, &graph, &q, Metric::L2Squared, 10, &cfg(64, mode), &[0])
             .unwrap();
         assert_eq!(stats.queries, nq as u64);
         assert!(stats.distance_computations > 0 && stats.hops > 0);
@@ -452,14 +444,7 @@ fn cagra_search_entry_points_reach_every_cluster() {
         entries.extend((0..5).map(|i| (per + i * per / 5) as NodeId));
         let g = graph.clone().with_entry_points(entries);
         let (found, _) = CagraSearchDevice::new(&ctx)
-            .search(
-                base.view(),
-                &g,
-                queries.view(),
-                Metric::L2Squared,
-                k,
-                &c,
-            )
+            .search(base.view(), &g, queries.view(), Metric::L2Squared, k, &c)
             .unwrap();
         for (name, qs) in [("first", 0..nq_per), ("second", nq_per..nq)] {
             let mut hits = 0;

@@ -3,13 +3,13 @@
 
 #![cfg(feature = "cuda")]
 
-use weft_core::{BuildCtx, Dataset, INVALID, Metric, Neighbors};
-use weft_search::gpu::cagra::{
-    CagraSearchBuffers, CagraSearchParams, CagraSearchDevice, CagraSearchMode, CagraSearchSession,
-};
-use weft_gpu::testing::gpu_or_skip;
 use weft_cagra::gpu::CagraOptimizer;
+use weft_core::{BuildCtx, Dataset, INVALID, Metric, Neighbors};
+use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_search::gpu::cagra::{
+    CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchSession,
+};
 
 fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchParams {
     CagraSearchParams {

@@ -30,13 +30,19 @@ pub fn scaled_norms(ctx: &GpuContext, data: DatasetView<'_, f32>, scale: f32) ->
         return Ok(Vec::new());
     }
     let dim = data.dim();
-    let packed: Vec<f32> = (0..rows).flat_map(|r| data.row(r).iter().copied()).collect();
+    let packed: Vec<f32> = (0..rows)
+        .flat_map(|r| data.row(r).iter().copied())
+        .collect();
     let device_data = ctx.upload(&packed)?;
     let mut out = ctx.alloc_zeros::<f32>(rows)?;
     let rows32 = u32_of(rows, "rows")?;
     let dim32 = u32_of(dim, "dimension")?;
     // The kernel reads `rows * dim` floats and writes `rows`: check before launching.
-    need(device_data.len(), rows as u64 * dim as u64, "example_scaled_norms data")?;
+    need(
+        device_data.len(),
+        rows as u64 * dim as u64,
+        "example_scaled_norms data",
+    )?;
     need(out.len(), rows as u64, "example_scaled_norms output")?;
     kernels::example_scaled_norms(
         ctx,

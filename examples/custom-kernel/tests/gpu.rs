@@ -7,7 +7,10 @@ use weft_gpu::testing::{assert_nvrtc_compiles, gpu_or_skip};
 
 #[test]
 fn nvrtc_compiles_every_module() {
-    assert_nvrtc_compiles("nvrtc_compiles_every_module", &weft_example_kernel::kernel_modules());
+    assert_nvrtc_compiles(
+        "nvrtc_compiles_every_module",
+        &weft_example_kernel::kernel_modules(),
+    );
 }
 
 proptest! {

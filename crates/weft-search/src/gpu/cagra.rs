@@ -224,7 +224,16 @@ impl<'c> CagraSearchDevice<'c> {
         }
         let (d, q, g) = upload_search(self.ctx, data, graph, queries, 0, self.budget)?;
         let mut bufs = CagraSearchBuffers::default();
-        self.search_device_with(&mut bufs, &d, &g, &q, metric, params, graph.entry_points(), out)
+        self.search_device_with(
+            &mut bufs,
+            &d,
+            &g,
+            &q,
+            metric,
+            params,
+            graph.entry_points(),
+            out,
+        )
     }
 
     /// Searches data already on the device through a device graph; the results come back to
@@ -350,7 +359,10 @@ impl<'c> CagraSearchDevice<'c> {
         // The buffers go back to `bufs` whatever happens below.
         let result = (|| -> Result<SearchStats> {
             if let Some(f) = filter {
-                ctx.copy_to_device(&f[..filter_words], &mut filter_buf.slice_mut(0..filter_words))?;
+                ctx.copy_to_device(
+                    &f[..filter_words],
+                    &mut filter_buf.slice_mut(0..filter_words),
+                )?;
             }
             upload_entries_zero_counters(ctx, entries, &mut entry_buf, &mut counters)?;
 
@@ -392,7 +404,12 @@ impl<'c> CagraSearchDevice<'c> {
                 let grid = ((cnt * p.ctas_per_query).min(grid_cap)).max(1) as u32;
                 need(
                     part_ids.len().min(part_d.len()),
-                    cnt as u64 * if multi { p.ctas_per_query * p.list_len } else { k } as u64,
+                    cnt as u64
+                        * if multi {
+                            p.ctas_per_query * p.list_len
+                        } else {
+                            k
+                        } as u64,
                     "search results",
                 )?;
                 kernels::cagra_search(
@@ -433,7 +450,11 @@ impl<'c> CagraSearchDevice<'c> {
                     let parts = p.ctas_per_query as u32;
                     let len = p.list_len as u32;
                     let slots = (parts * len).next_power_of_two();
-                    need(fin_ids.len().min(fin_d.len()), cnt as u64 * k as u64, "merged results")?;
+                    need(
+                        fin_ids.len().min(fin_d.len()),
+                        cnt as u64 * k as u64,
+                        "merged results",
+                    )?;
                     kernels::cagra_search_merge(
                         ctx,
                         Launch::new((cnt32, 1, 1), 256, slots * 8),
@@ -782,7 +803,9 @@ pub fn plan_with_entries(
         (
             MULTI_CTA_ITOPK,
             1,
-            params.search_width.max(params.itopk.div_ceil(MULTI_CTA_ITOPK)),
+            params
+                .search_width
+                .max(params.itopk.div_ceil(MULTI_CTA_ITOPK)),
         )
     } else {
         (params.itopk, params.search_width, 1)

@@ -46,8 +46,8 @@ use super::common::{
 };
 use super::kernels::ggnn_search as kernels;
 use crate::check::check_search_inputs;
-use crate::ggnn::fallback_entry_points;
 pub use crate::ggnn::GgnnSearchParams;
+use crate::ggnn::fallback_entry_points;
 
 /// The largest graph degree (candidates per expanded vertex).
 pub const MAX_DEGREE: usize = 1024;
@@ -160,7 +160,10 @@ pub fn plan(
     if !matches!(options.block_threads, 0 | 32 | 64 | 128) {
         return Err(Error::invalid_param(
             "block_threads",
-            format!("{}: use 0 (automatic), 32, 64 or 128", options.block_threads),
+            format!(
+                "{}: use 0 (automatic), 32, 64 or 128",
+                options.block_threads
+            ),
         ));
     }
     if !matches!(options.team_size, 0 | 2 | 4 | 8 | 16 | 32) {
@@ -455,7 +458,11 @@ impl<'c> GgnnSearchDevice<'c> {
                 let q_base = u32_of(start, "query index")?;
                 let qv = queries.rows_view(start, start + cnt)?;
                 let dv = data.rows_view(0, n)?;
-                need(out_ids.len().min(out_d.len()), cnt as u64 * k as u64, "search results")?;
+                need(
+                    out_ids.len().min(out_d.len()),
+                    cnt as u64 * k as u64,
+                    "search results",
+                )?;
                 kernels::ggnn_search(
                     ctx,
                     T::DTYPE,

@@ -30,5 +30,8 @@ pub(crate) mod kernels {
 
 /// This crate's kernel modules (for reports and the NVRTC check).
 pub fn kernel_modules() -> Vec<&'static weft_gpu::KernelModule> {
-    vec![&kernels::cagra_search::MODULE, &kernels::ggnn_search::MODULE]
+    vec![
+        &kernels::cagra_search::MODULE,
+        &kernels::ggnn_search::MODULE,
+    ]
 }
