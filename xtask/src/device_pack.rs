@@ -9,8 +9,7 @@
 //!   `cuda` feature, with those features on (`--crates a,b`: the tests of those
 //!   crates only, with their `cuda` features where they have one; `--workspace`: every
 //!   workspace test binary);
-//! - the GPU micro-benchmark examples of weft-gpu (exact k-NN), weft-grnnd and weft-search (the
-//!   CAGRA search) and, unless `--no-cli`, the `weft` binary
+//! - weft-gpu's micro-benchmark example (exact k-NN) and, unless `--no-cli`, the `weft` binary
 //!   of weft-cli when it builds;
 //! - unless `--no-bench`: the harness runner `weft-bench` (weft-benches), a TrueType font for
 //!   its plots (`fonts/`, from this machine), the commit (`COMMIT`) and the GPU peer script
@@ -104,7 +103,10 @@ pub fn run(args: &[String]) -> Result<()> {
         copy_stripped(exe, &pack.join("tests").join(name))?;
     }
     let mut others = 0usize;
-    // The GPU micro-benchmarks: weft-gpu's (exact k-NN), GRNND's and the CAGRA search's.
+    // weft-gpu's micro-benchmark (exact k-NN). The algorithm crates' GPU benchmark examples
+    // (weft-grnnd's grnnd_bench, weft-search's cagra_search_bench and ggnn_gpu_search_bench,
+    // about 20 MiB together) would push a pack with cubins over the 64 MiB limit: build them
+    // with `cargo build --release --examples -p <crate> --features cuda` and carry them alone.
     let examples = if bench_only {
         Vec::new()
     } else {
@@ -113,12 +115,6 @@ pub fn run(args: &[String]) -> Result<()> {
             "--release",
             "-p",
             "weft-gpu",
-            "-p",
-            "weft-grnnd",
-            "-p",
-            "weft-search",
-            "--features",
-            "weft-grnnd/cuda,weft-search/cuda",
             "--examples",
             "--message-format=json",
         ])?
