@@ -1,0 +1,88 @@
+"""Ctrl-C cancels builds and searches, and the GIL is released while they run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import weft
+from conftest import random_data
+
+pytestmark = pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGINT"),
+    reason="needs SIGINT delivered to the main thread",
+)
+
+
+def interrupt_after(seconds: float) -> threading.Timer:
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+@pytest.fixture(scope="module")
+def big() -> np.ndarray:
+    # Sized so that an uncancelled build takes several seconds on 2 cores (about 7 s for
+    # 200,000 x 64) and an uncancelled ground truth about 2.5 s.
+    return random_data(200_000, 64, seed=20)
+
+
+def test_ctrl_c_cancels_a_build(big):
+    timer = interrupt_after(0.5)
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        weft.build(big, degree=32)
+    elapsed = time.perf_counter() - start
+    timer.join()
+    assert elapsed < 2.5, f"the build went on for {elapsed:.2f} s after Ctrl-C at 0.5 s"
+
+
+def test_ctrl_c_cancels_an_exact_search(big):
+    queries = random_data(20_000, 64, seed=21)
+    timer = interrupt_after(0.3)
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        weft.ground_truth(big, queries, 10)
+    elapsed = time.perf_counter() - start
+    timer.join()
+    assert elapsed < 1.5, f"the search went on for {elapsed:.2f} s after Ctrl-C at 0.3 s"
+
+
+def test_ctrl_c_cancels_an_index_search(big):
+    index = weft.build(big[:5000], degree=16)
+    queries = random_data(2_000_000 // 64, 64, seed=22)
+    timer = interrupt_after(0.2)
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        index.search(queries, 10, exact=True)
+    elapsed = time.perf_counter() - start
+    timer.join()
+    assert elapsed < 1.5, f"the search went on for {elapsed:.2f} s"
+    # The index still works afterwards.
+    assert index.search(big[:3], 1, exact=True)[0][:, 0].tolist() == [0, 1, 2]
+
+
+def test_the_gil_is_released_during_a_build(big):
+    ticks = 0
+    stop = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=count)
+    t.start()
+    try:
+        weft.build(big[:30_000], degree=16)
+    finally:
+        stop.set()
+        t.join()
+    # A build of about a second: a thread that needs the GIL every millisecond kept running.
+    assert ticks > 100, ticks
