@@ -26,7 +26,18 @@ pub struct PyIndex {
     inner: Index,
 }
 
-/// Builds an index (see `weft.build` in `weft/__init__.pyi` for the documentation).
+/// Builds an index of `data` (n x dim; float32, float16, uint8 or int8; other floats become
+/// float32).
+///
+/// `algorithm`: a name of `weft.algorithms()`; `**params`: its parameters by name, checked by the
+/// library (unknown names and impossible values raise `InvalidParamsError`, nothing is
+/// adjusted); `k`: the neighbour count of the k-NN graph builders (`exact`, `nndescent`).
+/// `metric`: `l2`, `ip` or `cosine`. `backend`: `auto` (the GPU when usable), `cpu` or `gpu`.
+/// The same `seed` and parameters give the same graph on the CPU, whatever `threads`.
+///
+/// A C-contiguous array is not copied: the index keeps it and reads it in place (do not modify
+/// it while the index lives; `copy=True` gives the index its own copy). The GIL is released
+/// and Ctrl-C cancels the build.
 #[pyfunction]
 #[pyo3(signature = (data, *, metric = "l2", algorithm = "rnndescent", backend = "auto", seed = 0, threads = None, k = None, copy = false, **params))]
 #[allow(clippy::too_many_arguments)]
@@ -71,9 +82,24 @@ pub(crate) fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyIndex
     Ok(PyIndex { inner })
 }
 
+impl PyIndex {
+    /// The library's index.
+    pub(crate) fn inner(&self) -> &Index {
+        &self.inner
+    }
+}
+
 #[pymethods]
 impl PyIndex {
-    /// Searches `queries` for their `k` nearest neighbours (see `weft/__init__.pyi`).
+    /// The `k` nearest neighbours of each query: `(ids, distances)`, queries x k (k for a 1-D
+    /// query), nearest first, as uint32 and float32 arrays.
+    ///
+    /// `beam`: the graph search's candidate list size (at least k; default max(k, 64)).
+    /// `exact=True`: compare with every vector instead. `backend`: `auto` (the GPU when usable),
+    /// `cpu` or `gpu`. `threads`: a pool of that many threads for this call. `seed`: the seed of
+    /// the search's random choices. `max_hops`: stop each query after that many expanded
+    /// vertices. C-contiguous queries are read in place; the GIL is released; Ctrl-C cancels a
+    /// long search.
     #[pyo3(signature = (queries, k = 10, *, beam = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(

@@ -10,6 +10,7 @@
 //! library's, raised as the classes of `weft._errors`.
 
 mod arrays;
+mod bench;
 mod convert;
 mod errors;
 mod index;
@@ -33,6 +34,7 @@ fn _weft(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(io::gpu_info, m)?)?;
     m.add_function(wrap_pyfunction!(io::_input_address, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::_rust_search_seconds, m)?)?;
     m.add("INVALID", weft::INVALID)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
