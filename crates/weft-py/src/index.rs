@@ -116,6 +116,8 @@ impl PyIndex {
     ) -> PyResult<convert::Results<'py, numpy::IxDyn>> {
         let index = &self.inner;
         let queries = input(queries, Some(index.data().dtype()), "queries")?;
+        // Before the result arrays are allocated: k is at most the number of vectors.
+        weft::core::error::check_k(k, index.data().rows()).map_err(err)?;
         let mut params = if exact {
             SearchParams::exact()
         } else {

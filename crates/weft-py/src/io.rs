@@ -286,5 +286,7 @@ pub(crate) fn gpu_info<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
 #[pyfunction]
 pub(crate) fn _input_address(array: &Bound<'_, PyAny>) -> PyResult<usize> {
     let input = input(array, None, "the array")?;
-    with_input!(input, |view| Ok(view.row(0).as_ptr() as usize))
+    with_input!(input, |view| Ok(view
+        .as_contiguous()
+        .map_or(0, |s| s.as_ptr() as usize)))
 }

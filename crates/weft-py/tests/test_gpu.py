@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,9 @@ import weft
 from conftest import clustered_data, random_data
 
 GPU = weft.gpu_info()
+if not GPU["available"] and os.environ.get("WEFT_REQUIRE_GPU") == "1":
+    # As the Rust GPU tests do: a GPU run cannot pass by skipping.
+    raise RuntimeError(f"WEFT_REQUIRE_GPU=1 but no usable CUDA GPU: {GPU.get('reason', '')}")
 pytestmark = pytest.mark.skipif(
     not GPU["available"], reason=f"no usable CUDA GPU: {GPU.get('reason', '')}"
 )
