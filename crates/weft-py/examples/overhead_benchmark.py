@@ -4,7 +4,9 @@ Builds one index, then times, on the same index and queries:
 
 - batch: ``Index.search(queries, k, beam=...)`` on the whole batch from Python, against
   ``weft::Index::search`` on the same batch timed inside the extension (GIL released, no Python
-  in the loop: ``weft._weft._rust_search_seconds``), alternating, median of the rounds;
+  in the loop: ``weft._weft._rust_search_seconds``), alternating; medians of the rounds and of
+  the per-round ratios (and, for reference, the library's cancellable search, which looks at its
+  token every 256 queries);
 - batch 1: a Python loop of single-query ``Index.search`` calls (2-D ``(1, dim)`` rows and 1-D
   vectors), against the Rust call on each of the same queries; the overhead is the difference
   of the mean times per call.
@@ -57,15 +59,23 @@ def main() -> None:
     index.search(queries[:256], args.k, beam=args.beam)  # entry layer, huge-page copies
     _weft._rust_search_seconds(index, queries[:256], args.k, args.beam, 1)
 
-    py, rust = [], []
+    py, rust, rust_cancel = [], [], []
     for _ in range(args.rounds):
         t = time.perf_counter()
         index.search(queries, args.k, beam=args.beam)
         py.append(time.perf_counter() - t)
         rust += _weft._rust_search_seconds(index, queries, args.k, args.beam, 1)
-    p, r = statistics.median(py), statistics.median(rust)
+        rust_cancel += _weft._rust_search_seconds(index, queries, args.k, args.beam, 1, True)
+    p, r, rc = statistics.median(py), statistics.median(rust), statistics.median(rust_cancel)
+    # Each round's two calls ran back to back: their ratio is robust to load that drifts
+    # between rounds on a shared machine.
+    ratios = sorted(a / b for a, b in zip(py, rust))
     print(f"batch {len(queries)}: Python {p * 1e3:.1f} ms, Rust {r * 1e3:.1f} ms "
-          f"(medians of {args.rounds}); Python/Rust = {p / r:.3f} ({(p / r - 1) * 100:+.1f} %)")
+          f"(medians of {args.rounds}); Python/Rust per round: median {statistics.median(ratios):.3f} "
+          f"(range {ratios[0]:.3f}-{ratios[-1]:.3f})")
+    print(f"  the library's cancellable search (a cancel token: batches of 256 queries): "
+          f"{rc * 1e3:.1f} ms, {statistics.median(sorted(a / b for a, b in zip(rust_cancel, rust))):.3f} "
+          f"of the Rust call")
 
     m = min(args.single_calls, len(queries))
     rows = [queries[i : i + 1] for i in range(m)]

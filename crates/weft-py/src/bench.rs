@@ -13,7 +13,10 @@ use crate::index::PyIndex;
 /// Times `calls` calls of `weft::Index::search` (the facade's Rust call, results allocated by
 /// the library) on `queries` with the parameters `Index.search(queries, k, beam=beam)` uses,
 /// with the GIL released, and returns the seconds of each call. The search results are dropped.
+/// `with_cancel`: with a cancel token in the parameters, as the Python search passes one to
+/// long searches (the library then searches in batches of `CANCEL_CHECK_ROWS` queries).
 #[pyfunction]
+#[pyo3(signature = (index, queries, k, beam, calls, with_cancel = false))]
 pub(crate) fn _rust_search_seconds(
     py: Python<'_>,
     index: &Bound<'_, PyIndex>,
@@ -21,10 +24,14 @@ pub(crate) fn _rust_search_seconds(
     k: usize,
     beam: usize,
     calls: usize,
+    with_cancel: bool,
 ) -> PyResult<Vec<f64>> {
     let index = index.get().inner();
     let queries = input(queries, Some(index.data().dtype()), "queries")?;
-    let params = SearchParams::with_beam_width(beam);
+    let mut params = SearchParams::with_beam_width(beam);
+    if with_cancel {
+        params = params.with_cancel(weft::CancelToken::new());
+    }
     with_input!(queries, |view| py.detach(|| {
         let mut seconds = Vec::with_capacity(calls);
         for _ in 0..calls {

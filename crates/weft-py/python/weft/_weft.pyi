@@ -210,7 +210,7 @@ def _input_address(array: ArrayLike) -> int:
     when it is used in place)."""
 
 def _rust_search_seconds(
-    index: Index, queries: ArrayLike, k: int, beam: int, calls: int
+    index: Index, queries: ArrayLike, k: int, beam: int, calls: int, with_cancel: bool = False
 ) -> list[float]:
     """Seconds of each of ``calls`` calls of the Rust ``weft::Index::search`` (a benchmark
     aid)."""
