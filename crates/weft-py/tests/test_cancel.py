@@ -86,3 +86,38 @@ def test_the_gil_is_released_during_a_build(big):
         t.join()
     # A build of about a second: a thread that needs the GIL every millisecond kept running.
     assert ticks > 100, ticks
+
+
+def test_the_gil_is_released_during_a_search(big):
+    index = weft.build(big[:5000], degree=16)
+    queries = random_data(20_000, 64, seed=23)
+    ticks = 0
+    stop = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=count)
+    t.start()
+    try:
+        start = time.perf_counter()
+        index.search(queries, 10, exact=True)
+        elapsed = time.perf_counter() - start
+    finally:
+        stop.set()
+        t.join()
+    assert ticks > 0.2 * elapsed * 1000, (ticks, elapsed)
+
+
+def test_searches_from_several_threads_agree(index, queries):
+    from concurrent.futures import ThreadPoolExecutor
+
+    want = index.search(queries, 10, beam=48)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: index.search(queries, 10, beam=48), range(8)))
+    for ids, dists in got:
+        np.testing.assert_array_equal(ids, want[0])
+        np.testing.assert_array_equal(dists, want[1])

@@ -104,3 +104,14 @@ def test_the_index_keeps_its_array_alive():
 
     gc.collect()
     np.testing.assert_array_equal(index.search(index.data()[:4], 1, exact=True)[0][:, 0], np.arange(4))
+
+
+def test_float_queries_are_converted_to_a_float16_index():
+    data = random_data(1000, 8, seed=14).astype(np.float16)
+    index = weft.build(data, degree=16)
+    q16 = data[:20]
+    ids16, d16 = index.search(q16, 5, exact=True)
+    ids32, d32 = index.search(q16.astype(np.float32), 5, exact=True)
+    np.testing.assert_array_equal(ids16, ids32)
+    np.testing.assert_array_equal(d16, d32)
+    assert (ids16[:, 0] == np.arange(20)).all()
