@@ -1,6 +1,7 @@
 //! `cargo xtask`: weft's developer tasks. Plain `cargo build` and `cargo test` never need it.
 //!
-//! - `cargo xtask test`: the workspace tests (what CI runs), plus the GPU runs where a GPU is present.
+//! - `cargo xtask test`: the workspace tests and the Python package's pytest suite (what CI runs),
+//!   plus the GPU runs where a GPU is present.
 //! - `cargo xtask kernels [--arch 80,90] [--check]`: compile every CUDA kernel with nvcc and NVRTC.
 //! - `cargo xtask device-pack`: gather release binaries and a run script for the GPU machine.
 //! - `cargo xtask bench`: the benchmark harness.
@@ -21,7 +22,8 @@ const USAGE: &str = "\
 usage: cargo xtask <task> [options]
 
 tasks:
-  test          run the workspace tests (fmt and clippy with --lint), as CI does
+  test          run the workspace tests and the Python package's pytest suite, as CI does
+                [--lint: fmt and clippy too] [--no-python: skip the Python package]
   kernels       compile every CUDA kernel with nvcc and NVRTC [--arch 80,90] [--check]
   device-pack   build release test/bench binaries and the CLI into device-pack/ for the GPU machine
   bench         run the benchmark harness

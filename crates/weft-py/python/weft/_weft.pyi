@@ -1,0 +1,216 @@
+"""Type stubs and reference documentation of the native module ``weft._weft`` (re-exported by
+``weft``).
+
+Arrays: vectors are 2-D numpy arrays, one vector per row (a 1-D array is one vector), of
+``float32``, ``float16``, ``uint8`` or ``int8``; other float types are converted to ``float32``
+(a copy). A C-contiguous array of a weft type is read in place, never copied; anything else
+(Fortran order, strided views, lists) is converted into a contiguous copy first. Ids are
+``uint32``; :data:`INVALID` marks a missing neighbour.
+
+Errors are raised as the classes of :mod:`weft._errors` (subclasses of :class:`WeftError` and
+of ``ValueError``/``OSError``/``RuntimeError``/``MemoryError``), with the library's messages;
+Python argument types that cannot be used raise ``TypeError``. Builds, searches, ground truth
+and file reads release the GIL; long builds and searches run on a worker thread, and Ctrl-C
+(any exception raised by a Python signal handler) cancels them and is raised once they stop.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal, Optional, Tuple, Union, overload
+
+import numpy as np
+import numpy.typing as npt
+
+ArrayLike = npt.ArrayLike
+PathLike = Union[str, "os.PathLike[str]"]
+Metric = Literal["l2", "ip", "cosine", "sqeuclidean", "euclidean", "inner_product", "dot", "angular"]
+Backend = Literal["auto", "cpu", "gpu"]
+Ids = npt.NDArray[np.uint32]
+Distances = npt.NDArray[np.float32]
+
+INVALID: int
+"""The id written where fewer than ``k`` neighbours were found (``2**32 - 1``)."""
+
+__version__: str
+
+def build(
+    data: ArrayLike,
+    *,
+    metric: Metric = "l2",
+    algorithm: str = "rnndescent",
+    backend: Backend = "auto",
+    seed: int = 0,
+    threads: Optional[int] = None,
+    k: Optional[int] = None,
+    copy: bool = False,
+    **params: Any,
+) -> Index:
+    """Builds an index of ``data`` (``n x dim``).
+
+    ``algorithm``: one of :func:`algorithms` (``exact``, ``nndescent``, ``rnndescent``,
+    ``cagra``, ``ggnn``; ``grnnd`` with a GPU). ``**params`` are the algorithm's parameters by
+    name (see ``algorithms()[i]["default_params"]``), checked by the library's typed parameters:
+    an unknown name or an impossible value raises :class:`InvalidParamsError`, and values are
+    never adjusted. ``k`` is the neighbour count of the k-NN graph builders (``exact``,
+    ``nndescent``; required there, refused by the others, whose degree is a parameter).
+
+    ``metric``: ``l2`` (squared Euclidean), ``ip`` (negated inner product) or ``cosine``.
+    ``backend``: ``auto`` (the GPU when one is usable and the algorithm has a GPU back end, else
+    the CPU), ``cpu`` or ``gpu`` (requirements: an error when they cannot run). ``seed``: the
+    same seed and parameters give the same graph on the CPU, whatever ``threads`` (default: all
+    cores).
+
+    A C-contiguous array of a weft element type is not copied: the index keeps a reference to
+    it and reads it in place, so it must not be modified while the index lives; ``copy=True``
+    gives the index its own copy.
+    """
+
+def load(path: PathLike) -> Index:
+    """Loads an index saved by :meth:`Index.save` (the graph and the vectors are memory-mapped;
+    the graph's checksum is verified)."""
+
+class Index:
+    """A searchable index: the vectors, the graph built on them and how it was built. Made by
+    :func:`build` or :func:`load`. Searches may run from several Python threads at once."""
+
+    def search(
+        self,
+        queries: ArrayLike,
+        k: int = 10,
+        *,
+        beam: Optional[int] = None,
+        exact: bool = False,
+        backend: Backend = "auto",
+        threads: Optional[int] = None,
+        seed: int = 0,
+        max_hops: Optional[int] = None,
+    ) -> Tuple[Ids, Distances]:
+        """The ``k`` nearest neighbours of each query: ``(ids, distances)``, ``queries x k``
+        (``k`` for a 1-D query), nearest first; distances in the index's metric.
+
+        ``beam``: the candidate list size of the graph search (at least ``k``; default
+        ``max(k, 64)``): larger is slower and more accurate. ``exact=True`` compares with every
+        vector instead. ``backend``: ``auto`` searches on the GPU when one is usable, ``cpu``
+        and ``gpu`` are requirements. ``threads``: a pool of that many threads for this call
+        (default: all cores). ``seed``: the seed of the search's random choices (entry points
+        of a k-NN graph). ``max_hops``: stop each query after that many expanded vertices.
+
+        Queries are converted to the index's element type when it is a float type; an index of
+        ``uint8``/``int8`` vectors takes queries of that type only (``TypeError`` otherwise).
+        A query's result does not depend on its batch or on ``threads``.
+        """
+
+    def save(self, path: PathLike) -> None:
+        """Saves the index into folder ``path`` (created if needed): ``graph.wgraph`` and the
+        vectors (``data.fbin``/``.npy``/``.u8bin``/``.i8bin``), each written atomically."""
+
+    @staticmethod
+    def load(path: PathLike) -> Index:
+        """Same as :func:`weft.load`."""
+
+    @overload
+    def graph(self, *, distances: Literal[False] = False) -> Ids:
+        """The graph as an ``n x degree`` ``uint32`` array of neighbour ids, rows padded with
+        :data:`INVALID` (a hierarchical graph: its base layer). With ``distances=True``, for a
+        k-NN graph (``exact``, ``nndescent``), also its ``n x k`` distances
+        (:class:`UnsupportedError` for other graphs)."""
+    @overload
+    def graph(self, *, distances: Literal[True]) -> Tuple[Ids, Distances]: ...
+
+    def entry_points(self, seed: int = 0) -> Ids:
+        """Where graph searches start: the graph's entry points, or, for a k-NN graph (which
+        stores none), the points spread over the data for search seed ``seed``."""
+
+    def data(self) -> npt.NDArray[Any]:
+        """A copy of the indexed vectors (``n x dim``, the index's element type)."""
+
+    def __len__(self) -> int:
+        """The number of vectors."""
+
+    @property
+    def dim(self) -> int:
+        """Elements per vector."""
+
+    @property
+    def dtype(self) -> Literal["float32", "float16", "uint8", "int8"]:
+        """The element type's numpy name."""
+
+    @property
+    def metric(self) -> Literal["l2", "ip", "cosine"]:
+        """The metric the graph was built for and is searched with."""
+
+    @property
+    def graph_kind(self) -> Literal["knn", "fixed", "hier"]:
+        """``knn``: a k-NN graph (``exact``, ``nndescent``; no entry points, no connectivity
+        repair: searches start from points spread over the data); ``fixed``: a search graph;
+        ``hier``: GGNN's hierarchy."""
+
+    @property
+    def algorithm(self) -> Optional[str]:
+        """The algorithm that built the graph, if recorded."""
+
+    @property
+    def build_info(self) -> dict[str, Any]:
+        """How the graph was built: ``{"algorithm": ..., "params": {"backend": ..., "k": ...,
+        "params": {every parameter}}}``."""
+
+def read(
+    path: PathLike,
+    *,
+    format: Optional[str] = None,
+    rows: Optional[Tuple[int, int]] = None,
+    allow_non_finite: bool = False,
+) -> npt.NDArray[Any]:
+    """Reads a vector file: ``fvecs``, ``bvecs``, ``fbin``, ``u8bin``, ``i8bin`` or ``npy``
+    (``float32``/``float16``/``uint8``/``int8``, C or Fortran order), the format from the
+    extension unless ``format`` names it. ``rows=(a, b)`` reads rows ``a`` to ``b - 1`` only.
+    NaN and infinities raise :class:`NonFiniteError` unless ``allow_non_finite``. Malformed files
+    raise :class:`FormatError`."""
+
+def write(path: PathLike, vectors: ArrayLike, *, format: Optional[str] = None) -> None:
+    """Writes vectors to a file (the format from the extension unless ``format`` names it; it
+    must hold the array's element type), atomically."""
+
+def read_ids(path: PathLike, *, format: Optional[str] = None) -> Ids:
+    """Reads an id file (``ivecs``, ``ibin``, ``npy``), e.g. ground truth, as ``uint32``."""
+
+def write_ids(path: PathLike, ids: ArrayLike, *, format: Optional[str] = None) -> None:
+    """Writes a 2-D array of ids (any integer type, values in ``[0, 2**32 - 1]``) to an id file
+    (``ivecs``, ``ibin``, ``npy``)."""
+
+def info(path: PathLike) -> dict[str, Any]:
+    """What a vector or id file holds, from its header: ``format``, ``element``, ``rows``,
+    ``dim``, sizes, and for ``npy`` the order and version."""
+
+def ground_truth(
+    base: ArrayLike,
+    queries: ArrayLike,
+    k: int,
+    *,
+    metric: Metric = "l2",
+    backend: Backend = "auto",
+    threads: Optional[int] = None,
+) -> Tuple[Ids, Distances]:
+    """The exact ``k`` nearest neighbours of every query among ``base``, by brute force
+    (``queries x k``, nearest first): on the GPU when one is usable (``auto``), else on the CPU,
+    where both arrays are read in place."""
+
+def algorithms() -> list[dict[str, Any]]:
+    """The algorithms of this build: ``name``, ``backend`` (``cpu``/``gpu``), ``produces``
+    (``knn_graph``/``search_graph``), ``description`` and ``default_params``. GPU back ends are
+    listed only when a GPU is usable."""
+
+def gpu_info() -> dict[str, Any]:
+    """``{"available": True, "device": ..., ...}`` for a usable CUDA GPU, else
+    ``{"available": False, "reason": ...}``."""
+
+def _input_address(array: ArrayLike) -> int:
+    """The address of the buffer weft reads for ``array`` (a testing aid: ``array.ctypes.data``
+    when it is used in place)."""
+
+def _rust_search_seconds(
+    index: Index, queries: ArrayLike, k: int, beam: int, calls: int, with_cancel: bool = False
+) -> list[float]:
+    """Seconds of each of ``calls`` calls of the Rust ``weft::Index::search`` (a benchmark
+    aid)."""

@@ -1,0 +1,342 @@
+//! `weft.build`, `weft.load` and `weft.Index`.
+
+use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use serde_json::Value;
+use weft::{Algorithm, CancelToken, Index, NeighborsMut, NodeId, SearchParams, StoredGraph};
+
+use crate::arrays::{self, input, numpy_name, with_input};
+use crate::convert;
+use crate::errors::err;
+use crate::run::cancellable;
+
+/// Estimated distance-element operations below which a search runs on the calling thread
+/// (GIL released, not cancellable): about a few milliseconds of work, where a worker thread
+/// would cost more than the search itself.
+const INLINE_WORK: usize = 1 << 24;
+
+/// Wall time a chunk of a long search aims at: the longest a Ctrl-C waits for the search to
+/// stop, about.
+const CHUNK_SECONDS: f64 = 0.05;
+
+/// Searches `queries` into `out` in chunks of rows, with a look at `cancel` before each (an
+/// [`weft::Error::Cancelled`] once cancelled). The first chunk is
+/// [`weft::index::CANCEL_CHECK_ROWS`] queries; each next one is sized from the last one's
+/// time per query to take about [`CHUNK_SECONDS`] (at most 8 times the last). Chunks of that
+/// size keep the cores busy, where the library's own cancellable search (a look at the token
+/// every `CANCEL_CHECK_ROWS` queries) left them idle at the end of each batch: about 3 % of a
+/// 10,000-query search on 2 cores. A query's result does not depend on its chunk.
+fn search_in_chunks<T: weft::Element>(
+    index: &Index,
+    queries: weft::DatasetView<'_, T>,
+    mut out: NeighborsMut<'_>,
+    params: &SearchParams,
+    cancel: &CancelToken,
+) -> weft::Result<()> {
+    let rows = queries.rows();
+    let mut chunk = weft::index::CANCEL_CHECK_ROWS;
+    let mut start = 0;
+    while start < rows {
+        cancel.check()?;
+        let end = rows.min(start.saturating_add(chunk));
+        let began = std::time::Instant::now();
+        index.search_into_buffers(
+            queries.slice_rows(start..end)?,
+            out.rows_mut(start..end),
+            params,
+        )?;
+        let per_row = began.elapsed().as_secs_f64() / (end - start) as f64;
+        let aim = if per_row > 0.0 {
+            (CHUNK_SECONDS / per_row) as usize
+        } else {
+            usize::MAX
+        };
+        chunk = aim.clamp(weft::index::CANCEL_CHECK_ROWS, chunk.saturating_mul(8));
+        start = end;
+    }
+    cancel.check()
+}
+
+/// A searchable index: the vectors, the graph built on them and how it was built.
+///
+/// Made by `weft.build` or `weft.load`. Searches release the GIL and may run from several
+/// Python threads at once.
+#[pyclass(name = "Index", module = "weft", frozen)]
+pub struct PyIndex {
+    inner: Index,
+}
+
+/// Builds an index of `data` (n x dim; float32, float16, uint8 or int8; other floats become
+/// float32).
+///
+/// `algorithm`: a name of `weft.algorithms()`; `**params`: its parameters by name, checked by the
+/// library (unknown names and impossible values raise `InvalidParamsError`, nothing is
+/// adjusted); `k`: the neighbour count of the k-NN graph builders (`exact`, `nndescent`).
+/// `metric`: `l2`, `ip` or `cosine`. `backend`: `auto` (the GPU when usable), `cpu` or `gpu`.
+/// The same `seed` and parameters give the same graph on the CPU, whatever `threads`.
+///
+/// A C-contiguous array is not copied: the index keeps it and reads it in place (do not modify
+/// it while the index lives; `copy=True` gives the index its own copy). The GIL is released
+/// and Ctrl-C cancels the build.
+#[pyfunction]
+#[pyo3(signature = (data, *, metric = "l2", algorithm = "rnndescent", backend = "auto", seed = 0, threads = None, k = None, copy = false, **params))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn build(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    metric: &str,
+    algorithm: &str,
+    backend: &str,
+    seed: u64,
+    threads: Option<usize>,
+    k: Option<usize>,
+    copy: bool,
+    params: Option<&Bound<'_, PyDict>>,
+) -> PyResult<PyIndex> {
+    let params = match params {
+        Some(p) => convert::to_json(p.as_any())?,
+        None => Value::Object(Default::default()),
+    };
+    let algorithm = Algorithm::from_json(algorithm, &params, k).map_err(err)?;
+    let metric = convert::metric(metric)?;
+    let backend = convert::backend(backend)?;
+    let input = input(data, None, "the data vectors")?;
+    let dataset = arrays::dataset(&input, copy)?;
+    let token = CancelToken::new();
+    let mut builder = Index::builder(algorithm)
+        .metric(metric)
+        .backend(backend)
+        .seed(seed)
+        .cancel(token.clone());
+    if let Some(t) = threads {
+        builder = builder.threads(t);
+    }
+    let index = cancellable(py, &token, move || builder.build(dataset))?.map_err(err)?;
+    Ok(PyIndex { inner: index })
+}
+
+/// Loads an index saved by `Index.save` (memory-mapped).
+#[pyfunction]
+pub(crate) fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyIndex> {
+    let inner = py.detach(|| Index::load(&path)).map_err(err)?;
+    Ok(PyIndex { inner })
+}
+
+impl PyIndex {
+    /// The library's index.
+    pub(crate) fn inner(&self) -> &Index {
+        &self.inner
+    }
+}
+
+#[pymethods]
+impl PyIndex {
+    /// The `k` nearest neighbours of each query: `(ids, distances)`, queries x k (k for a 1-D
+    /// query), nearest first, as uint32 and float32 arrays.
+    ///
+    /// `beam`: the graph search's candidate list size (at least k; default max(k, 64)).
+    /// `exact=True`: compare with every vector instead. `backend`: `auto` (the GPU when usable),
+    /// `cpu` or `gpu`. `threads`: a pool of that many threads for this call. `seed`: the seed of
+    /// the search's random choices. `max_hops`: stop each query after that many expanded
+    /// vertices. C-contiguous queries are read in place; the GIL is released; Ctrl-C cancels a
+    /// long search.
+    #[pyo3(signature = (queries, k = 10, *, beam = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        queries: &Bound<'py, PyAny>,
+        k: usize,
+        beam: Option<usize>,
+        exact: bool,
+        backend: &str,
+        threads: Option<usize>,
+        seed: u64,
+        max_hops: Option<usize>,
+    ) -> PyResult<convert::Results<'py, numpy::IxDyn>> {
+        let index = &self.inner;
+        let queries = input(queries, Some(index.data().dtype()), "queries")?;
+        // Before the result arrays are allocated: k is at most the number of vectors.
+        weft::core::error::check_k(k, index.data().rows()).map_err(err)?;
+        let mut params = if exact {
+            SearchParams::exact()
+        } else {
+            SearchParams::with_beam_width(beam.unwrap_or(k.max(64)))
+        };
+        params.backend = convert::backend(backend)?;
+        params.threads = threads;
+        params.seed = seed;
+        params.max_hops = max_hops;
+        let shape: Vec<usize> = if queries.one_d {
+            vec![k]
+        } else {
+            vec![queries.rows, k]
+        };
+        let ids = PyArrayDyn::<NodeId>::zeros(py, shape.as_slice(), false);
+        let dists = PyArrayDyn::<f32>::zeros(py, shape.as_slice(), false);
+        {
+            // SAFETY: both arrays were just made here and no other reference to them exists
+            // until they are returned.
+            let (id_slice, dist_slice) = unsafe { (ids.as_slice_mut(), dists.as_slice_mut()) };
+            let (id_slice, dist_slice) = (
+                id_slice.map_err(|e| PyValueError::new_err(e.to_string()))?,
+                dist_slice.map_err(|e| PyValueError::new_err(e.to_string()))?,
+            );
+            let out = NeighborsMut::new(id_slice, dist_slice, k).map_err(err)?;
+            let per_query = if exact {
+                index.data().rows()
+            } else {
+                params.beam_width.saturating_mul(64)
+            };
+            let work = queries
+                .rows
+                .saturating_mul(queries.dim)
+                .saturating_mul(per_query);
+            let result = if work <= INLINE_WORK || queries.rows <= 1 {
+                with_input!(queries, |view| py.detach(|| index
+                    .search_into_buffers(view, out, &params)
+                    .map(|_| ())))
+            } else {
+                let token = CancelToken::new();
+                let (params, t) = (&params, &token);
+                with_input!(queries, |view| cancellable(py, &token, move || {
+                    search_in_chunks(index, view, out, params, t)
+                })?)
+            };
+            result.map_err(err)?;
+        }
+        Ok((ids, dists))
+    }
+
+    /// Saves the index into folder `path` (created if needed): the graph and the vectors.
+    fn save(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| self.inner.save(&path)).map_err(err)
+    }
+
+    /// Loads an index saved by `Index.save` (memory-mapped).
+    #[staticmethod]
+    #[pyo3(name = "load")]
+    fn load_static(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyIndex> {
+        load(py, path)
+    }
+
+    /// The graph as a `(n, max_degree)` `uint32` array of neighbour ids, each row padded with
+    /// `weft.INVALID`; for a hierarchical graph its base layer. With `distances=True` and a
+    /// k-NN graph, also the `(n, k)` `float32` distances.
+    #[pyo3(signature = (*, distances = false))]
+    fn graph<'py>(&self, py: Python<'py>, distances: bool) -> PyResult<Bound<'py, PyAny>> {
+        let stored = self.inner.graph();
+        let ids = match stored {
+            StoredGraph::Fixed(g) => convert::matrix(py, g.ids().to_vec(), g.n(), g.degree())?,
+            StoredGraph::Knn(g) => convert::matrix(py, g.ids().to_vec(), g.n(), g.k())?,
+            StoredGraph::Hier(h) => {
+                let g = h.base();
+                convert::matrix(py, g.ids().to_vec(), g.n(), g.degree())?
+            }
+        };
+        if !distances {
+            return Ok(ids.into_any());
+        }
+        match stored {
+            StoredGraph::Knn(g) => {
+                let d = convert::matrix(py, g.dists().to_vec(), g.n(), g.k())?;
+                Ok((ids, d).into_pyobject(py)?.into_any())
+            }
+            _ => Err(err(weft::Error::Unsupported(format!(
+                "only a k-NN graph stores distances; this is a `{}` graph",
+                stored.kind()
+            )))),
+        }
+    }
+
+    /// The entry points of the graph searches (`uint32`); for a k-NN graph, which stores none,
+    /// the spread entry points of `seed`.
+    #[pyo3(signature = (seed = 0))]
+    fn entry_points<'py>(
+        &self,
+        py: Python<'py>,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyArray1<NodeId>>> {
+        let e = py
+            .detach(|| self.inner.search_entry_points(seed))
+            .map_err(err)?;
+        Ok(PyArray1::from_slice(py, &e.ids))
+    }
+
+    /// A copy of the indexed vectors as a `(n, dim)` array.
+    fn data<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let d = self.inner.data();
+        let (rows, dim) = (d.rows(), d.dim());
+        Ok(match d {
+            weft::AnyDataset::F32(x) => {
+                convert::matrix(py, x.as_slice().to_vec(), rows, dim)?.into_any()
+            }
+            weft::AnyDataset::F16(x) => {
+                convert::matrix(py, x.as_slice().to_vec(), rows, dim)?.into_any()
+            }
+            weft::AnyDataset::U8(x) => {
+                convert::matrix(py, x.as_slice().to_vec(), rows, dim)?.into_any()
+            }
+            weft::AnyDataset::I8(x) => {
+                convert::matrix(py, x.as_slice().to_vec(), rows, dim)?.into_any()
+            }
+        })
+    }
+
+    /// Number of vectors.
+    fn __len__(&self) -> usize {
+        self.inner.data().rows()
+    }
+
+    /// Elements per vector.
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.data().dim()
+    }
+
+    /// The numpy name of the element type (`float32`, `float16`, `uint8`, `int8`).
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        numpy_name(self.inner.data().dtype())
+    }
+
+    /// The metric (`l2`, `ip` or `cosine`).
+    #[getter]
+    fn metric(&self) -> &'static str {
+        self.inner.metric().name()
+    }
+
+    /// The graph's kind: `knn` (a k-NN graph: exact, nndescent), `fixed` (a search graph) or
+    /// `hier` (GGNN's hierarchy).
+    #[getter]
+    fn graph_kind(&self) -> &'static str {
+        self.inner.graph_kind().name()
+    }
+
+    /// The algorithm that built the graph, if recorded.
+    #[getter]
+    fn algorithm(&self) -> Option<String> {
+        self.inner.meta().algorithm()
+    }
+
+    /// How the graph was built: the algorithm, its back end, `k` and every parameter.
+    #[getter]
+    fn build_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let v = self.inner.meta().params_json().map_err(err)?;
+        convert::to_py(py, &v)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "weft.Index(n={}, dim={}, dtype={}, metric={}, algorithm={}, graph={})",
+            self.inner.data().rows(),
+            self.inner.data().dim(),
+            numpy_name(self.inner.data().dtype()),
+            self.inner.metric().name(),
+            self.inner.meta().algorithm().unwrap_or_else(|| "?".into()),
+            self.inner.graph_kind().name(),
+        )
+    }
+}

@@ -1,0 +1,95 @@
+"""Library errors raised as the documented Python exceptions, with the library's messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import weft
+from conftest import random_data
+
+
+def test_hierarchy():
+    assert issubclass(weft.InvalidParamsError, weft.WeftError)
+    assert issubclass(weft.InvalidParamsError, ValueError)
+    assert issubclass(weft.DimensionMismatchError, weft.InvalidInputError)
+    assert issubclass(weft.WeftIOError, OSError)
+    assert issubclass(weft.UnsupportedError, RuntimeError)
+    assert issubclass(weft.OutOfDeviceMemoryError, MemoryError)
+    assert weft.InvalidParamsError.__module__ == "weft"
+
+
+def test_unknown_parameter_names_the_known_ones():
+    with pytest.raises(weft.InvalidParamsError) as e:
+        weft.build(random_data(100, 4), algorithm="rnndescent", degre=8)
+    assert e.value.param == "degre"
+    assert "`rnndescent` has no parameter `degre`" in str(e.value)
+    assert '"degree"' in str(e.value)
+
+
+def test_impossible_parameter_values():
+    with pytest.raises(weft.InvalidParamsError) as e:
+        weft.build(random_data(100, 4), algorithm="rnndescent", degree=500)
+    assert e.value.param
+    with pytest.raises(weft.InvalidParamsError):
+        weft.build(random_data(100, 4), algorithm="rnndescent", degree="many")
+    with pytest.raises(weft.InvalidParamsError, match="threads"):
+        weft.build(random_data(100, 4), threads=0)
+
+
+def test_unknown_names():
+    data = random_data(100, 4)
+    with pytest.raises(weft.InvalidParamsError, match="unknown algorithm `hnsw`"):
+        weft.build(data, algorithm="hnsw")
+    with pytest.raises(ValueError, match="unknown metric `manhattan`"):
+        weft.build(data, metric="manhattan")
+    with pytest.raises(ValueError, match="unknown backend `tpu`"):
+        weft.build(data, backend="tpu")
+
+
+def test_k_belongs_to_knn_builders():
+    data = random_data(100, 4)
+    with pytest.raises(weft.InvalidParamsError, match="needs k"):
+        weft.build(data, algorithm="nndescent")
+    with pytest.raises(weft.InvalidParamsError, match="not k"):
+        weft.build(data, algorithm="rnndescent", k=10)
+
+
+def test_search_errors(index, queries):
+    with pytest.raises(weft.DimensionMismatchError) as e:
+        index.search(queries[:, :10], 5)
+    assert (e.value.expected, e.value.found) == (24, 10)
+    with pytest.raises(weft.InvalidParamsError):
+        index.search(queries, 0)
+    with pytest.raises(weft.InvalidParamsError):
+        index.search(queries, len(index) + 1)
+    with pytest.raises(weft.InvalidParamsError):
+        index.search(queries, 10, beam=5)
+
+
+def test_non_finite_values_name_their_place():
+    data = random_data(100, 4)
+    data[42, 3] = np.nan
+    with pytest.raises(weft.NonFiniteError) as e:
+        weft.build(data)
+    assert (e.value.row, e.value.col) == (42, 3)
+    assert "row 42, column 3" in str(e.value)
+
+
+def test_empty_data():
+    with pytest.raises(weft.InvalidInputError):
+        weft.build(np.zeros((0, 4), np.float32))
+
+
+@pytest.mark.skipif(weft.gpu_available(), reason="a GPU is present: the GPU back ends run")
+def test_gpu_back_ends_without_a_gpu():
+    data = random_data(200, 4)
+    with pytest.raises(weft.UnsupportedError):
+        weft.build(data, algorithm="grnnd")
+    with pytest.raises(weft.UnsupportedError):
+        weft.build(data, algorithm="cagra", backend="gpu")
+    index = weft.build(data, degree=8)
+    with pytest.raises(weft.UnsupportedError):
+        index.search(data[:2], 1, backend="gpu")
+    with pytest.raises(weft.UnsupportedError):
+        weft.ground_truth(data, data[:2], 1, backend="gpu")
