@@ -66,7 +66,7 @@ def main() -> None:
     t = time.perf_counter()
     index = weft.build(base, metric=args.metric, algorithm=args.algorithm, backend=args.backend,
                        seed=args.seed, **params)
-    print(f"build {args.algorithm} on {index.build_info['params']['backend']}: "
+    print(f"build {args.algorithm} on {index.build_info['backend']}: "
           f"{time.perf_counter() - t:.2f} s  ({index!r})")
     index.search(queries[:100], args.k)  # first-search set-up (entry layer; GPU upload)
 

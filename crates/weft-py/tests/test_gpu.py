@@ -33,7 +33,7 @@ def test_gpu_build_and_search(algorithm):
     queries = (clustered_data(500, 32, clusters=50, seed=32) + 0.05).astype(np.float32)
     truth, _ = weft.ground_truth(data, queries, 10)
     index = weft.build(data, algorithm=algorithm, backend="gpu")
-    assert index.build_info["params"]["backend"] == "gpu"
+    assert index.build_info["backend"] == "gpu"
     for backend in ("gpu", "cpu"):
         found, dists = index.search(queries, 10, beam=128, backend=backend)
         assert weft.recall(found, truth) >= 0.95, backend

@@ -105,7 +105,7 @@ def test_graph_and_metadata(index, base):
     assert valid.max() < len(base)
     assert index.graph_kind == "fixed"
     info = index.build_info
-    assert info["algorithm"] == "rnndescent" and info["params"]["params"]["degree"] == 24
+    assert info["algorithm"] == "rnndescent" and info["params"]["degree"] == 24
     ep = index.entry_points()
     assert ep.dtype == np.uint32 and len(ep) > 0
     np.testing.assert_array_equal(index.data(), base)

@@ -152,8 +152,9 @@ class Index:
 
     @property
     def build_info(self) -> dict[str, Any]:
-        """How the graph was built: ``{"algorithm": ..., "params": {"backend": ..., "k": ...,
-        "params": {every parameter}}}``."""
+        """How the graph was built: ``{"algorithm": ..., "params": {every parameter},
+        "backend": ..., "k": ..., "seed": ..., "data_fingerprint": ...}`` (files written before
+        the record was flattened nest the parameters as ``params.params``)."""
 
 def read(
     path: PathLike,
