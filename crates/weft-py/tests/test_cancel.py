@@ -58,7 +58,7 @@ def test_ctrl_c_cancels_a_build(big, interrupt_after):
     timer = interrupt_after(0.5)
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
-        weft.build(big, degree=32)
+        weft.build(big, degree=32, backend="cpu")
     elapsed = time.perf_counter() - start
     timer.join()
     assert elapsed < 2.5, f"the build went on for {elapsed:.2f} s after Ctrl-C at 0.5 s"
@@ -69,20 +69,20 @@ def test_ctrl_c_cancels_an_exact_search(big, interrupt_after):
     timer = interrupt_after(0.3)
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
-        weft.ground_truth(big, queries, 10, threads=1)
+        weft.ground_truth(big, queries, 10, threads=1, backend="cpu")
     elapsed = time.perf_counter() - start
     timer.join()
     assert elapsed < 1.5, f"the search went on for {elapsed:.2f} s after Ctrl-C at 0.3 s"
 
 
 def test_ctrl_c_cancels_an_index_search(big, interrupt_after):
-    index = weft.build(big[:20_000], degree=16)
+    index = weft.build(big[:20_000], degree=16, backend="cpu")
     # 125,000 x 20,000 x 64: about 2.7 s on one thread of the 2-core machine, 13 times the delay.
     queries = random_data(125_000, 64, seed=22)
     timer = interrupt_after(0.2)
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
-        index.search(queries, 10, exact=True, threads=1)
+        index.search(queries, 10, exact=True, threads=1, backend="cpu")
     elapsed = time.perf_counter() - start
     timer.join()
     assert elapsed < 1.5, f"the search went on for {elapsed:.2f} s"
@@ -103,7 +103,7 @@ def test_the_gil_is_released_during_a_build(big):
     t = threading.Thread(target=count)
     t.start()
     try:
-        weft.build(big[:30_000], degree=16)
+        weft.build(big[:30_000], degree=16, backend="cpu")
     finally:
         stop.set()
         t.join()
@@ -112,7 +112,7 @@ def test_the_gil_is_released_during_a_build(big):
 
 
 def test_the_gil_is_released_during_a_search(big):
-    index = weft.build(big[:5000], degree=16)
+    index = weft.build(big[:5000], degree=16, backend="cpu")
     queries = random_data(20_000, 64, seed=23)
     ticks = 0
     stop = threading.Event()
@@ -127,7 +127,7 @@ def test_the_gil_is_released_during_a_search(big):
     t.start()
     try:
         start = time.perf_counter()
-        index.search(queries, 10, exact=True)
+        index.search(queries, 10, exact=True, backend="cpu")
         elapsed = time.perf_counter() - start
     finally:
         stop.set()
@@ -138,9 +138,9 @@ def test_the_gil_is_released_during_a_search(big):
 def test_searches_from_several_threads_agree(index, queries):
     from concurrent.futures import ThreadPoolExecutor
 
-    want = index.search(queries, 10, beam=48)
+    want = index.search(queries, 10, beam=48, backend="cpu")
     with ThreadPoolExecutor(4) as pool:
-        got = list(pool.map(lambda _: index.search(queries, 10, beam=48), range(8)))
+        got = list(pool.map(lambda _: index.search(queries, 10, beam=48, backend="cpu"), range(8)))
     for ids, dists in got:
         np.testing.assert_array_equal(ids, want[0])
         np.testing.assert_array_equal(dists, want[1])
