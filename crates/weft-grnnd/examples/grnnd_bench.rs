@@ -10,10 +10,9 @@
 //!    included); then the CPU beam search (L sweep): recall@10 and QPS (all cores).
 //! 3. CAGRA at the same degree: GNND (k = 64, NN-Descent defaults as the `cagra` registry
 //!    entry uses them) on the device, then the CAGRA optimisation of that k-NN graph, timed, and
-//!    the same search sweep with the same entry point. The optimisation runs on the CPU
-//!    (`weft_cagra::optimize_stages`, whose graph the GPU optimiser reproduces bit for bit), so
-//!    the search curve is CAGRA's but its build time is GNND's on the GPU plus the CPU
-//!    optimiser's, both printed (this crate does not depend on weft-cagra's GPU side).
+//!    the same search sweep with the same entry point. The optimisation runs on the GPU
+//!    (`weft_cagra::gpu::CagraOptimizer::optimize_device`) on the k-NN graph GNND left there,
+//!    with no host round trip; both build times are printed.
 //! 4. Parity and ablation on the first `ablation_n` points: the CPU RNN-Descent at the same
 //!    parameters against GRNND (search sweep), then update order x rho x (T1, T2).
 //! 5. With `gist_n > 0`: GIST-like `gist_n x 960`, GRNND build time and recall.
@@ -197,17 +196,18 @@ fn main() -> Res<()> {
     )?;
     ctx.synchronize()?;
     let t_knn = t.elapsed().as_secs_f64();
-    let knn = knn.download(&ctx)?;
     let t = Instant::now();
-    let stages = weft_cagra::optimize_stages(&knn, 32, &BuildCtx::new(1))?;
+    let optimized = weft_cagra::gpu::CagraOptimizer::new(&ctx).optimize_device(&knn, 32)?;
+    ctx.synchronize()?;
     let t_opt = t.elapsed().as_secs_f64();
     drop(knn);
     println!(
-        "CAGRA build: GNND {t_knn:.3} s on the GPU ({} iterations) + optimiser {t_opt:.3} s on the CPU",
+        "CAGRA build: GNND {t_knn:.3} s ({} iterations) + optimiser {t_opt:.3} s, both on the GPU",
         gst.iterations
     );
-    let cg = FixedDegreeGraph::new(n, 32, stages.graph)?;
-    let cg = cg.with_entry_points(vec![s.entry_point]);
+    let cg = optimized
+        .download(&ctx)?
+        .with_entry_points(vec![s.entry_point]);
     let cs = sweep(&cg, &base, &queries, &truth, &ls)?;
     print_sweep("cagra", &cs);
     for target in [0.90, 0.95, 0.98] {

@@ -35,8 +35,8 @@ use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
 
 use super::common::{
     check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
-    check_query_dim, download_results, download_stats, fmt_session, grow_bytes, take_grown,
-    upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
+    check_query_dim, download_results, download_stats, fmt_session, grow_bytes, result_buffers,
+    take_grown, upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
 };
 use super::kernels::cagra_search as kernels;
 use crate::cagra_gpu_params::{
@@ -185,10 +185,7 @@ impl<'c> CagraSearchDevice<'c> {
         k: usize,
         params: &CagraSearchParams,
     ) -> Result<(Neighbors, SearchStats)> {
-        let mut out = Neighbors::new(queries.rows(), k.max(1));
-        if k == 0 {
-            return Err(Error::invalid_param("k", "k must be at least 1"));
-        }
+        let mut out = result_buffers(queries.rows(), k)?;
         let stats = self.search_into(data, graph, queries, metric, params, out.as_mut())?;
         Ok((out, stats))
     }
@@ -255,10 +252,7 @@ impl<'c> CagraSearchDevice<'c> {
         entries: &[NodeId],
     ) -> Result<(Neighbors, SearchStats)> {
         let mut bufs = CagraSearchBuffers::default();
-        let mut out = Neighbors::new(queries.rows(), k.max(1));
-        if k == 0 {
-            return Err(Error::invalid_param("k", "k must be at least 1"));
-        }
+        let mut out = result_buffers(queries.rows(), k)?;
         let stats = self.search_device_with(
             &mut bufs,
             data,
@@ -591,10 +585,7 @@ impl<T: Element> CagraSearchSession<T> {
         k: usize,
         params: &CagraSearchParams,
     ) -> Result<(Neighbors, SearchStats)> {
-        if k == 0 {
-            return Err(Error::invalid_param("k", "k must be at least 1"));
-        }
-        let mut out = Neighbors::new(queries.rows(), k);
+        let mut out = result_buffers(queries.rows(), k)?;
         let stats = self.search_into(queries, metric, params, out.as_mut())?;
         Ok((out, stats))
     }
@@ -661,10 +652,7 @@ impl<T: Element> CagraSearchSession<T> {
         k: usize,
         params: &CagraSearchParams,
     ) -> Result<(Neighbors, SearchStats)> {
-        if k == 0 {
-            return Err(Error::invalid_param("k", "k must be at least 1"));
-        }
-        let mut out = Neighbors::new(queries.rows(), k);
+        let mut out = result_buffers(queries.rows(), k)?;
         let dev = CagraSearchDevice {
             ctx: &self.ctx,
             budget: self.budget,

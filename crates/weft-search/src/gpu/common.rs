@@ -3,7 +3,8 @@
 //! the copying of results and counters back to the host, and a session's debug output.
 
 use weft_core::{
-    DatasetView, Element, Error, FixedDegreeGraph, NeighborsMut, NodeId, Result, SearchStats,
+    DatasetView, Element, Error, FixedDegreeGraph, Neighbors, NeighborsMut, NodeId, Result,
+    SearchStats,
 };
 use weft_gpu::{DeviceBuffer, DeviceCopy, DeviceFixedGraph, DeviceMatrix, GpuContext};
 
@@ -226,6 +227,14 @@ pub(crate) fn download_results(
     let (row_ids, row_dists) = rows.buffers_mut();
     ctx.copy_to_host(&ids.slice(0..len), row_ids)?;
     ctx.copy_to_host(&dists.slice(0..len), row_dists)
+}
+
+/// Result buffers for `rows` queries of `k` neighbours each; `k = 0` is an invalid parameter.
+pub(crate) fn result_buffers(rows: usize, k: usize) -> Result<Neighbors> {
+    if k == 0 {
+        return Err(Error::invalid_param("k", "k must be at least 1"));
+    }
+    Ok(Neighbors::new(rows, k))
 }
 
 /// The output buffers must hold one row per query.

@@ -41,8 +41,8 @@ use weft_graph::hier::HierGraph;
 
 use super::common::{
     check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
-    check_query_dim, download_results, download_stats, fmt_session, grow_bytes, take_grown,
-    upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
+    check_query_dim, download_results, download_stats, fmt_session, grow_bytes, result_buffers,
+    take_grown, upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
 };
 use super::kernels::ggnn_search as kernels;
 use crate::check::check_search_inputs;
@@ -298,10 +298,7 @@ impl<'c> GgnnSearchDevice<'c> {
         params: &GgnnSearchParams,
         options: &GgnnGpuOptions,
     ) -> Result<(Neighbors, SearchStats)> {
-        if k == 0 {
-            return Err(Error::invalid_param("k", "k must be at least 1"));
-        }
-        let mut out = Neighbors::new(queries.rows(), k);
+        let mut out = result_buffers(queries.rows(), k)?;
         let stats = self.search_into(
             data,
             graph,
@@ -367,11 +364,8 @@ impl<'c> GgnnSearchDevice<'c> {
         params: &GgnnSearchParams,
         options: &GgnnGpuOptions,
     ) -> Result<(Neighbors, SearchStats)> {
-        if k == 0 {
-            return Err(Error::invalid_param("k", "k must be at least 1"));
-        }
         let mut bufs = GgnnSearchBuffers::new();
-        let mut out = Neighbors::new(queries.rows(), k);
+        let mut out = result_buffers(queries.rows(), k)?;
         let stats = self.search_device_with(
             &mut bufs,
             data,
@@ -576,10 +570,7 @@ impl<T: Element> GgnnSearchSession<T> {
         params: &GgnnSearchParams,
         options: &GgnnGpuOptions,
     ) -> Result<(Neighbors, SearchStats)> {
-        if k == 0 {
-            return Err(Error::invalid_param("k", "k must be at least 1"));
-        }
-        let mut out = Neighbors::new(queries.rows(), k);
+        let mut out = result_buffers(queries.rows(), k)?;
         let stats = self.search_into(queries, metric, params, options, out.as_mut())?;
         Ok((out, stats))
     }
