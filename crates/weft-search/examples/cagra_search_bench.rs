@@ -66,6 +66,23 @@ fn recall(found: &Neighbors, truth: &Neighbors, rows: usize) -> f64 {
 
 const HBM_BYTES_PER_S: f64 = 4.8e12;
 
+/// FNV-1a over the ids and the distances' bits: equal results give equal checksums, so runs of
+/// two builds of the kernel can be compared exactly.
+fn checksum(found: &Neighbors) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let words = found
+        .ids
+        .iter()
+        .copied()
+        .chain(found.dists.iter().map(|d| d.to_bits()));
+    for w in words {
+        for b in w.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
 #[allow(clippy::too_many_arguments)]
 fn sweep<T: Element>(
     ctx: &GpuContext,
@@ -148,6 +165,7 @@ fn sweep<T: Element>(
                 "queries": nq, "recall@10": recall(&found, truth, nq), "qps": nq as f64 / t,
                 "seconds_median": t, "qps_one_shot": nq as f64 / t_one,
                 "seconds_median_one_shot": t_one, "session_same_ids": again.ids == found.ids,
+                "checksum": checksum(&found),
                 "session_steady_allocations": bufs.allocations() - allocs,
                 "session_buffer_bytes": bufs.bytes(), "runs": runs, "team": plan.team_size,
                 "max_iterations": plan.max_iterations, "distances_per_query": dpq,
@@ -229,6 +247,7 @@ fn batch1<T: Element>(
                 "what": "batch1", "data": label, "mode": "multi_cta", "itopk": itopk,
                 "queries": count, "recall@10": recall(&sfound, truth, count),
                 "latency_ms_median": 1e3 * slat[slat.len() / 2],
+                "checksum": checksum(&sfound),
                 "latency_ms_p99": 1e3 * p99(&slat),
                 "recall@10_one_shot": recall(&found, truth, count),
                 "latency_ms_median_one_shot": 1e3 * lat[lat.len() / 2],

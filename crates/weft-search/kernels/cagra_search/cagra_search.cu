@@ -1,4 +1,4 @@
-// cagra_search/cagra_search.cu: CAGRA-style graph search (crates/weft-gpu/src/cagra_search.rs
+// cagra_search/cagra_search.cu: CAGRA-style graph search (crates/weft-search/src/gpu/cagra.rs
 // drives it; docs/kernels.md, "CAGRA search", explains the design).
 //
 // One CTA works on one (query, part) pair: single-CTA mode runs one part per query with an
@@ -11,12 +11,15 @@
 //      and "forgettable": cleared and refilled with the current lists when half full; or in
 //      global memory) and compacts the new ones,
 //   3. computes their distances, one team of `team` lanes per candidate with 16-byte loads and
-//      a shuffle reduction inside the team,
-//   4. sorts the candidates (block bitonic sort) and merges them into the top-L list by ranks
-//      (each element's position = its index + the number of smaller elements of the other
-//      list, found by binary search), and with a filter, merges the allowed ones into a second
-//      result list of the same length (so that filtered-out points are traversed but never
-//      returned),
+//      a shuffle reduction inside the team; without a filter, a candidate not before the top
+//      list's last entry is dropped there (it could never enter the list),
+//   4. sorts the kept candidates (by counting, for each, the candidates before it, when the
+//      buffer holds at most 128; else a block bitonic sort) and merges them into the top-L list
+//      by ranks (each element's position = its index + the number of smaller elements of the
+//      other list, found by binary search), written into the list's second buffer (the lists
+//      are double-buffered, so no thread holds elements while others write), and with a
+//      filter, merges the allowed ones into a second result list of the same length (so that
+//      filtered-out points are traversed but never returned),
 //   5. picks the next parents: the first `width` entries of the top-L list that have not been
 //      parents (the id's most significant bit marks a parent).
 // The first gather holds the first `cand_cap` entry points (part 0 only; random ids fill the
@@ -37,8 +40,8 @@ namespace weft {
 namespace cagra_search {
 
 constexpr u32 MSB = 0x80000000u;
-// Elements one thread holds during a rank merge (list + candidates <= 16 * blockDim).
-constexpr u32 MAX_PER_THREAD = 16;
+// The largest candidate buffer sorted by rank_sort (larger ones by the bitonic sort).
+constexpr u32 RANK_SORT_MAX = 128;
 // 16-byte loads one lane issues together in the distance loop.
 constexpr u32 LOADS = 4;
 
@@ -76,55 +79,63 @@ __device__ __forceinline__ u32 count_before(const float* d, const u32* id, u32 l
     return lo;
 }
 
-// Merges the sorted candidates (cd, ci)[0..cnt) into the sorted list (ld, li)[0..len) in place,
-// keeping the len best. With `masks`, only candidates whose bit is set take part (their rank
-// among the candidates is the number of set bits before them). Every thread calls it; it begins
-// and ends with a barrier.
-__device__ __forceinline__ void merge_into(float* ld, u32* li, u32 len, const float* cd, const u32* ci,
-                                           u32 cnt, const u32* masks) {
-    __syncthreads();
-    float vd[MAX_PER_THREAD];
-    u32 vi[MAX_PER_THREAD];
-    u32 vr[MAX_PER_THREAD];
-    const u32 total = len + cnt;
-#pragma unroll
-    for (u32 r = 0; r < MAX_PER_THREAD; ++r) {
-        const u32 e = threadIdx.x + r * blockDim.x;
-        vr[r] = INVALID;
-        if (e >= total) continue;
+// Merges the sorted candidates (cd, ci)[0..cnt) into the sorted list (sd, si)[0..len), writing
+// the len best into (dd, di) (a second buffer: every element's place is its rank, so nothing
+// has to be held while others are written). With `masks`, only candidates whose bit is set take
+// part (their rank among the candidates is the number of set bits before them). Every thread
+// calls it once the inputs are in place; it ends with a barrier.
+__device__ __forceinline__ void merge_into(const float* sd, const u32* si, float* dd, u32* di, u32 len,
+                                           const float* cd, const u32* ci, u32 cnt, const u32* masks) {
+    for (u32 e = threadIdx.x; e < len + cnt; e += blockDim.x) {
+        float x;
+        u32 xi, rank;
         if (e < len) {
-            vd[r] = ld[e];
-            vi[r] = li[e];
-            vr[r] = e + count_before(cd, ci, cnt, vd[r], vi[r], false);
+            x = sd[e];
+            xi = si[e];
+            const u32 c = count_before(cd, ci, cnt, x, xi, false);
+            u32 allowed = c;
             if (masks != nullptr) {
                 // Only allowed candidates count.
-                const u32 c = count_before(cd, ci, cnt, vd[r], vi[r], false);
-                u32 allowed = 0;
+                allowed = 0;
                 for (u32 w = 0; w < c / 32; ++w) allowed += __popc(masks[w]);
                 if (c % 32) allowed += __popc(masks[c / 32] & ((1u << (c % 32)) - 1u));
-                vr[r] = e + allowed;
             }
+            rank = e + allowed;
         } else {
             const u32 j = e - len;
             if (masks != nullptr && ((masks[j / 32] >> (j % 32)) & 1u) == 0) continue;
-            vd[r] = cd[j];
-            vi[r] = ci[j];
-            u32 rank = j;
+            x = cd[j];
+            xi = ci[j];
+            u32 r = j;
             if (masks != nullptr) {
-                rank = 0;
-                for (u32 w = 0; w < j / 32; ++w) rank += __popc(masks[w]);
-                if (j % 32) rank += __popc(masks[j / 32] & ((1u << (j % 32)) - 1u));
+                r = 0;
+                for (u32 w = 0; w < j / 32; ++w) r += __popc(masks[w]);
+                if (j % 32) r += __popc(masks[j / 32] & ((1u << (j % 32)) - 1u));
             }
-            vr[r] = rank + count_before(ld, li, len, vd[r], vi[r], true);
+            rank = r + count_before(sd, si, len, x, xi, true);
+        }
+        if (rank < len) {
+            dd[rank] = x;
+            di[rank] = xi;
         }
     }
     __syncthreads();
-#pragma unroll
-    for (u32 r = 0; r < MAX_PER_THREAD; ++r) {
-        if (vr[r] < len) {
-            ld[vr[r]] = vd[r];
-            li[vr[r]] = vi[r];
-        }
+}
+
+// Sorts the candidates (cd, ci)[0..cnt) into (od, oi)[0..kept) by counting, for each, the
+// candidates before it (ids are distinct, so the ranks are). Entries with id INVALID (dropped)
+// take no part and sort nowhere; `kept` is the number of the others. For small candidate
+// buffers: one pass and no barrier inside, where a bitonic sort takes log^2 passes. Every thread
+// calls it once the inputs are in place; it ends with a barrier.
+__device__ __forceinline__ void rank_sort(const float* cd, const u32* ci, u32 cnt, float* od, u32* oi) {
+    for (u32 s = threadIdx.x; s < cnt; s += blockDim.x) {
+        const u32 xi = ci[s];
+        if (xi == INVALID) continue;
+        const float x = cd[s];
+        u32 r = 0;
+        for (u32 j = 0; j < cnt; ++j) r += before(cd[j], ci[j], x, xi) ? 1u : 0u;
+        od[r] = x;
+        oi[r] = xi;
     }
     __syncthreads();
 }
@@ -197,6 +208,8 @@ __device__ void search(const Args& a) {
     __shared__ u32 s_cnt;
     __shared__ u32 s_np;
     __shared__ u32 s_filled;
+    // Candidates of this iteration kept for the merge.
+    __shared__ u32 s_kept;
     // Entry points gathered so far (part 0; the other parts start at n_entries: they have none).
     __shared__ u32 s_ent_next;
     __shared__ u64 s_key;
@@ -210,17 +223,25 @@ __device__ void search(const Args& a) {
     const u32 W = a.width;
     const u32 R = a.has_filter ? L : 0;
     const bool filtered = a.has_filter != 0;
+    // The top and result lists are double-buffered: a merge reads one buffer and writes the
+    // other (`flip` says which is current; every thread keeps the same value).
     float* qv = reinterpret_cast<float*>(smem);
-    float* top_d = qv + a.stride;
-    u32* top_i = reinterpret_cast<u32*>(top_d + L);
-    float* res_d = reinterpret_cast<float*>(top_i + L);
-    u32* res_i = reinterpret_cast<u32*>(res_d + R);
-    float* cand_d = reinterpret_cast<float*>(res_i + R);
+    float* top_d_buf = qv + a.stride;
+    u32* top_i_buf = reinterpret_cast<u32*>(top_d_buf + 2 * L);
+    float* res_d_buf = reinterpret_cast<float*>(top_i_buf + 2 * L);
+    u32* res_i_buf = reinterpret_cast<u32*>(res_d_buf + 2 * R);
+    float* cand_d = reinterpret_cast<float*>(res_i_buf + 2 * R);
     u32* cand_i = reinterpret_cast<u32*>(cand_d + C);
     u32* gathered = reinterpret_cast<u32*>(cand_d);  // ids before the distances overwrite them
-    u32* parents = cand_i + C;
+    // The sorted candidates (rank_sort's output; the bitonic sort sorts cand_d/cand_i in place).
+    float* sort_d = reinterpret_cast<float*>(cand_i + C);
+    u32* sort_i = reinterpret_cast<u32*>(sort_d + C);
+    u32* parents = sort_i + C;
     u32* masks = parents + 32;
     u32* stable = masks + C / 32;
+    const bool by_rank = C <= RANK_SORT_MAX;
+    const float* sorted_d = by_rank ? sort_d : cand_d;
+    const u32* sorted_i = by_rank ? sort_i : cand_i;
 
     const u32 tid = threadIdx.x;
     const u32 bd = blockDim.x;
@@ -243,6 +264,11 @@ __device__ void search(const Args& a) {
                      : a.table_mode == TABLE_GLOBAL_CTA ? a.gtable + (u64)blockIdx.x * hsize
                                                         : a.gtable + (u64)q * hsize;
         const bool forgettable = a.table_mode != TABLE_GLOBAL_QUERY;
+        u32 flip = 0;
+        float* top_d = top_d_buf;
+        u32* top_i = top_i_buf;
+        float* res_d = res_d_buf;
+        u32* res_i = res_i_buf;
 
         // The query, as f32, and its key and norm.
         const u8* qrow = a.queries + (u64)q * row_bytes;
@@ -300,6 +326,12 @@ __device__ void search(const Args& a) {
             }
             __syncthreads();
             const u32 cnt = s_cnt;
+            // Without a filter, a candidate not before the list's last entry can never enter it:
+            // it is dropped here (id INVALID) and takes no part in the sort or the merge.
+            const float last_d = top_d[L - 1];
+            const u32 last_i = top_i[L - 1];
+            if (tid == 0) s_kept = 0;
+            __syncthreads();
             // Distances, one team per candidate.
             for (u32 base = 0; base < cnt; base += nteams) {
                 const u32 s = base + team_id;
@@ -339,30 +371,54 @@ __device__ void search(const Args& a) {
                     nb += __shfl_xor_sync(0xffffffffu, nb, o);
                 }
                 if (valid && team_lane == 0) {
-                    cand_d[s] = a.metric == METRIC_L2   ? l2
-                                : a.metric == METRIC_IP ? -dot
-                                                        : cosine_from_parts(dot, s_qnorm, nb);
+                    const float d = a.metric == METRIC_L2   ? l2
+                                    : a.metric == METRIC_IP ? -dot
+                                                            : cosine_from_parts(dot, s_qnorm, nb);
+                    if (filtered || before(d, cand_i[s], last_d, last_i)) {
+                        cand_d[s] = d;
+                        atomicAdd(&s_kept, 1u);
+                    } else {
+                        cand_d[s] = inf_f32();
+                        cand_i[s] = INVALID;
+                    }
                 }
             }
-            for (u32 s = cnt + tid; s < C; s += bd) {
-                cand_d[s] = inf_f32();
-                cand_i[s] = INVALID;
+            if (!by_rank) {
+                for (u32 s = cnt + tid; s < C; s += bd) {
+                    cand_d[s] = inf_f32();
+                    cand_i[s] = INVALID;
+                }
             }
             if (tid == 0) {
                 s_filled += cnt;
                 s_dcs += cnt;
             }
-            block_bitonic_sort(cand_d, cand_i, C);  // barriers on both sides
-            merge_into(top_d, top_i, L, cand_d, cand_i, min(cnt, C), nullptr);
+            __syncthreads();
+            const u32 kept = s_kept;
+            if (by_rank)
+                rank_sort(cand_d, cand_i, cnt, sort_d, sort_i);
+            else
+                block_bitonic_sort(cand_d, cand_i, C);  // barriers on both sides
+            float* next_top_d = top_d_buf + (flip ^ 1u) * L;
+            u32* next_top_i = top_i_buf + (flip ^ 1u) * L;
+            merge_into(top_d, top_i, next_top_d, next_top_i, L, sorted_d, sorted_i, kept, nullptr);
             if (filtered) {
                 for (u32 s = tid; s < C / 32; s += bd) masks[s] = 0;
                 __syncthreads();
-                for (u32 s = tid; s < cnt; s += bd) {
-                    const u32 id = cand_i[s];
+                for (u32 s = tid; s < kept; s += bd) {
+                    const u32 id = sorted_i[s];
                     if ((a.filter[id >> 5] >> (id & 31u)) & 1u) atomicOr(&masks[s >> 5], 1u << (s & 31u));
                 }
-                merge_into(res_d, res_i, R, cand_d, cand_i, cnt, masks);
+                __syncthreads();
+                float* next_res_d = res_d_buf + (flip ^ 1u) * R;
+                u32* next_res_i = res_i_buf + (flip ^ 1u) * R;
+                merge_into(res_d, res_i, next_res_d, next_res_i, R, sorted_d, sorted_i, kept, masks);
+                res_d = next_res_d;
+                res_i = next_res_i;
             }
+            flip ^= 1u;
+            top_d = next_top_d;
+            top_i = next_top_i;
             // Entry points left (part 0): the next batch of up to C of them is scored like
             // candidates, with no parents picked and no iteration counted.
             const bool entry_batch = s_ent_next < a.n_entries;
@@ -457,7 +513,7 @@ using namespace weft;
 using namespace weft::cagra_search;
 
 #define WEFT_CAGRA_SEARCH(NAME, T)                                                                     \
-    extern "C" __global__ void __launch_bounds__(128, 5) NAME(                                         \
+    extern "C" __global__ void __launch_bounds__(512, 2) NAME(                                         \
         const u8* data, u32 n, u32 stride, const u32* graph, u32 degree, const u8* queries, u32 nq,    \
         i32 metric, u32 itopk, u32 width, u32 max_iter, u32 min_iter, u32 team, u64 seed,              \
         const u32* entries, u32 n_entries, const u32* filter, u32 has_filter, u32 cand_cap,            \

@@ -49,10 +49,12 @@ use crate::check::check_search_inputs;
 pub const MAX_CANDIDATES: usize = 1024;
 /// Entries of each block's list in multi-CTA mode.
 pub const MULTI_CTA_ITOPK: usize = 32;
-/// Threads per search block: the kernel's launch bound (`__launch_bounds__(128, 5)`).
-const BLOCK_MAX: usize = 128;
-/// Entries one thread holds in the kernel's rank merge (`MAX_PER_THREAD`).
-const MERGE_PER_THREAD: usize = 16;
+/// Threads per search block at most: the kernel's launch bound (`__launch_bounds__(512, 2)`,
+/// which also caps it at 64 registers a thread, so that 16 blocks of 64 threads fit on an SM).
+const BLOCK_MAX: usize = 512;
+/// List plus candidate entries above which a block has 128 threads rather than 64 (more threads
+/// shorten each query's sort and merge; fewer keep more queries in flight per SM).
+const WIDE_BLOCK_ENTRIES: usize = 1024;
 /// Shared memory a block may use (the launch wrapper's limit).
 const SMEM_LIMIT: usize = 48 * 1024;
 /// The largest multi-CTA merge buffer (pairs).
@@ -89,7 +91,8 @@ pub struct CagraSearchPlan {
     pub table_mode: u32,
     /// Dynamic shared memory per search block, in bytes.
     pub shared_bytes: usize,
-    /// Threads per search block (64, or 128 when the list and candidates need them).
+    /// Threads per search block: single-CTA 64, or 128 for lists and candidates of more than
+    /// 1024 entries; multi-CTA one team per candidate (at most 512).
     pub block_threads: usize,
 }
 
@@ -395,7 +398,16 @@ impl<'c> CagraSearchDevice<'c> {
                 let qv = queries.rows_view(start, start + cnt)?;
                 let dv = data.rows_view(0, n)?;
                 let out_len = if multi { p.list_len as u32 } else { k as u32 };
-                let grid = ((cnt * p.ctas_per_query).min(grid_cap)).max(1) as u32;
+                // One block per (query, part), so that the hardware keeps every SM busy to the
+                // end (a grid-stride loop over more blocks than fit at once leaves a partial last
+                // wave); only blocks with their own global table are capped at grid_cap.
+                let blocks = cnt * p.ctas_per_query;
+                let grid = if p.table_mode == 1 {
+                    blocks.min(grid_cap)
+                } else {
+                    blocks
+                };
+                let grid = u32_of(grid.max(1), "search blocks")?;
                 need(
                     part_ids.len().min(part_d.len()),
                     cnt as u64
@@ -833,8 +845,9 @@ pub fn plan_with_entries(
     };
     let stride = padded_stride(dim);
     let results = if filtered { list_len } else { 0 };
-    // query f32, top list, result list, candidates (pairs), parents, filter masks.
-    let base_words = stride + 2 * list_len + 2 * results + 2 * candidates + 32 + candidates / 32;
+    // query f32, top and result lists (pairs, double-buffered), candidates and their sorted copy
+    // (pairs), parents, filter masks.
+    let base_words = stride + 4 * list_len + 4 * results + 4 * candidates + 32 + candidates / 32;
     if base_words * 4 > SMEM_LIMIT {
         return Err(Error::invalid_param(
             "itopk",
@@ -868,12 +881,15 @@ pub fn plan_with_entries(
     };
     let shared_words = base_words + if table_mode == 0 { 1 << hash_bits } else { 0 };
     // 64 threads keep more queries in flight per SM; 128 when the merge needs the threads.
-    let block_threads = if list_len + candidates <= MERGE_PER_THREAD * 64 {
+    let block_threads = if multi {
+        // Few queries in flight: one team per candidate, so that an iteration's row loads
+        // are all issued at once (its latency is one memory round trip, not one per team).
+        (candidates * team_size).clamp(64, BLOCK_MAX)
+    } else if list_len + candidates <= WIDE_BLOCK_ENTRIES {
         64
     } else {
-        BLOCK_MAX
+        128
     };
-    debug_assert!(list_len + candidates <= MERGE_PER_THREAD * BLOCK_MAX);
     Ok(CagraSearchPlan {
         mode,
         team_size,
