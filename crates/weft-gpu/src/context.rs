@@ -18,8 +18,11 @@ use crate::loader::{self, KernelLoadPath, KernelMode};
 use crate::memory::{DeviceBuffer, DeviceCopy, DeviceView, DeviceViewMut};
 use crate::nvrtc::Nvrtc;
 
-/// Transfers of at least this many bytes go through pinned staging buffers.
-pub const PINNED_TRANSFER_THRESHOLD: usize = 8 << 20;
+/// Transfers of at least this many bytes go through pinned staging buffers (kept by the
+/// context, so only the first staged transfer pays for pinning them). Below it a plain copy
+/// from pageable memory costs less than the staging's extra pass; above it the driver's own
+/// pageable path is the slower one (a search's 5 MB of queries or 2.5 MB of results).
+pub const PINNED_TRANSFER_THRESHOLD: usize = 256 << 10;
 /// Bytes in each of the two pinned staging buffers of a large transfer.
 const STAGING_CHUNK: usize = 8 << 20;
 /// Bytes one rayon task moves between a staging chunk and pageable host memory: 16 pieces
@@ -572,8 +575,8 @@ impl GpuContext {
         Ok(buf)
     }
 
-    /// Copies `src` into the device view `dst` of the same length (a plain copy; for large
-    /// uploads into new buffers, [`GpuContext::upload`] stages through pinned memory).
+    /// Copies `src` into the device view `dst` of the same length (through the context's pinned
+    /// staging buffers from [`PINNED_TRANSFER_THRESHOLD`] bytes, as [`GpuContext::upload`]).
     /// Synchronises before returning, so `src` may change or go right after.
     pub fn copy_to_device<T: DeviceCopy>(
         &self,
@@ -590,13 +593,24 @@ impl GpuContext {
         if src.is_empty() {
             return Ok(());
         }
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        if bytes.len() >= PINNED_TRANSFER_THRESHOLD {
+            // SAFETY: the view holds `src.len()` elements of `T` (Pod: plain bytes, no
+            // padding), i.e. exactly `bytes.len()` bytes.
+            let mut to = unsafe { dst.inner_mut().transmute_mut::<u8>(bytes.len()) }
+                .ok_or_else(|| Error::Gpu("reinterpret a device view as bytes".into()))?;
+            return self.upload_staged(&mut to, bytes.len(), |offset, piece| {
+                piece.copy_from_slice(&bytes[offset..offset + piece.len()])
+            });
+        }
         self.stream
             .memcpy_htod(src, dst.inner_mut())
             .map_err(gpu_err("copy to the device"))?;
         self.synchronize()
     }
 
-    /// Copies the device view `src` into `dst` of the same length; synchronises.
+    /// Copies the device view `src` into `dst` of the same length (through the pinned staging
+    /// buffers from [`PINNED_TRANSFER_THRESHOLD`] bytes); synchronises.
     pub fn copy_to_host<T: DeviceCopy>(
         &self,
         src: &DeviceView<'_, T>,
@@ -610,6 +624,30 @@ impl GpuContext {
             )));
         }
         if dst.is_empty() {
+            return Ok(());
+        }
+        let total = std::mem::size_of_val(dst);
+        if total >= PINNED_TRANSFER_THRESHOLD {
+            // SAFETY: reinterpreting a view of `T` (Pod: no padding) as its `total` bytes,
+            // which the view holds (same length as `dst`).
+            let from = unsafe { src.inner().transmute::<u8>(total) }
+                .ok_or_else(|| Error::Gpu("reinterpret a device view as bytes".into()))?;
+            // SAFETY: `dst` is `total` bytes of `T` exclusively borrowed until this returns;
+            // any bytes are a valid `T` (Pod), and `MaybeUninit<u8>` has size and alignment 1.
+            let to: &mut [MaybeUninit<u8>] =
+                unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast(), total) };
+            let mut written = 0usize;
+            self.download_staged(&from, total, |offset, chunk| {
+                // The chunks arrive in order, without gaps (checked in sum below).
+                assert_eq!(offset, written, "staged download chunks out of order");
+                par_copy_into(&mut to[offset..offset + chunk.len()], chunk);
+                written += chunk.len();
+            })?;
+            if written != total {
+                return Err(Error::Gpu(format!(
+                    "a download delivered {written} of {total} bytes"
+                )));
+            }
             return Ok(());
         }
         self.stream

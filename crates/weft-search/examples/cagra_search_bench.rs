@@ -30,7 +30,7 @@ use weft_gpu::{DeviceFixedGraph, DeviceMatrix, ExactGpu, GpuContext};
 use weft_nndescent::NnDescentParams;
 use weft_nndescent::gpu::Gnnd;
 use weft_search::gpu::cagra::{
-    CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams,
+    CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchSession,
 };
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -259,6 +259,60 @@ fn batch1<T: Element>(
     Ok(())
 }
 
+/// The sweep through a `CagraSearchSession` from host queries to host results (what
+/// `weft::Index` does), at k = 10 and k = itopk, beside the same session on resident queries.
+fn host_sweep(
+    ctx: GpuContext,
+    data: DeviceMatrix<f32>,
+    graph: DeviceFixedGraph,
+    queries: &Dataset<f32>,
+    truth: &Neighbors,
+    itopks: &[usize],
+    runs: usize,
+) -> weft_core::Result<()> {
+    let qdev = DeviceMatrix::upload(&ctx, queries.view())?;
+    let mut session = CagraSearchSession::from_device(ctx, data, graph, &[], None)?;
+    let nq = queries.rows();
+    for &itopk in itopks {
+        let cfg = CagraSearchParams {
+            itopk,
+            mode: CagraSearchMode::SingleCta,
+            ..Default::default()
+        };
+        for k in [10, itopk.min(100)] {
+            let mut out = Neighbors::new(nq, k);
+            session.search_into(queries.view(), Metric::L2Squared, &cfg, out.as_mut())?;
+            let median = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let mut host_t = Vec::new();
+            for _ in 0..runs {
+                let t = Instant::now();
+                session.search_into(queries.view(), Metric::L2Squared, &cfg, out.as_mut())?;
+                host_t.push(t.elapsed().as_secs_f64());
+            }
+            let mut dev_t = Vec::new();
+            for _ in 0..runs {
+                let t = Instant::now();
+                session.search_device(&qdev, Metric::L2Squared, k, &cfg)?;
+                dev_t.push(t.elapsed().as_secs_f64());
+            }
+            let (h, d) = (median(host_t), median(dev_t));
+            println!(
+                "{}",
+                serde_json::json!({
+                    "what": "host_batch", "itopk": itopk, "k": k, "queries": nq,
+                    "recall@10": recall(&out, truth, nq), "qps_host": nq as f64 / h,
+                    "qps_resident_queries": nq as f64 / d, "seconds_host": h,
+                    "seconds_resident_queries": d,
+                })
+            );
+        }
+    }
+    Ok(())
+}
+
 fn main() -> weft_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let preset = match arg(&args, "--preset").as_deref() {
@@ -274,6 +328,7 @@ fn main() -> weft_core::Result<()> {
     let itopks = list(&args, "--itopk", "32,48,64,96,128,192,256");
     let b1_itopks = list(&args, "--batch1-itopk", "32,64,128");
     let f16 = args.iter().any(|a| a == "--f16");
+    let host = args.iter().any(|a| a == "--host");
 
     let ctx = weft_gpu::probe()?;
     let t = Instant::now();
@@ -312,6 +367,10 @@ fn main() -> weft_core::Result<()> {
     sweep(&ctx, &label, &dev, &graph, &qdev, &truth, &itopks, runs)?;
     if b1 > 0 {
         batch1(&ctx, &label, &dev, &graph, &queries, &truth, &b1_itopks, b1)?;
+    }
+    if host {
+        host_sweep(ctx, dev, graph, &queries, &truth, &itopks, runs)?;
+        return Ok(());
     }
     if f16 {
         drop(dev);
