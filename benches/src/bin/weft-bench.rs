@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! weft-bench prepare --out DIR --name NAME SOURCE [--metric l2|ip|cosine]
-//!     SOURCE: --preset sift|deep|gist|glove|clustered --n N --nq NQ [--seed S]
+//!     SOURCE: --preset sift|deep|gist|glove|minilm|clustered --n N --nq NQ [--seed S]
 //!           | --glove-npy FILE [--normalise] [--nq NQ] [--max-base N]
 //!           | --idx-train FILE --idx-test FILE
 //!           | --base FILE --queries FILE [--gt FILE] [--max-base N]

@@ -167,7 +167,7 @@ fn default_queries_path(out: &Path) -> PathBuf {
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let preset = Preset::from_name(&args.preset).ok_or_else(|| {
         anyhow!(
-            "unknown preset `{}` (sift, deep, gist, glove, clustered)",
+            "unknown preset `{}` (sift, deep, gist, glove, minilm, clustered)",
             args.preset
         )
     })?;
