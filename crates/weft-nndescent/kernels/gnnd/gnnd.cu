@@ -13,11 +13,11 @@
 //   gnnd_merge    one warp per list: the inbox is inserted into the sorted list (duplicates
 //                 rejected, entries inserted NEW), the inbox emptied, insertions counted.
 // Lists are sorted ascending by (distance, id); the NEW flag is the top bit of the id.
-// The graph merge (GGM, crates/weft-gpu/src/gnnd/merge.rs) reuses these kernels on the union of
-// two vertex sets, vertices [0, split) read from one matrix and [split, n) from another:
-// gnnd_cross_init_* seeds each list with random vertices of the other set, gnnd_sample skips
-// OLD entries of the other set, and the join's MODE_CROSS skips NEW x NEW pairs, so only
-// cross-set pairs are joined.
+// The graph merge (GGM, crates/weft-nndescent/src/gpu/gnnd/merge.rs) reuses these kernels on
+// the union of two vertex sets, vertices [0, split) read from one matrix and [split, n) from
+// another: gnnd_cross_init_* seeds each list with random vertices of the other set,
+// gnnd_sample skips OLD entries of the other set, and the join's MODE_CROSS skips NEW x NEW
+// pairs, so only cross-set pairs are joined.
 #include "weft/distance.cuh"
 #include "weft/rng.cuh"
 #include "weft/topk.cuh"
