@@ -9,7 +9,6 @@ use proptest::test_runner::{Config, TestRunner};
 use std::sync::Arc;
 
 use weft_cagra::gpu::CagraOptimizer;
-use weft_cagra::gpu::{GpuKnnGraph, GpuKnnSource, HostKnn};
 use weft_cagra::{
     CagraCpu, CagraGpu, CagraParams, CagraPipeline, CagraPipelineGpu, KnnSource, optimize_stages,
 };
@@ -18,6 +17,7 @@ use weft_core::{
     NoParams, NodeId,
 };
 use weft_gpu::testing::gpu_or_skip;
+use weft_gpu::{GpuKnnGraph, GpuKnnSource, HostKnn};
 
 /// A random valid k-NN graph (a fifth of the rows shorter when `short`); neighbours are drawn
 /// from a window around the vertex when `local`, so that rows overlap and detours are common.

@@ -244,6 +244,37 @@ pub(crate) fn testing_rng(
     )
 }
 
+/// `testing_affine_walk`: one thread per walk, `2 + steps` words each (see
+/// kernels/testing/testing.cu).
+pub(crate) fn testing_affine_walk(
+    ctx: &GpuContext,
+    seed: u64,
+    ms: &DeviceView<'_, u32>,
+    steps: u32,
+    out: &mut DeviceViewMut<'_, u32>,
+) -> Result<()> {
+    let count = u32_of(ms.len(), "walks")?;
+    need(
+        out.len(),
+        u64::from(count) * (2 + u64::from(steps)),
+        "testing_affine_walk output",
+    )?;
+    if count == 0 {
+        return Ok(());
+    }
+    testing::testing_affine_walk(
+        ctx,
+        Launch::per_item(count, 256),
+        &testing::TestingAffineWalkArgs {
+            seed,
+            ms: ms.input(),
+            count,
+            steps,
+            out: out.output(),
+        },
+    )
+}
+
 /// `testing_pair_distance_<dtype>`: one warp per pair of rows.
 pub(crate) fn testing_pair_distance<T: Element>(
     ctx: &GpuContext,

@@ -22,6 +22,10 @@
 //!   `docs/kernels.md`.
 //! - [`ExactGpu`]: brute-force k-NN search and exact k-NN graphs (L2, inner product, cosine;
 //!   f32, f16, u8, i8; k up to [`exact::MAX_K`]).
+//! - k-NN graph sources for GPU pipelines ([`knn_source`]): [`GpuKnnSource`], which a builder
+//!   that leaves its graph on the device implements (GNND in weft-nndescent) and any
+//!   `KnnGraphBuilder` through [`HostKnn`]; the graph comes as a [`GpuKnnGraph`] (host or
+//!   device), which the GPU CAGRA pipeline of weft-cagra consumes.
 //! - [`testing`]: the skip-or-fail helper for GPU tests and device-side checks of the kernel
 //!   headers.
 //!
@@ -31,6 +35,7 @@ pub mod context;
 pub mod device_graph;
 pub mod exact;
 pub mod kernel;
+pub mod knn_source;
 pub mod launch;
 pub mod loader;
 pub mod matrix;
@@ -56,6 +61,7 @@ pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_d
 pub use device_graph::{DeviceFixedGraph, DeviceKnnGraph};
 pub use exact::{ExactGpu, ExactPlan};
 pub use kernel::{ArgList, In, Kernel, KernelArg, KernelArgs, KernelModule, Launch, Out};
+pub use knn_source::{GpuKnnGraph, GpuKnnSource, HostKnn};
 pub use loader::{KernelLoadPath, KernelMode};
 pub use matrix::DeviceMatrix;
 pub use memory::{DeviceBuffer, DeviceCopy, DeviceView, DeviceViewMut};

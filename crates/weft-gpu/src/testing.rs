@@ -79,6 +79,32 @@ pub fn rng_on_device(ctx: &GpuContext, seed: u64, count: usize, n: u64) -> Resul
     ctx.download(&out, 3 * count)
 }
 
+/// Runs kernel `testing_affine_walk` (`AffineWalk` of `weft/rng.cuh`): for walk `i`, of
+/// modulus `ms[i]` and key `hash3(seed, i, 0)`, the `2 + steps` words `[o, g, at(0), ...,
+/// at(steps - 1)]`, walk after walk (the `at` words are 0 when `ms[i] == 0`).
+pub fn affine_walks_on_device(
+    ctx: &GpuContext,
+    seed: u64,
+    ms: &[u32],
+    steps: usize,
+) -> Result<Vec<u32>> {
+    let steps = launch::u32_of(steps, "steps")?;
+    let words = ms.len() * (2 + steps as usize);
+    if words == 0 {
+        return Ok(Vec::new());
+    }
+    let d_ms = ctx.upload(ms)?;
+    let mut out = ctx.alloc_zeros::<u32>(words)?;
+    launch::testing_affine_walk(
+        ctx,
+        seed,
+        &d_ms.slice(0..ms.len()),
+        steps,
+        &mut out.slice_mut(0..words),
+    )?;
+    ctx.download(&out, words)
+}
+
 /// Runs kernel `testing_pair_distance_<dtype>`: `distance(a_i, b_i)` by the warp distance
 /// routine of `weft/distance.cuh`.
 pub fn pair_distances_on_device<T: Element>(

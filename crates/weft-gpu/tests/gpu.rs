@@ -9,8 +9,8 @@ use weft_core::rng::{SplitMix64, below, hash3, mix64};
 use weft_core::{BuildCtx, Dataset, Element, Error, INVALID, KnnGraphBuilder, Metric, NoParams};
 use weft_gpu::context::PINNED_TRANSFER_THRESHOLD;
 use weft_gpu::testing::{
-    gpu_or_skip, gpu_required, pair_distances_on_device, rng_on_device, tag_set_on_device,
-    visited_set_on_device, warp_sort_on_device,
+    affine_walks_on_device, gpu_or_skip, gpu_required, pair_distances_on_device, rng_on_device,
+    tag_set_on_device, visited_set_on_device, warp_sort_on_device,
 };
 use weft_gpu::{DeviceMatrix, ExactGpu, GpuContext, KernelLoadPath, KernelMode, probe};
 use weft_graph::exact::{exact_knn_graph, exact_search};
@@ -74,6 +74,97 @@ fn rng_header_matches_weft_core() {
             assert_eq!(g[0], mix64(i ^ seed), "mix64 at {i}");
             assert_eq!(g[1], hash3(seed, i, 7 * i + 3), "hash3 at {i}");
             assert_eq!(g[2], below(hash3(seed, i, 1), n + i), "below at {i}");
+        }
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The model of `coprime_step` in `weft/rng.cuh`: `below(bits, m)` (1 for 0), then the next
+/// values up, wrapping from `m - 1` to 1, until one is coprime to `m` (64 tries, else 1).
+fn coprime_step_model(bits: u64, m: u32) -> u32 {
+    if m <= 1 {
+        return 1;
+    }
+    let mut g = (below(bits, u64::from(m)) as u32).max(1);
+    for _ in 0..64 {
+        if gcd(u64::from(g), u64::from(m)) == 1 {
+            return g;
+        }
+        g = if g + 1 < m { g + 1 } else { 1 };
+    }
+    1
+}
+
+#[test]
+fn affine_walk_header_matches_model_and_permutes() {
+    let Some(ctx) = gpu_or_skip("affine_walk_header_matches_model_and_permutes") else {
+        return;
+    };
+    // Small moduli (walked whole: a permutation), even and highly composite ones (many steps
+    // rejected), primes, and the largest.
+    let kinds: [u32; 16] = [
+        0,
+        1,
+        2,
+        3,
+        4,
+        6,
+        12,
+        30,
+        97,
+        120,
+        128,
+        210,
+        30_030,
+        999_983,
+        1 << 31,
+        u32::MAX,
+    ];
+    let steps = 210;
+    for seed in [0u64, 0x5eed_0fa1] {
+        let ms: Vec<u32> = (0..40).flat_map(|_| kinds).collect();
+        let got = affine_walks_on_device(&ctx, seed, &ms, steps).unwrap();
+        assert_eq!(got.len(), ms.len() * (2 + steps));
+        for (i, &m) in ms.iter().enumerate() {
+            let row = &got[i * (2 + steps)..(i + 1) * (2 + steps)];
+            let h = hash3(seed, i as u64, 0);
+            let (o, g) = (row[0], row[1]);
+            assert_eq!(u64::from(o), below(h, u64::from(m)), "o, walk {i}, m {m}");
+            assert_eq!(
+                g,
+                coprime_step_model(mix64(h ^ 0x5bd1_e995), m),
+                "g, walk {i}, m {m}"
+            );
+            if m == 0 {
+                assert_eq!(o, 0);
+                assert!(row[2..].iter().all(|&x| x == 0), "m = 0 writes no offsets");
+                continue;
+            }
+            assert!(o < m, "o {o} >= m {m}");
+            assert!(g >= 1 && (m == 1 || g < m), "g {g}, m {m}");
+            assert_eq!(
+                gcd(u64::from(g), u64::from(m)),
+                1,
+                "g {g} not coprime to {m}"
+            );
+            for (j, &x) in row[2..].iter().enumerate() {
+                let want = (u64::from(o) + j as u64 * u64::from(g)) % u64::from(m);
+                assert_eq!(u64::from(x), want, "at({j}), walk {i}, m {m}");
+            }
+            if m as usize <= steps {
+                let mut seen = row[2..2 + m as usize].to_vec();
+                seen.sort_unstable();
+                assert!(
+                    seen.iter().copied().eq(0..m),
+                    "the first m offsets of walk {i} (m {m}) are not a permutation"
+                );
+            }
         }
     }
 }

@@ -15,7 +15,7 @@ use weft_core::{
     BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, KnnGraphBuilder, Metric,
 };
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext};
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext, GpuKnnGraph, GpuKnnSource};
 use weft_nndescent::gpu::gnnd::testing::{
     FlaggedLists, NEW_FLAG, cross_join_and_merge, join_and_merge, sample_split,
 };
@@ -526,6 +526,31 @@ fn conformance_suite_on_the_gpu() {
     }
 }
 
+/// The recall@k of `g` against the exact GPU graph on the first 1000 rows (a neighbour counts
+/// when its distance is within rounding of the row's true k-th distance).
+fn recall_on_first_rows(
+    ctx: &GpuContext,
+    g: &KnnGraph,
+    view: DatasetView<'_, f32>,
+    metric: Metric,
+    k: usize,
+) -> f64 {
+    let exact = ExactGpu::new(ctx)
+        .knn_graph(view, metric, k, &BuildCtx::new(0))
+        .unwrap();
+    let rows = view.rows().min(1000);
+    let mut hits = 0;
+    for v in 0..rows {
+        let truth = exact.row_dists(v)[k - 1];
+        hits += g
+            .row_dists(v)
+            .iter()
+            .filter(|&&d| d <= truth + 1e-5 * truth.abs() + 1e-6)
+            .count();
+    }
+    hits as f64 / (rows * k) as f64
+}
+
 #[test]
 fn device_entry_point_leaves_a_valid_graph_on_the_device() {
     let Some(ctx) = ctx_or_skip("device_entry_point_leaves_a_valid_graph_on_the_device") else {
@@ -548,21 +573,7 @@ fn device_entry_point_leaves_a_valid_graph_on_the_device() {
     assert_eq!((dg.n(), dg.k()), (n, k));
     let g = dg.download(&ctx).unwrap();
     check_graph_shape(&g, view, Metric::L2Squared, k, "device build");
-    // Recall against the exact GPU graph on the first 1000 rows.
-    let exact = ExactGpu::new(&ctx)
-        .knn_graph(view, Metric::L2Squared, k, &BuildCtx::new(0))
-        .unwrap();
-    let rows = n.min(1000);
-    let mut hits = 0;
-    for v in 0..rows {
-        let truth = exact.row_dists(v)[k - 1];
-        hits += g
-            .row_dists(v)
-            .iter()
-            .filter(|&&d| d <= truth * (1.0 + 1e-5) + 1e-6)
-            .count();
-    }
-    let recall = hits as f64 / (rows * k) as f64;
+    let recall = recall_on_first_rows(&ctx, &g, view, Metric::L2Squared, k);
     eprintln!("gnnd device build recall@{k}: {recall:.4}");
     assert!(recall >= 0.95, "recall {recall}");
     // Round trip through the device graph type.
@@ -573,6 +584,43 @@ fn device_entry_point_leaves_a_valid_graph_on_the_device() {
     assert_eq!(back.ids(), g.ids());
     assert_eq!(back.dists(), g.dists());
     assert!(stats.iterations >= 1 && stats.updates.len() == stats.iterations);
+}
+
+#[test]
+fn gpu_knn_source_leaves_the_graph_on_the_device() {
+    let Some(ctx) = ctx_or_skip("gpu_knn_source_leaves_the_graph_on_the_device") else {
+        return;
+    };
+    let (n, dim, k) = if small() {
+        (500, 16, 16)
+    } else {
+        (10_000, 32, 32)
+    };
+    let data = gaussian_mixture(n, dim, 20, 9);
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let source = NnDescentGpu::new(Arc::clone(&ctx));
+    assert_eq!(GpuKnnSource::name(&source), "nndescent");
+    for metric in [Metric::L2Squared, Metric::Cosine] {
+        let knn = source
+            .knn_graph(view, metric, k, &BuildCtx::new(4))
+            .unwrap();
+        let GpuKnnGraph::Device(dg) = knn else {
+            panic!("GNND as a GPU k-NN source must leave its graph on the device");
+        };
+        assert_eq!((dg.n(), dg.k()), (n, k));
+        let g = dg.download(&ctx).unwrap();
+        check_graph_shape(&g, view, metric, k, "GpuKnnSource graph");
+        let recall = recall_on_first_rows(&ctx, &g, view, metric, k);
+        eprintln!("GNND source {metric:?} recall@{k}: {recall:.4}");
+        assert!(recall >= 0.9, "{metric:?}: recall {recall}");
+    }
+    // Bad k is a typed error, not a panic.
+    for bad_k in [0, n] {
+        assert!(matches!(
+            source.knn_graph(view, Metric::L2Squared, bad_k, &BuildCtx::new(0)),
+            Err(Error::InvalidParams { .. })
+        ));
+    }
 }
 
 #[test]

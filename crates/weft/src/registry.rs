@@ -445,37 +445,6 @@ impl DynBuilder for ExactGpuEntry {
     }
 }
 
-/// GNND with its k-NN graph left on the device (default NN-Descent parameters): the k-NN
-/// source of the GPU `cagra` pipeline ([`weft_cagra::CagraPipelineGpu`]), whose optimiser reads
-/// the graph there without a host round trip.
-#[cfg(feature = "cuda")]
-struct GnndOnDevice(weft_nndescent::NnDescentGpu);
-
-#[cfg(feature = "cuda")]
-impl weft_cagra::gpu::GpuKnnSource for GnndOnDevice {
-    fn name(&self) -> &'static str {
-        KnnGraphBuilder::name(&self.0)
-    }
-
-    fn knn_graph<T: weft_core::Element>(
-        &self,
-        data: weft_core::DatasetView<'_, T>,
-        metric: Metric,
-        k: usize,
-        ctx: &BuildCtx,
-    ) -> Result<weft_cagra::gpu::GpuKnnGraph> {
-        let device_data = weft_gpu::DeviceMatrix::upload(self.0.context(), data)?;
-        let (knn, _) = self.0.build_device(
-            &device_data,
-            metric,
-            k,
-            &weft_nndescent::NnDescentParams::default(),
-            ctx,
-        )?;
-        Ok(weft_cagra::gpu::GpuKnnGraph::Device(knn))
-    }
-}
-
 impl Default for Registry {
     fn default() -> Self {
         Self::available()
@@ -512,9 +481,7 @@ impl Registry {
             r.register(GraphEntry::new(
                 weft_cagra::CagraPipelineGpu::new(
                     std::sync::Arc::clone(ctx),
-                    GnndOnDevice(weft_nndescent::NnDescentGpu::new(std::sync::Arc::clone(
-                        ctx,
-                    ))),
+                    weft_nndescent::NnDescentGpu::new(std::sync::Arc::clone(ctx)),
                 ),
                 Backend::Gpu,
                 "CAGRA: GNND (or exact) k-NN graph and rank-based optimisation on the GPU",

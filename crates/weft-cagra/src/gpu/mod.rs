@@ -1,7 +1,7 @@
 //! The GPU back end (behind the `cuda` feature): the device optimiser [`CagraOptimizer`]
 //! (kernels in `kernels/cagra/`), [`CagraGpu`] (the [`GraphOptimizer`] over it, connected and
 //! with entry points like [`CagraCpu`](crate::CagraCpu)), and the whole GPU construction
-//! [`CagraPipelineGpu`] over any k-NN graph source ([`GpuKnnSource`]).
+//! [`CagraPipelineGpu`] over any k-NN graph source (weft-gpu's [`weft_gpu::GpuKnnSource`]).
 
 mod optimizer;
 mod pipeline;
@@ -17,7 +17,7 @@ use crate::cpu::{check_input, check_optimize_inputs, connect, connect_with_entri
 use weft_graph::connect::spread_entry_points;
 
 pub use optimizer::{CagraOptimizer, MAX_KNN_DEGREE};
-pub use pipeline::{CagraPipelineGpu, GpuKnnGraph, GpuKnnSource, HostKnn};
+pub use pipeline::CagraPipelineGpu;
 
 /// The generated bindings of this crate's kernel module.
 pub(crate) mod kernels {

@@ -2,89 +2,28 @@
 //! k-NN graph from any [`GpuKnnSource`] (or by the exact GPU kernels, [`KnnSource::Exact`]),
 //! then [`CagraGpu`].
 //!
-//! A source hands its graph over on the host ([`GpuKnnGraph::Host`]: any
-//! [`KnnGraphBuilder`] through [`HostKnn`]) or left on the device
-//! ([`GpuKnnGraph::Device`]: GNND's `build_device`), in which case the optimiser reads it
-//! there without a host round trip.
+//! A source (weft-gpu's [`weft_gpu::knn_source`]) hands its graph over on the host
+//! ([`GpuKnnGraph::Host`]: any `KnnGraphBuilder` through [`weft_gpu::HostKnn`]) or left on
+//! the device ([`GpuKnnGraph::Device`]: GNND, `weft_nndescent::NnDescentGpu`), in which case
+//! the optimiser reads it there without a host round trip.
 
 use std::sync::Arc;
 
 use weft_core::{
-    BuildCtx, DatasetView, Element, FixedDegreeGraph, GraphBuilder, GraphOptimizer, KnnGraph,
-    KnnGraphBuilder, Metric, Result,
+    BuildCtx, DatasetView, Element, FixedDegreeGraph, GraphBuilder, GraphOptimizer, Metric, Result,
 };
-use weft_gpu::{DeviceKnnGraph, ExactGpu, GpuContext};
+use weft_gpu::{ExactGpu, GpuContext, GpuKnnGraph, GpuKnnSource};
 
 use super::CagraGpu;
 use crate::pipeline::check_pipeline_input;
 use crate::{CagraParams, KnnSource};
 
-/// A k-NN graph built for the GPU optimiser, where its builder left it.
-#[derive(Debug)]
-pub enum GpuKnnGraph {
-    /// In host memory (uploaded by the optimiser; its rows are validated on the host).
-    Host(KnnGraph),
-    /// In device memory, on the pipeline's GPU (read there; rows sorted by distance are the
-    /// builder's guarantee).
-    Device(DeviceKnnGraph),
-}
-
-/// Where [`CagraPipelineGpu`] gets its k-NN graph: any k-NN graph builder through
-/// [`HostKnn`], or a builder that leaves its graph on the device (on the pipeline's GPU)
-/// implementing this trait itself.
-pub trait GpuKnnSource {
-    /// The builder's short stable name (`nndescent`, ...).
-    fn name(&self) -> &'static str;
-
-    /// The k-NN graph of `data` under `metric` with `k` neighbours per row (each row excludes
-    /// the point itself, ascending by distance). The pipeline has checked the input.
-    fn knn_graph<T: Element>(
-        &self,
-        data: DatasetView<'_, T>,
-        metric: Metric,
-        k: usize,
-        ctx: &BuildCtx,
-    ) -> Result<GpuKnnGraph>;
-}
-
-/// Any [`KnnGraphBuilder`] (CPU or GPU) with its parameters, as a [`GpuKnnSource`] whose graph
-/// comes back to the host.
-#[derive(Clone, Debug)]
-pub struct HostKnn<K: KnnGraphBuilder> {
-    builder: K,
-    params: K::Params,
-}
-
-impl<K: KnnGraphBuilder> HostKnn<K> {
-    /// `builder` with `params`.
-    pub fn new(builder: K, params: K::Params) -> Self {
-        HostKnn { builder, params }
-    }
-}
-
-impl<K: KnnGraphBuilder> GpuKnnSource for HostKnn<K> {
-    fn name(&self) -> &'static str {
-        self.builder.name()
-    }
-
-    fn knn_graph<T: Element>(
-        &self,
-        data: DatasetView<'_, T>,
-        metric: Metric,
-        k: usize,
-        ctx: &BuildCtx,
-    ) -> Result<GpuKnnGraph> {
-        self.builder
-            .build(data, metric, k, &self.params, ctx)
-            .map(GpuKnnGraph::Host)
-    }
-}
-
 /// CAGRA on the GPU (name `cagra`, GPU back end): the k-NN graph of degree
 /// [`CagraParams::intermediate_degree`] from the source `S` ([`KnnSource::NnDescent`], the
-/// default; the `weft` facade registers GNND with its graph left on the device) or by the exact
-/// GPU kernels ([`KnnSource::Exact`], [`ExactGpu::knn_graph`]), then [`CagraGpu`] down to
-/// [`CagraParams::graph_degree`], with entry points and the connectivity repair.
+/// default; the `weft` facade passes GNND, `weft_nndescent::NnDescentGpu`, which leaves its
+/// graph on the device) or by the exact GPU kernels ([`KnnSource::Exact`],
+/// [`ExactGpu::knn_graph`]), then [`CagraGpu`] down to [`CagraParams::graph_degree`], with
+/// entry points and the connectivity repair.
 #[derive(Clone, Debug)]
 pub struct CagraPipelineGpu<S> {
     ctx: Arc<GpuContext>,

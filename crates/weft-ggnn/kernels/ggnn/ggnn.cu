@@ -52,12 +52,6 @@ constexpr double FLT_EPS = 1.1920928955078125e-07;
 
 __device__ __forceinline__ u32 lane_id() { return threadIdx.x & 31u; }
 
-__device__ __forceinline__ float warp_sum(float s) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    return s;
-}
-
 // First local id of segment b.
 __device__ __forceinline__ u32 seg_start(u32 b, u32 s0, u32 s0_off) {
     return b * s0 + (b < s0_off ? b : s0_off);
@@ -76,51 +70,6 @@ __device__ __forceinline__ u32 seg_of(u32 v, u32 s0, u32 s0_off) {
 // A metric distance as a real distance (square root for squared L2, magnitude otherwise).
 __device__ __forceinline__ float real_dist(i32 metric, float d) {
     return metric == METRIC_L2 ? sqrtf(fmaxf(d, 0.0f)) : fabsf(d);
-}
-
-// Order-preserving u32 of a float (total order, as f32::total_cmp for non-NaN values).
-__device__ __forceinline__ u32 order_key(float d) {
-    const u32 b = __float_as_uint(d);
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-// One warp: the distance between rows a and b; every lane returns it.
-template <typename T>
-__device__ __forceinline__ float dist(const T* a, const T* b, u32 stride, i32 metric) {
-    constexpr int P = Elem<T>::PER_VEC;
-    const uint4* va = reinterpret_cast<const uint4*>(a);
-    const uint4* vb = reinterpret_cast<const uint4*>(b);
-    const u32 nvec = stride / P;
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
-    if (metric == METRIC_L2) {
-        for (u32 v = lane_id(); v < nvec; v += 32) {
-            float x[P], y[P];
-            Elem<T>::unpack(va[v], x);
-            Elem<T>::unpack(vb[v], y);
-#pragma unroll
-            for (int i = 0; i < P; ++i) {
-                const float d = x[i] - y[i];
-                s0 = fmaf(d, d, s0);
-            }
-        }
-        return warp_sum(s0);
-    }
-    for (u32 v = lane_id(); v < nvec; v += 32) {
-        float x[P], y[P];
-        Elem<T>::unpack(va[v], x);
-        Elem<T>::unpack(vb[v], y);
-#pragma unroll
-        for (int i = 0; i < P; ++i) {
-            s0 = fmaf(x[i], y[i], s0);
-            s1 = fmaf(x[i], x[i], s1);
-            s2 = fmaf(y[i], y[i], s2);
-        }
-    }
-    s0 = warp_sum(s0);
-    if (metric == METRIC_IP) return -s0;
-    s1 = warp_sum(s1);
-    s2 = warp_sum(s2);
-    return cosine_from_parts(s0, s1, s2);
 }
 
 // One warp: the distance between m = z + MIDPOINT (x - z) (in f32, without contraction, as
@@ -597,8 +546,8 @@ __device__ void top(const T* data, u32 stride, i32 metric, const u32* glob, u32 
         float nn_d = 0.0f;
         for (u32 u = start; u < start + len; ++u) {
             if (u == v) continue;
-            const float d = dist<T>(q, data + (u64)glob[u] * stride, stride, metric);
-            const u32 key = order_key(d);
+            const float d = warp_distance<T>(q, data + (u64)glob[u] * stride, stride, metric);
+            const u32 key = ordered(d);
             if (real_dist(metric, d) > 0.0f && key < nn_key) {
                 nn_key = key;
                 nn_d = d;
@@ -731,7 +680,7 @@ __device__ void merge(const T* data, u32 stride, i32 metric, const u32* ids, con
         if (li == 0 && use_seeds) {
             const u32 e = seeds[v];
             if (e != v && e != INVALID && !s.best_has(e)) {
-                const float d = dist<T>(q, data + (u64)e * stride, stride, metric);
+                const float d = warp_distance<T>(q, data + (u64)e * stride, stride, metric);
                 ++n_scored;
                 const bool has = d < s.best_last() + slack;
                 s.see_all(e, lane == 0);
@@ -860,7 +809,7 @@ __device__ void sym(const T* data, u32 stride, i32 metric, const u32* ids, const
         s.clear_seen();
         const T* xr = data + (u64)(off == 0 ? x : glob[off + x]) * stride;
         s.see_all(x, lane == 0);
-        s.push_batch(lane == 0, dist<T>(zq, xr, stride, metric), x);
+        s.push_batch(lane == 0, warp_distance<T>(zq, xr, stride, metric), x);
         const float r_m = mid_dist<T>(zq, xr, xr, stride, metric);
         bool connected = false;
         for (u32 pops = 0; pops < max_pops; ++pops) {
@@ -949,7 +898,7 @@ __device__ void nearest_entry(const T* data, u32 stride, i32 metric, const u32* 
     u32 arg = entries[0];
     for (u32 e = 0; e < n_entries; ++e) {
         const u32 id = entries[e];
-        const float d = dist<T>(q, data + (u64)id * stride, stride, metric);
+        const float d = warp_distance<T>(q, data + (u64)id * stride, stride, metric);
         if (d < best) {
             best = d;
             arg = id;

@@ -19,6 +19,21 @@ extern "C" __global__ void testing_rng_u64(u64 seed, u32 count, u64 n, u64* out)
     out[3 * x + 2] = below(hash3(seed, x, 1), n + x);
 }
 
+// Row i of out (2 + steps words) for walk i: AffineWalk(hash3(seed, i, 0), ms[i]) as
+// [o, g, at(0), ..., at(steps - 1)] (the at() words stay as they are when ms[i] = 0).
+extern "C" __global__ void testing_affine_walk(u64 seed, const u32* ms, u32 count, u32 steps,
+                                               u32* out) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    const u32 m = ms[i];
+    const AffineWalk walk(hash3(seed, (u64)i, 0), m);
+    u32* row = out + (u64)i * (2 + steps);
+    row[0] = walk.o;
+    row[1] = walk.g;
+    if (m == 0) return;
+    for (u32 j = 0; j < steps; ++j) row[2 + j] = walk.at(j);
+}
+
 // One warp per pair: out[p] = distance(a[p], b[p]) by warp_distance.
 #define WEFT_TESTING_PAIRS(T, NAME)                                                              \
     extern "C" __global__ void testing_pair_distance_##NAME(const T* a, const T* b, u32 pairs,   \

@@ -38,17 +38,6 @@ constexpr u32 ORDER_RANDOM = 0u;
 constexpr u32 ORDER_ASC = 1u;
 constexpr u32 ORDER_DESC = 2u;
 
-// An order-preserving map of floats to u32 (negative values too: inner-product distances).
-__device__ __forceinline__ u32 ordered(float f) {
-    const u32 b = __float_as_uint(f);
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-// The inverse of ordered().
-__device__ __forceinline__ float from_ordered(u32 key) {
-    return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
-}
-
 __device__ __forceinline__ u64 pack(float d, bool is_new, u32 id) {
     return ((u64)ordered(d + 0.0f) << 32) | (is_new ? NEW_BIT : 0ull) | (u64)id;
 }
@@ -170,65 +159,6 @@ __device__ void rank_sort(const u64* key, u32 k, u32* perm) {
     __syncwarp();
 }
 
-// The distance between rows a and b under `metric`, by one warp; every lane gets the same value
-// (xor butterfly). Only the sums the metric needs are reduced.
-template <typename T>
-__device__ __forceinline__ float pair_distance(const T* a, const T* b, u32 stride, i32 metric) {
-    constexpr int P = Elem<T>::PER_VEC;
-    const u32 lane = threadIdx.x & 31u;
-    const uint4* va = reinterpret_cast<const uint4*>(a);
-    const uint4* vb = reinterpret_cast<const uint4*>(b);
-    const u32 nvec = stride / P;
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
-    for (u32 v = lane; v < nvec; v += 32) {
-        float x[P], y[P];
-        Elem<T>::unpack(va[v], x);
-        Elem<T>::unpack(vb[v], y);
-        if (metric == METRIC_L2) {
-#pragma unroll
-            for (int i = 0; i < P; ++i) {
-                const float d = x[i] - y[i];
-                s0 = fmaf(d, d, s0);
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < P; ++i) {
-                s0 = fmaf(x[i], y[i], s0);
-                s1 = fmaf(x[i], x[i], s1);
-                s2 = fmaf(y[i], y[i], s2);
-            }
-        }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s0 += __shfl_xor_sync(FULL, s0, o);
-    if (metric == METRIC_L2) return s0;
-    if (metric == METRIC_IP) return -s0;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        s1 += __shfl_xor_sync(FULL, s1, o);
-        s2 += __shfl_xor_sync(FULL, s2, o);
-    }
-    return cosine_from_parts(s0, s1, s2);
-}
-
-// A random step coprime to m (m >= 1), for distinct random initial ids.
-__device__ __forceinline__ u32 coprime_step(u64 bits, u32 m) {
-    if (m <= 1) return 1;
-    u32 g = (u32)below(bits, m);
-    if (g == 0) g = 1;
-    for (u32 tries = 0; tries < 64; ++tries) {
-        u32 a = g, b = m;
-        while (b != 0) {
-            const u32 t = a % b;
-            a = b;
-            b = t;
-        }
-        if (a == 1) return g;
-        g = g + 1 < m ? g + 1 : 1;
-    }
-    return 1;
-}
-
 // Random start: min(S, n - 1) distinct ids != v (v + 1 + ((o + j g) mod (n - 1)), g coprime to
 // n - 1), with their distances, NEW, in slots 0.. of v's row; the row must be EMPTY-filled.
 template <typename T>
@@ -240,13 +170,11 @@ __device__ void init(const T* data, u32 n, u32 stride, i32 metric, u32 S, u64 se
     const u32 m = n - 1;
     const u32 want = min(S, m);
     const u64 h = hash3(seed, 0x67726e6e64696eull, v);
-    const u32 o = m > 0 ? (u32)below(h, m) : 0;
-    const u32 g = coprime_step(mix64(h ^ 0x5bd1e995ull), m);
+    const AffineWalk walk(h, m);
     const T* a = data + (u64)v * stride;
     for (u32 j = 0; j < want; ++j) {
-        const u32 off = (u32)(((u64)o + (u64)j * g) % m);
-        const u32 u = (v + 1 + off) % n;
-        const float d = pair_distance<T>(a, data + (u64)u * stride, stride, metric);
+        const u32 u = (v + 1 + walk.at(j)) % n;
+        const float d = warp_distance<T>(a, data + (u64)u * stride, stride, metric);
         if (lane == 0) P[(u64)v * R + j] = pack(d, true, u);
     }
     if (lane == 0) C[v] = want;
@@ -301,7 +229,7 @@ __device__ void update(const T* data, u32 n, u32 stride, i32 metric, const u64* 
                 break;
             }
             ++pairs;
-            const float dij = pair_distance<T>(xi, data + (u64)id_of(ej) * stride, stride, metric);
+            const float dij = warp_distance<T>(xi, data + (u64)id_of(ej) * stride, stride, metric);
             const float dj = dist_of(ej);
             const float far = fmaxf(di, dj);
             const bool prune = strict ? dij < far : dij <= far;
@@ -416,8 +344,7 @@ __device__ void nearest(const T* data, u32 n, u32 stride, u32 dim, const float* 
         const float d = to_f32(data[(u64)r * stride + c]) - sums[c] * inv;
         s = fmaf(d, d, s);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
+    s = warp_sum(s);
     if (lane == 0) atomicMin(best, ((u64)ordered(s + 0.0f) << 32) | (u64)r);
 }
 

@@ -13,11 +13,11 @@
 //   gnnd_merge    one warp per list: the inbox is inserted into the sorted list (duplicates
 //                 rejected, entries inserted NEW), the inbox emptied, insertions counted.
 // Lists are sorted ascending by (distance, id); the NEW flag is the top bit of the id.
-// The graph merge (GGM, crates/weft-gpu/src/gnnd/merge.rs) reuses these kernels on the union of
-// two vertex sets, vertices [0, split) read from one matrix and [split, n) from another:
-// gnnd_cross_init_* seeds each list with random vertices of the other set, gnnd_sample skips
-// OLD entries of the other set, and the join's MODE_CROSS skips NEW x NEW pairs, so only
-// cross-set pairs are joined.
+// The graph merge (GGM, crates/weft-nndescent/src/gpu/gnnd/merge.rs) reuses these kernels on
+// the union of two vertex sets, vertices [0, split) read from one matrix and [split, n) from
+// another: gnnd_cross_init_* seeds each list with random vertices of the other set,
+// gnnd_sample skips OLD entries of the other set, and the join's MODE_CROSS skips NEW x NEW
+// pairs, so only cross-set pairs are joined.
 #include "weft/distance.cuh"
 #include "weft/rng.cuh"
 #include "weft/topk.cuh"
@@ -54,35 +54,6 @@ __device__ __forceinline__ const T* row_of(const T* a, const T* b, u32 split, u3
 constexpr u32 MODE_SYMMETRIC = 1u;
 constexpr u32 MODE_CROSS = 2u;
 
-// An order-preserving map of floats to u32 (negative values too: inner-product distances).
-__device__ __forceinline__ u32 ordered(float f) {
-    const u32 b = __float_as_uint(f);
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-// The inverse of ordered().
-__device__ __forceinline__ float from_ordered(u32 key) {
-    return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
-}
-
-// A random step coprime to m (m >= 1), for distinct random initial ids.
-__device__ __forceinline__ u32 coprime_step(u64 bits, u32 m) {
-    if (m <= 1) return 1;
-    u32 g = (u32)below(bits, m);
-    if (g == 0) g = 1;
-    for (u32 tries = 0; tries < 64; ++tries) {
-        u32 a = g, b = m;
-        while (b != 0) {
-            const u32 t = a % b;
-            a = b;
-            b = t;
-        }
-        if (a == 1) return g;
-        g = g + 1 < m ? g + 1 : 1;
-    }
-    return 1;
-}
-
 // Initialisation: list s gets k distinct random ids != s (s + 1 + ((o + j g) mod (n - 1)), g
 // coprime to n - 1), with their distances, as inbox candidates; the list itself is emptied.
 template <typename T>
@@ -93,12 +64,10 @@ __device__ void init(const T* data, u32 n, u32 stride, i32 metric, u32 k, u64 se
     if (s >= n) return;
     const u32 m = n - 1;
     const u64 h = hash3(seed, 0x6e6e64696e6974ull, s);
-    const u32 o = (u32)below(h, m);
-    const u32 g = coprime_step(mix64(h ^ 0x5bd1e995ull), m);
+    const AffineWalk walk(h, m);
     const T* a = data + (u64)s * stride;
     for (u32 j = 0; j < k; ++j) {
-        const u32 off = (u32)(((u64)o + (u64)j * g) % m);
-        const u32 v = (s + 1 + off) % n;
+        const u32 v = (s + 1 + walk.at(j)) % n;
         const float d = warp_distance<T>(a, data + (u64)v * stride, stride, metric);
         if (lane == 0) {
             inbox_d[(u64)s * M + j] = d;
@@ -127,11 +96,10 @@ __device__ void cross_init(const T* a, const T* b, u32 split, u32 n, u32 stride,
     const u32 m = s < split ? n - split : split;
     const u32 cnt = min(half, m);
     const u64 h = hash3(seed, 0x67676d696e6974ull, s);
-    const u32 o = m > 0 ? (u32)below(h, m) : 0;
-    const u32 g = coprime_step(mix64(h ^ 0x5bd1e995ull), m);
+    const AffineWalk walk(h, m);
     const T* x = row_of(a, b, split, s, stride);
     for (u32 j = 0; j < cnt; ++j) {
-        const u32 v = base + (u32)(((u64)o + (u64)j * g) % m);
+        const u32 v = base + walk.at(j);
         const float d = warp_distance<T>(x, row_of(a, b, split, v, stride), stride, metric);
         if (lane == 0) {
             inbox_d[(u64)s * M + j] = d;

@@ -8,7 +8,8 @@
 //! CPU-only fields (`rho`, `max_candidates`, `n_trees`, `leaf_size`) are ignored.
 //!
 //! [`NnDescentGpu::build_device`] leaves the graph on the device ([`DeviceKnnGraph`]) for the
-//! next stage; [`KnnGraphBuilder::build`] brings it back. GPU results are valid k-NN graphs but
+//! next stage, and so does [`NnDescentGpu`] as a [`GpuKnnSource`] (the k-NN source of
+//! weft-cagra's GPU pipeline); [`KnnGraphBuilder::build`] brings it back. GPU results are valid k-NN graphs but
 //! are not bit-reproducible for a seed (atomic arrival order decides the reverse samples).
 //!
 //! Out of device memory: when the vectors, the graph and the work buffers of a host-to-host
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use weft_core::{
     BuildCtx, DatasetView, Element, KnnGraph, KnnGraphBuilder, Metric, Params, Result,
 };
-use weft_gpu::{DeviceKnnGraph, DeviceMatrix, GpuContext, KernelModule};
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix, GpuContext, GpuKnnGraph, GpuKnnSource, KernelModule};
 
 use crate::NnDescentParams;
 use crate::sharded::{ShardPlan, ShardedStats, build_sharded};
@@ -200,6 +201,31 @@ impl KnnGraphBuilder for NnDescentGpu {
     ) -> Result<KnnGraph> {
         self.build_with_stats(data, metric, k, params, ctx)
             .map(|(g, _)| g)
+    }
+}
+
+/// GNND as the k-NN source of a GPU pipeline (weft-cagra's `CagraPipelineGpu`), with the
+/// default [`NnDescentParams`]: the vectors are uploaded to the builder's GPU and the graph is
+/// left there ([`GpuKnnGraph::Device`], [`NnDescentGpu::build_device`]) for the next stage to
+/// read without a host round trip. Unlike [`KnnGraphBuilder::build`], a build that exceeds the
+/// device budget is not split into shards.
+impl GpuKnnSource for NnDescentGpu {
+    fn name(&self) -> &'static str {
+        KnnGraphBuilder::name(self)
+    }
+
+    fn knn_graph<T: Element>(
+        &self,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        k: usize,
+        ctx: &BuildCtx,
+    ) -> Result<GpuKnnGraph> {
+        weft_core::error::check_graph_k(k, data.rows())?;
+        let device_data = DeviceMatrix::upload(&self.ctx, data)?;
+        let (knn, _) =
+            self.build_device(&device_data, metric, k, &NnDescentParams::default(), ctx)?;
+        Ok(GpuKnnGraph::Device(knn))
     }
 }
 

@@ -69,13 +69,17 @@ __device__ __forceinline__ float distance_from_dot(i32 metric, float dot, float 
     return cosine_from_parts(dot, na, nb);
 }
 
-// Accumulated (sum (a-b)^2, a.b, |a|^2, |b|^2) of one lane's share of two rows.
-struct Partial {
-    float l2, dot, na, nb;
-};
+// The sum of `s` over the 32 lanes of a full warp (xor butterfly); every lane returns it.
+__device__ __forceinline__ float warp_sum(float s) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
 
 // One warp computes the distance between rows `a` and `b` (`stride` elements, a multiple of 16,
-// zero-padded, 16-byte aligned) with 16-byte loads; every lane returns the result.
+// zero-padded, 16-byte aligned) with 16-byte loads; every lane returns the result. Only the sums
+// the metric needs are accumulated (L2: sum (a-b)^2; otherwise a.b, |a|^2, |b|^2), each lane's
+// share in order with fused multiply-adds, then summed with warp_sum.
 template <typename T>
 __device__ __forceinline__ float warp_distance(const T* a, const T* b, u32 stride, i32 metric) {
     constexpr int P = Elem<T>::PER_VEC;
@@ -83,30 +87,36 @@ __device__ __forceinline__ float warp_distance(const T* a, const T* b, u32 strid
     const uint4* va = reinterpret_cast<const uint4*>(a);
     const uint4* vb = reinterpret_cast<const uint4*>(b);
     const u32 nvec = stride / P;
-    Partial p = {0.0f, 0.0f, 0.0f, 0.0f};
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+    if (metric == METRIC_L2) {
+        for (u32 v = lane; v < nvec; v += 32) {
+            float x[P], y[P];
+            Elem<T>::unpack(va[v], x);
+            Elem<T>::unpack(vb[v], y);
+#pragma unroll
+            for (int i = 0; i < P; ++i) {
+                const float d = x[i] - y[i];
+                s0 = fmaf(d, d, s0);
+            }
+        }
+        return warp_sum(s0);
+    }
     for (u32 v = lane; v < nvec; v += 32) {
         float x[P], y[P];
         Elem<T>::unpack(va[v], x);
         Elem<T>::unpack(vb[v], y);
 #pragma unroll
         for (int i = 0; i < P; ++i) {
-            const float d = x[i] - y[i];
-            p.l2 = fmaf(d, d, p.l2);
-            p.dot = fmaf(x[i], y[i], p.dot);
-            p.na = fmaf(x[i], x[i], p.na);
-            p.nb = fmaf(y[i], y[i], p.nb);
+            s0 = fmaf(x[i], y[i], s0);
+            s1 = fmaf(x[i], x[i], s1);
+            s2 = fmaf(y[i], y[i], s2);
         }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        p.l2 += __shfl_xor_sync(0xffffffffu, p.l2, o);
-        p.dot += __shfl_xor_sync(0xffffffffu, p.dot, o);
-        p.na += __shfl_xor_sync(0xffffffffu, p.na, o);
-        p.nb += __shfl_xor_sync(0xffffffffu, p.nb, o);
-    }
-    if (metric == METRIC_L2) return p.l2;
-    if (metric == METRIC_IP) return -p.dot;
-    return cosine_from_parts(p.dot, p.na, p.nb);
+    s0 = warp_sum(s0);
+    if (metric == METRIC_IP) return -s0;
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    return cosine_from_parts(s0, s1, s2);
 }
 
 // One warp computes |row|^2 (f32 accumulation); every lane returns it.
@@ -122,9 +132,7 @@ __device__ __forceinline__ float warp_sq_norm(const T* row, u32 stride) {
 #pragma unroll
         for (int j = 0; j < P; ++j) s = fmaf(x[j], x[j], s);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    return s;
+    return warp_sum(s);
 }
 
 }  // namespace weft

@@ -22,6 +22,19 @@ constexpr NodeId INVALID = 0xffffffffu;
 // IEEE-754 single-precision +infinity, without <cmath>.
 __device__ __forceinline__ float inf_f32() { return __int_as_float(0x7f800000); }
 
+// An order-preserving map of floats to u32: ordered(a) < ordered(b) whenever a < b, for every
+// non-NaN float (negative values, such as inner-product distances, included); -0 maps below +0,
+// as in f32::total_cmp.
+__device__ __forceinline__ u32 ordered(float f) {
+    const u32 b = __float_as_uint(f);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// The inverse of ordered().
+__device__ __forceinline__ float from_ordered(u32 key) {
+    return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
 // The f16 storage type (half::f16 in Rust): raw bits, converted with PTX `cvt`.
 struct f16_t {
     u16 bits;
