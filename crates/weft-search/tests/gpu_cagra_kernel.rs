@@ -44,6 +44,25 @@ fn cagra_search_plan_rules() {
     .unwrap();
     assert_eq!(p.mode, CagraSearchMode::MultiCta);
     assert_eq!((p.ctas_per_query, p.list_len, p.table_mode), (2, 32, 2));
+    // One block per query (itopk 32, width 1): nothing to share, so the table is in shared
+    // memory (no fill kernel, no global atomics), and the block has one team per candidate.
+    let p = plan(
+        132,
+        10_000,
+        128,
+        4,
+        64,
+        1,
+        10,
+        &cfg(32, CagraSearchMode::Auto),
+        false,
+    )
+    .unwrap();
+    assert_eq!(p.mode, CagraSearchMode::MultiCta);
+    assert_eq!(
+        (p.ctas_per_query, p.table_mode, p.block_threads),
+        (1, 0, 512)
+    );
     let p = plan(
         132,
         10_000,

@@ -62,11 +62,15 @@ fn cagra_search_session_reuses_buffers() {
     let mut bufs = CagraSearchBuffers::new();
     let single = cfg(64, CagraSearchMode::SingleCta);
     let big = cfg(1024, CagraSearchMode::SingleCta); // with a filter: global per-block tables
-    let calls: [Call<'_>; 5] = [
+    // The last two calls change the entry points to others of the same length and back: the
+    // buffers keep the last ones copied and copy again only when they differ.
+    let calls: [Call<'_>; 7] = [
         (300, 10, &single, None, &[0]),
         (70, 10, &single, None, &[]),
         (500, 16, &single, Some(&filter[..]), &[1, 2]),
         (40, 10, &big, Some(&filter[..]), &[]),
+        (300, 10, &single, None, &[0]),
+        (300, 10, &single, None, &[7]),
         (300, 10, &single, None, &[0]),
     ];
     let mut allocs_after = Vec::new();

@@ -17,7 +17,8 @@
 //! - **multi-CTA**: `max(search_width, ceil(itopk / 32))` blocks per query, each with a 32-entry
 //!   list, sharing one visited table in global memory, merged by `cagra_search_merge`; for small
 //!   batches. Which block reaches a vertex first depends on timing, so results may differ
-//!   slightly between runs.
+//!   slightly between runs. With one block per query the table is in shared memory, as in
+//!   single-CTA mode.
 //!
 //! The parameters are the crate's [`CagraSearchParams`] (the filter included).
 //! [`CagraSearchMode::Auto`] picks multi-CTA when the batch is smaller than twice the number of
@@ -312,6 +313,9 @@ impl<'c> CagraSearchDevice<'c> {
         }
         let sms = ctx.info().sm_count as usize;
         let multi = p.mode == CagraSearchMode::MultiCta;
+        // Several blocks per query write their lists for cagra_search_merge; one block per
+        // query (single-CTA, or multi-CTA with one part) writes its k results directly.
+        let merged = multi && p.ctas_per_query > 1;
         let hsize = 1usize << p.hash_bits;
         // Queries per launch and grid: bounded so that tables and staging stay small.
         let chunk = if multi {
@@ -327,13 +331,13 @@ impl<'c> CagraSearchDevice<'c> {
             1 => grid_max * hsize,
             _ => chunk * hsize,
         };
-        let parts_out = if multi {
+        let parts_out = if merged {
             chunk * p.ctas_per_query * p.list_len
         } else {
             chunk * k
         };
         let filter_words = filter.map_or(0, |_| n.div_ceil(32));
-        let fin_len = if multi { chunk * k } else { 1 };
+        let fin_len = if merged { chunk * k } else { 1 };
         bufs.adopt(ctx);
         let grow = grow_bytes::<u32>(&bufs.gtable, tables)
             + grow_bytes::<u32>(&bufs.part_ids, parts_out)
@@ -351,7 +355,9 @@ impl<'c> CagraSearchDevice<'c> {
         let mut fin_ids = take_grown(ctx, &mut bufs.fin_ids, fin_len, allocs)?;
         let mut fin_d = take_grown(ctx, &mut bufs.fin_d, fin_len, allocs)?;
         let mut filter_buf = take_grown(ctx, &mut bufs.filter, filter_words, allocs)?;
+        let before = *allocs;
         let mut entry_buf = take_grown(ctx, &mut bufs.entries, entries.len(), allocs)?;
+        let fresh_entries = *allocs != before;
         let mut counters = take_grown(ctx, &mut bufs.counters, 2, allocs)?;
         // The buffers go back to `bufs` whatever happens below.
         let result = (|| -> Result<SearchStats> {
@@ -361,7 +367,14 @@ impl<'c> CagraSearchDevice<'c> {
                     &mut filter_buf.slice_mut(0..filter_words),
                 )?;
             }
-            upload_entries_zero_counters(ctx, entries, &mut entry_buf, &mut counters)?;
+            upload_entries_zero_counters(
+                ctx,
+                entries,
+                &mut entry_buf,
+                fresh_entries,
+                &mut bufs.entries_held,
+                &mut counters,
+            )?;
 
             let stride = u32_of(data.stride(), "row stride")?;
             let n32 = u32_of(n, "points")?;
@@ -397,7 +410,7 @@ impl<'c> CagraSearchDevice<'c> {
                 }
                 let qv = queries.rows_view(start, start + cnt)?;
                 let dv = data.rows_view(0, n)?;
-                let out_len = if multi { p.list_len as u32 } else { k as u32 };
+                let out_len = if merged { p.list_len as u32 } else { k as u32 };
                 // One block per (query, part), so that the hardware keeps every SM busy to the
                 // end (a grid-stride loop over more blocks than fit at once leaves a partial last
                 // wave); only blocks with their own global table are capped at grid_cap.
@@ -411,7 +424,7 @@ impl<'c> CagraSearchDevice<'c> {
                 need(
                     part_ids.len().min(part_d.len()),
                     cnt as u64
-                        * if multi {
+                        * if merged {
                             p.ctas_per_query * p.list_len
                         } else {
                             k
@@ -452,7 +465,7 @@ impl<'c> CagraSearchDevice<'c> {
                         counters: counters.output(),
                     },
                 )?;
-                let (src_ids, src_d) = if multi {
+                let (src_ids, src_d) = if merged {
                     let parts = p.ctas_per_query as u32;
                     let len = p.list_len as u32;
                     let slots = (parts * len).next_power_of_two();
@@ -858,7 +871,10 @@ pub fn plan_with_entries(
             ),
         ));
     }
-    let (hash_bits, table_mode) = if multi {
+    // A multi-CTA search of one block per query (itopk <= 32, search width 1) shares its table
+    // with nobody: it keeps it in shared memory like a single-CTA search, with no global
+    // atomics and no table fill before the launch (batch-1 latency).
+    let (hash_bits, table_mode) = if multi && ctas > 1 {
         let extra_entries = n_entries.saturating_sub(candidates);
         let want = 2 * (ctas * (list_len + degree * max_iterations) + extra_entries);
         (want.next_power_of_two().trailing_zeros().clamp(11, 20), 2)

@@ -120,6 +120,9 @@ macro_rules! work_buffers {
             owner: usize,
             $($field: Option<weft_gpu::DeviceBuffer<$elem>>,)*
             allocations: u64,
+            /// The entry points the `entries` buffer holds (copied by an earlier search), so
+            /// that a steady state of searches does not copy them again.
+            entries_held: Vec<weft_core::NodeId>,
         }
 
         impl std::fmt::Debug for $name {
@@ -199,15 +202,25 @@ pub(crate) fn take_grown<T: DeviceCopy>(
     }
 }
 
-/// Copies `entries` (when there are any) to the front of `entry_buf` and zeroes `counters`.
+/// Copies `entries` (when there are any) to the front of `entry_buf`, unless `held` says the
+/// buffer already holds them (`fresh`: the buffer was just allocated, so it holds nothing), and
+/// zeroes `counters`. `held` records what the buffer holds afterwards.
 pub(crate) fn upload_entries_zero_counters(
     ctx: &GpuContext,
     entries: &[NodeId],
     entry_buf: &mut DeviceBuffer<u32>,
+    fresh: bool,
+    held: &mut Vec<NodeId>,
     counters: &mut DeviceBuffer<u64>,
 ) -> Result<()> {
-    if !entries.is_empty() {
+    if fresh {
+        held.clear();
+    }
+    if !entries.is_empty() && held.as_slice() != entries {
+        // Forgotten first: a copy that fails midway leaves the buffer's contents unknown.
+        held.clear();
         ctx.copy_to_device(entries, &mut entry_buf.slice_mut(0..entries.len()))?;
+        held.extend_from_slice(entries);
     }
     ctx.zero(&mut counters.view_mut())
 }

@@ -426,10 +426,19 @@ impl<'c> GgnnSearchDevice<'c> {
         let allocs = &mut bufs.allocations;
         let mut out_ids = take_grown(ctx, &mut bufs.out_ids, chunk * k, allocs)?;
         let mut out_d = take_grown(ctx, &mut bufs.out_d, chunk * k, allocs)?;
+        let before = *allocs;
         let mut entry_buf = take_grown(ctx, &mut bufs.entries, entries.len(), allocs)?;
+        let fresh_entries = *allocs != before;
         let mut counters = take_grown(ctx, &mut bufs.counters, 2, allocs)?;
         let result = (|| -> Result<SearchStats> {
-            upload_entries_zero_counters(ctx, entries, &mut entry_buf, &mut counters)?;
+            upload_entries_zero_counters(
+                ctx,
+                entries,
+                &mut entry_buf,
+                fresh_entries,
+                &mut bufs.entries_held,
+                &mut counters,
+            )?;
             let stride = u32_of(data.stride(), "row stride")?;
             let n32 = u32_of(n, "points")?;
             let degree = u32_of(graph.degree(), "degree")?;
