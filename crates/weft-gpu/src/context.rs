@@ -509,10 +509,14 @@ impl GpuContext {
         if total < PINNED_TRANSFER_THRESHOLD {
             let mut host = vec![0u8; total];
             par_fill(&mut host, 0, &fill);
-            self.stream
+            // `host` is pageable (a fresh vector): an asynchronous copy from pageable memory
+            // returns once the driver has taken the bytes into its own staging, so `host` may go
+            // right after, and the stream orders the copy before any later kernel. No
+            // synchronisation: a small upload (a batch-1 query) costs one driver call.
+            return self
+                .stream
                 .memcpy_htod(&host[..], &mut dst.slice_mut(0..total))
-                .map_err(gpu_err("copy to the device"))?;
-            return self.synchronize();
+                .map_err(gpu_err("copy to the device"));
         }
         let mut staging = self.staging()?;
         // Per staging buffer, an event that completes with the last copy reading it (cudarc's
