@@ -367,23 +367,6 @@ pub fn secs(s: f64) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn params_merge_json_and_pairs() {
-        let v = collect_params(
-            Some(r#"{"a": 1}"#),
-            &["b=0.5".into(), "c=random".into(), "a=2".into()],
-        )
-        .unwrap();
-        assert_eq!(v, serde_json::json!({"a": 2, "b": 0.5, "c": "random"}));
-        assert!(collect_params(None, &["nokey".into()]).is_err());
-        assert!(collect_params(Some("[1]"), &[]).is_err());
-    }
-}
-
 /// Reads the allowed ids of `--filter FILE` for data of `n` points: a text file, one decimal
 /// id (`0..n`) per line; blank lines and lines starting with `#` are skipped; repeats are
 /// allowed. An unreadable file, a line that is not an id, or an id `>= n` is an error naming
@@ -423,4 +406,21 @@ pub fn read_filter(path: &Path, n: usize) -> Result<weft::Filter> {
         ids.push(id as weft::NodeId);
     }
     Ok(weft::Filter::from_ids(n, &ids)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_merge_json_and_pairs() {
+        let v = collect_params(
+            Some(r#"{"a": 1}"#),
+            &["b=0.5".into(), "c=random".into(), "a=2".into()],
+        )
+        .unwrap();
+        assert_eq!(v, serde_json::json!({"a": 2, "b": 0.5, "c": "random"}));
+        assert!(collect_params(None, &["nokey".into()]).is_err());
+        assert!(collect_params(Some("[1]"), &[]).is_err());
+    }
 }
