@@ -189,7 +189,7 @@ proptest! {
         let l = 32;
         prop_assume!(filter.count() > FILTER_EXACT_PER_L * l);
         let (rb, rg) = filtered_recalls(&base, &queries, metric, 10, l, &filter, seed);
-        let min = if metric == Metric::InnerProduct { 0.6 } else { 0.85 };
+        let min = if metric == Metric::InnerProduct { 0.5 } else { 0.75 };
         prop_assert!(rb >= min, "beam recall {} ({:?}, {} allowed)", rb, metric, filter.count());
         // The GGNN search stops on its unfiltered best list (default 10), of which only the
         // allowed part is kept: lower recall with the defaults.
