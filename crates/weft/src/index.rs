@@ -973,8 +973,11 @@ impl Index {
                 mode: params.gpu.mode,
                 max_iterations: params.gpu.max_iterations,
                 seed: params.seed,
-                filter: params.filter.as_ref().map(|f| f.words().to_vec()),
                 ..Default::default()
+            };
+            let p = match &params.filter {
+                Some(f) => p.with_filter(f),
+                None => p,
             };
             p.validate(data.rows(), data.dim())?;
             if p.itopk < k {
