@@ -118,3 +118,51 @@ pub(crate) fn matrix<'py, T: numpy::Element>(
 ) -> PyResult<Bound<'py, PyArray2<T>>> {
     PyArray1::from_vec(py, values).reshape([rows, cols])
 }
+
+/// A search filter from Python: a 1-D bool mask of length `n` (`True` = allowed) or a 1-D array
+/// of allowed ids (any integer type, each in `0..n`; repeats allowed), anything `numpy.asarray`
+/// turns into one. A mask of another length or an id out of range raises
+/// `InvalidParamsError` (param `filter`); another dtype or shape raises `TypeError`.
+pub(crate) fn filter(obj: &Bound<'_, PyAny>, n: usize) -> PyResult<weft::Filter> {
+    let py = obj.py();
+    let arr = py.import("numpy")?.call_method1("asarray", (obj,))?;
+    let ndim: usize = arr.getattr("ndim")?.extract()?;
+    if ndim != 1 {
+        return Err(PyTypeError::new_err(format!(
+            "filter: a 1-D bool mask or array of ids is expected, not {ndim}-D"
+        )));
+    }
+    let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
+    match kind.as_str() {
+        "b" => {
+            let mask: Vec<bool> = arr.call_method0("tolist")?.extract()?;
+            if mask.len() != n {
+                return Err(err(Error::invalid_param(
+                    "filter",
+                    format!(
+                        "a mask of {} entries for an index of {n} points",
+                        mask.len()
+                    ),
+                )));
+            }
+            Ok(weft::Filter::from_mask(&mask))
+        }
+        "i" | "u" => {
+            let ids: Vec<i128> = arr.call_method0("tolist")?.extract()?;
+            let mut out = Vec::with_capacity(ids.len());
+            for (pos, &id) in ids.iter().enumerate() {
+                if id < 0 || id >= n as i128 {
+                    return Err(err(Error::invalid_param(
+                        "filter",
+                        format!("id {id} (entry {pos}) is out of range (n = {n})"),
+                    )));
+                }
+                out.push(id as NodeId);
+            }
+            weft::Filter::from_ids(n, &out).map_err(err)
+        }
+        _ => Err(PyTypeError::new_err(format!(
+            "filter: a bool mask or an integer array of ids is expected, not dtype kind `{kind}`"
+        ))),
+    }
+}

@@ -140,9 +140,11 @@ impl PyIndex {
     /// `exact=True`: compare with every vector instead. `backend`: `auto` (the GPU when usable),
     /// `cpu` or `gpu`. `threads`: a pool of that many threads for this call. `seed`: the seed of
     /// the search's random choices. `max_hops`: stop each query after that many expanded
-    /// vertices. C-contiguous queries are read in place; the GIL is released; Ctrl-C cancels a
-    /// long search.
-    #[pyo3(signature = (queries, k = 10, *, beam = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None))]
+    /// vertices. `filter`: only these ids are returned, given as a bool mask of length n or an
+    /// array of allowed ids (filtered-out points are still traversed; rows with fewer than k
+    /// allowed neighbours found are padded with `weft.INVALID` and `inf`). C-contiguous
+    /// queries are read in place; the GIL is released; Ctrl-C cancels a long search.
+    #[pyo3(signature = (queries, k = 10, *, beam = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
@@ -155,6 +157,7 @@ impl PyIndex {
         threads: Option<usize>,
         seed: u64,
         max_hops: Option<usize>,
+        filter: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<convert::Results<'py, numpy::IxDyn>> {
         let index = &self.inner;
         let queries = input(queries, Some(index.data().dtype()), "queries")?;
@@ -169,6 +172,9 @@ impl PyIndex {
         params.threads = threads;
         params.seed = seed;
         params.max_hops = max_hops;
+        if let Some(f) = filter.filter(|f| !f.is_none()) {
+            params.filter = Some(convert::filter(f, index.data().rows())?);
+        }
         let shape: Vec<usize> = if queries.one_d {
             vec![k]
         } else {

@@ -4,6 +4,8 @@ use std::sync::Mutex;
 
 use crate::check::check_search_inputs;
 use crate::entry_layer::{EntryLayer, EntryLayerParams, distinct};
+use crate::exact::{exact_search_filtered, insert_bounded, write_row};
+use crate::filter::Filter;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::prefetch::prefetch_bytes;
@@ -81,7 +83,22 @@ pub struct BeamSearchParams {
     /// [`BeamSearch::search_with_entry_layer`]), scoring a fraction of them; `None`: every
     /// query scores every entry point. Default: `Some` with the default parameters.
     pub entry_layer: Option<EntryLayerParams>,
+    /// Only the ids this [`Filter`] allows are returned (`None`, the default: every id).
+    /// Filtered-out vertices are still expanded, so that the search reaches the allowed ones
+    /// behind them; every allowed vertex the search scores is offered to a separate list of
+    /// the `k` best, which is the answer (padded with [`INVALID`] / `+inf` when fewer than `k`
+    /// allowed vertices were reached). A filter that allows at most
+    /// [`FILTER_EXACT_PER_L`]` * l` ids is answered by scoring those ids directly (exact, and
+    /// no dearer than the graph search). A selective filter needs a larger `l` for the same
+    /// recall. Its length must be the data's row count. Not serialised.
+    #[serde(skip)]
+    pub filter: Option<Filter>,
 }
+
+/// A filtered [`BeamSearch`] whose filter allows at most this many ids per unit of the beam
+/// size `l` scores the allowed ids exactly instead of searching the graph (a graph search of
+/// width `l` scores about that many vertices anyway).
+pub const FILTER_EXACT_PER_L: usize = 16;
 
 impl Default for BeamSearchParams {
     fn default() -> Self {
@@ -92,6 +109,7 @@ impl Default for BeamSearchParams {
             max_hops: None,
             max_distance_computations: None,
             entry_layer: Some(EntryLayerParams::default()),
+            filter: None,
         }
     }
 }
@@ -162,6 +180,9 @@ impl Params for BeamSearchParams {
         if let Some(layer) = &self.entry_layer {
             layer.validate("entry_layer.")?;
         }
+        if let Some(filter) = &self.filter {
+            filter.check_len(rows)?;
+        }
         Ok(())
     }
 }
@@ -176,7 +197,9 @@ impl Params for BeamSearchParams {
 /// closest unexpanded one (computing distances to its unvisited out-neighbours and inserting
 /// those that beat the current worst) and stops when every candidate is expanded or a budget
 /// runs out; the first `k` candidates are the answer, ascending by distance, without duplicates,
-/// padded with [`INVALID`] / infinity when fewer than `k` vertices were reached.
+/// padded with [`INVALID`] / infinity when fewer than `k` vertices were reached. With a
+/// [`BeamSearchParams::filter`], the answer is the `k` best allowed vertices it scored (see
+/// there).
 ///
 /// Queries run in parallel on the current rayon pool (call it inside
 /// [`BuildCtx::install`](weft_core::BuildCtx::install) to choose the thread count). Each worker
@@ -245,6 +268,8 @@ struct Scratch {
     /// The entry layer search's candidate list (ids are local to the layer).
     layer_pool: Vec<Cand>,
     fresh: Vec<NodeId>,
+    /// With a filter: the best allowed vertices scored, ascending by `(distance, id)`.
+    found: Vec<(f32, NodeId)>,
     stats: SearchStats,
 }
 
@@ -256,6 +281,7 @@ impl Scratch {
             pool: Vec::with_capacity(l + 1),
             layer_pool: Vec::new(),
             fresh: Vec::new(),
+            found: Vec::new(),
             stats: SearchStats::default(),
         }
     }
@@ -266,6 +292,7 @@ impl Scratch {
         self.layer_visited.clear();
         self.pool.clear();
         self.layer_pool.clear();
+        self.found.clear();
     }
 }
 
@@ -329,9 +356,23 @@ struct QueryCtx<'a, G: ?Sized, T> {
     row_bytes: usize,
     /// How many vectors ahead of the distance loop to prefetch.
     ahead: usize,
+    /// The search's filter, if any.
+    filter: Option<&'a Filter>,
+    /// Results wanted per query.
+    k: usize,
 }
 
 impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
+    /// Offers a scored vertex to the filtered result list (nothing without a filter).
+    #[inline(always)]
+    fn offer(&self, found: &mut Vec<(f32, NodeId)>, d: f32, id: NodeId) {
+        if let Some(f) = self.filter
+            && f.contains(id)
+        {
+            insert_bounded(found, self.k, d, id);
+        }
+    }
+
     /// Searches for `query` (number `qi`), leaving the candidate list in `s.pool`.
     fn run(&self, s: &mut Scratch, qi: usize, query: &[T]) {
         let n = self.data.rows();
@@ -389,6 +430,7 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
                 };
                 for (&e, &d) in ids.iter().zip(&d4) {
                     insert(&mut s.pool, l, d, e);
+                    self.offer(&mut s.found, d, e);
                 }
                 j += ids.len();
             }
@@ -456,6 +498,7 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
                     if let Some(p) = insert(&mut s.pool, l, d, u) {
                         best = best.min(p);
                     }
+                    self.offer(&mut s.found, d, u);
                 }
                 j = end;
             }
@@ -491,6 +534,7 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
         s.visited.insert(ids[0] as usize);
         insert(&mut s.layer_pool, beam, d0, 0);
         insert(&mut s.pool, l, d0, ids[0]);
+        self.offer(&mut s.found, d0, ids[0]);
         let mut cur = 0usize;
         let mut fresh = [0u32; 4];
         while cur < s.layer_pool.len() && dc < budget {
@@ -526,6 +570,7 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
                     let g = ids[u as usize];
                     s.visited.insert(g as usize);
                     insert(&mut s.pool, l, d, g);
+                    self.offer(&mut s.found, d, g);
                     if let Some(p) = insert(&mut s.layer_pool, beam, d, u) {
                         best = best.min(p);
                     }
@@ -604,6 +649,11 @@ impl BeamSearch {
         Self::check(graph, data, queries, params, &out)?;
         let n = data.rows();
         let k = out.k();
+        if let Some(filter) = &params.filter
+            && filter.count() <= FILTER_EXACT_PER_L.saturating_mul(params.l)
+        {
+            return exact_search_filtered(data, queries, metric, filter, out);
+        }
         let spread = match params.entry_points {
             EntryPoints::Spread { count } if queries.rows() > 0 => {
                 weft_graph::connect::spread_entry_points(data, metric, count, params.seed)?
@@ -651,6 +701,8 @@ impl BeamSearch {
             layer,
             row_bytes: data.dim() * std::mem::size_of::<T>(),
             ahead: (PREFETCH_BYTES / (data.dim() * std::mem::size_of::<T>()).max(1)).max(1),
+            filter: params.filter.as_ref(),
+            k,
         };
         let layer_len = layer.map_or(0, |l| l.ids().len());
         let slots: Vec<Mutex<Option<Scratch>>> = (0..rayon::current_num_threads().max(1))
@@ -663,6 +715,10 @@ impl BeamSearch {
                 let mut guard = slots[t].lock().unwrap_or_else(|e| e.into_inner());
                 let s = guard.get_or_insert_with(|| Scratch::new(n, params.l, layer_len));
                 ctx.run(s, qi, queries.row(qi));
+                if params.filter.is_some() {
+                    write_row(&s.found, ids, dists);
+                    return;
+                }
                 for j in 0..k {
                     match s.pool.get(j) {
                         Some(c) => {

@@ -49,7 +49,7 @@ pub struct CagraSearchParams {
     pub seed: u64,
     /// Only these ids may be returned: a bitset, bit `i % 32` of word `i / 32` set when id `i`
     /// is allowed (at least `ceil(n / 32)` words). Filtered-out points are still traversed.
-    /// Default none.
+    /// [`CagraSearchParams::with_filter`] sets it from a typed [`crate::Filter`]. Default none.
     pub filter: Option<Vec<u32>>,
 }
 
@@ -75,6 +75,14 @@ impl CagraSearchParams {
             itopk,
             ..Default::default()
         }
+    }
+
+    /// These parameters with results restricted to the ids `filter` allows (its bitset words,
+    /// the layout of [`CagraSearchParams::filter`]); the length is checked against the data
+    /// at search time.
+    pub fn with_filter(mut self, filter: &crate::Filter) -> Self {
+        self.filter = Some(filter.words().to_vec());
+        self
     }
 
     /// A filter bitset over `n` ids allowing those for which `allowed(id)` holds.

@@ -7,10 +7,13 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::rng::{below, hash3};
 use weft_core::{
-    DatasetView, Element, Error, GraphView, INVALID, Metric, NeighborsMut, NodeId, Params, Result,
+    DatasetView, Element, Error, GraphView, Metric, NeighborsMut, NodeId, Params, Result,
     SearchStats, Searcher,
 };
 use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
+
+use crate::exact::write_row;
+use crate::filter::Filter;
 
 /// Parameters of [`GgnnSearch`]. Defaults: the paper's SIFT1M k = 10 configuration (Table 6:
 /// prioq 54, visited 384, 400 iterations) with `tau = 0.5`.
@@ -40,6 +43,15 @@ pub struct GgnnSearchParams {
     pub entry_points: usize,
     /// Seed of the entry points used when the graph has none.
     pub seed: u64,
+    /// Only the ids this [`Filter`] allows are returned (`None`, the default: every id).
+    /// The traversal is the unfiltered one (filtered-out vertices enter the best list and the
+    /// queue and are expanded), except that an allowed vertex is also offered, when scored,
+    /// to a separate list of the `k` best allowed ones: the answer, padded with [`INVALID`](weft_core::INVALID) /
+    /// `+inf` when fewer than `k` were reached. A vertex in that list counts as remembered
+    /// (never scored twice), on the CPU as on the GPU. Its length must be the data's row
+    /// count. Not serialised.
+    #[serde(skip)]
+    pub filter: Option<Filter>,
 }
 
 /// Random entry points per query when the graph has none and
@@ -70,12 +82,16 @@ impl Default for GgnnSearchParams {
             max_nn1: None,
             entry_points: DEFAULT_ENTRY_POINTS,
             seed: 0,
+            filter: None,
         }
     }
 }
 
 impl Params for GgnnSearchParams {
-    fn validate(&self, _rows: usize, _dim: usize) -> Result<()> {
+    fn validate(&self, rows: usize, _dim: usize) -> Result<()> {
+        if let Some(filter) = &self.filter {
+            filter.check_len(rows)?;
+        }
         if !(self.tau.is_finite() && self.tau >= 0.0) {
             return Err(Error::invalid_param(
                 "tau",
@@ -129,6 +145,8 @@ pub struct GgnnSearch;
 struct Cache {
     best: Vec<(f32, NodeId)>,
     prioq: Vec<(f32, NodeId)>,
+    /// With a filter: the best allowed vertices, ascending by `(distance, id)`.
+    res: Vec<(f32, NodeId)>,
     visited: Vec<NodeId>,
     head: usize,
     present: Vec<u16>,
@@ -138,7 +156,7 @@ struct Cache {
 
 impl Cache {
     fn clear(&mut self) {
-        for &(_, id) in self.best.iter().chain(&self.prioq) {
+        for &(_, id) in self.best.iter().chain(&self.prioq).chain(&self.res) {
             self.present[id as usize] -= 1;
         }
         for &id in &self.visited {
@@ -146,6 +164,7 @@ impl Cache {
         }
         self.best.clear();
         self.prioq.clear();
+        self.res.clear();
         self.visited.clear();
         self.head = 0;
     }
@@ -161,6 +180,26 @@ impl Cache {
             && let Some((_, out)) = list.pop()
         {
             present[out as usize] -= 1;
+        }
+    }
+}
+
+impl Cache {
+    /// Inserts an allowed vertex into the result list of capacity `cap`, ordered by
+    /// `(distance, id)` (never a duplicate: a listed vertex is never scored again).
+    fn insert_res(&mut self, cap: usize, d: f32, id: NodeId) {
+        let pos = self
+            .res
+            .partition_point(|&(bd, bi)| bd < d || (bd == d && bi < id));
+        if pos >= cap {
+            return;
+        }
+        self.res.insert(pos, (d, id));
+        self.present[id as usize] += 1;
+        if self.res.len() > cap
+            && let Some((_, out)) = self.res.pop()
+        {
+            self.present[out as usize] -= 1;
         }
     }
 }
@@ -203,6 +242,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
         let squared = metric == Metric::L2Squared;
         let guard = params.max_nn1.unwrap_or(f32::INFINITY);
         let tau = params.tau;
+        let filter = params.filter.as_ref();
         let dist = metric.distance_fn::<T>();
         let spread = if graph.entry_points().is_empty() {
             fallback_entry_points(data, metric, params)?
@@ -220,6 +260,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                 let c = guard_lock.get_or_insert_with(|| Cache {
                     best: Vec::with_capacity(best_cap + 1),
                     prioq: Vec::with_capacity(params.prioq + 1),
+                    res: Vec::with_capacity(k + 1),
                     visited: Vec::with_capacity(params.visited),
                     head: 0,
                     present: vec![0; n],
@@ -249,6 +290,11 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                     if d < criterion(c, best_cap, tau, guard, squared) {
                         Cache::insert(&mut c.best, best_cap, &mut c.present, d, v);
                         Cache::insert(&mut c.prioq, params.prioq, &mut c.present, d, v);
+                    }
+                    if let Some(f) = filter
+                        && f.contains(v)
+                    {
+                        c.insert_res(k, d, v);
                     }
                 };
                 for &e in &fresh {
@@ -289,18 +335,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                         consider(c, u, &mut dc);
                     }
                 }
-                for j in 0..k {
-                    match c.best.get(j) {
-                        Some(&(d, id)) => {
-                            ids[j] = id;
-                            dists[j] = d;
-                        }
-                        None => {
-                            ids[j] = INVALID;
-                            dists[j] = f32::INFINITY;
-                        }
-                    }
-                }
+                write_row(if filter.is_some() { &c.res } else { &c.best }, ids, dists);
                 c.clear();
                 c.fresh = fresh;
                 c.stats.queries += 1;

@@ -5,7 +5,11 @@
 //! - [`BeamSearch`]: greedy best-first beam search on the CPU over any [`weft_core::GraphView`]
 //!   (name `beam`), parallel over queries with rayon.
 //! - [`ExactSearcher`]: brute-force search as a [`weft_core::Searcher`] (name `exact`); it ignores
-//!   the graph and calls [`weft_graph::exact::exact_search`].
+//!   the graph and calls [`weft_graph::exact::exact_search`]; [`exact_search_filtered`] is its
+//!   filtered form.
+//! - [`Filter`]: the ids a search may return (a bitset over the data's ids), taken by every
+//!   search here (`filter` in each search's parameters): filtered-out points are traversed but
+//!   never returned.
 //! - [`GgnnSearch`]: the GGNN query (bounded best list, priority queue and visited ring, tau
 //!   slack stop rule) on the CPU over any [`weft_core::GraphView`] (name `ggnn`).
 //! - `CagraSearchGpu` (feature `cuda`): the CAGRA-style search on the GPU (name `cagra_gpu`)
@@ -24,17 +28,19 @@ mod copy;
 mod entry;
 pub mod entry_layer;
 mod exact;
+mod filter;
 mod ggnn;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 
-pub use beam::{BeamSearch, BeamSearchParams, EntryPoints};
+pub use beam::{BeamSearch, BeamSearchParams, EntryPoints, FILTER_EXACT_PER_L};
 pub use cagra_gpu_params::{
     CAGRA_GPU_MAX_ITOPK, CAGRA_GPU_MAX_SEARCH_WIDTH, CagraSearchMode, CagraSearchParams,
 };
 pub use entry::medoid;
 pub use entry_layer::{EntryLayer, EntryLayerParams};
-pub use exact::ExactSearcher;
+pub use exact::{ExactSearcher, exact_search_filtered};
+pub use filter::Filter;
 pub use ggnn::{GgnnSearch, GgnnSearchParams};
 #[cfg(feature = "cuda")]
 pub use gpu::cagra::{CagraSearchDevice, CagraSearchGpu, CagraSearchSession};

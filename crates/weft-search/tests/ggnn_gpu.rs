@@ -129,6 +129,7 @@ fn oracle_case<T: Element>(
             weft_graph::connect::DEFAULT_ENTRY_POINTS
         },
         seed,
+        filter: None,
     };
     let (cpu, cst) = run_search(
         &GgnnSearch,

@@ -14,7 +14,8 @@ use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 use weft_graph::storage::{self, GraphKind, GraphMeta, LoadOptions, StoredGraph};
 use weft_io::{AnyDataset, Format, ReadOptions};
 use weft_search::{
-    BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints, ExactSearcher,
+    BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints, ExactSearcher, Filter,
+    exact_search_filtered,
 };
 
 use crate::algorithm::Algorithm;
@@ -57,6 +58,16 @@ pub struct SearchParams {
     /// of [`CANCEL_CHECK_ROWS`] queries, a GPU search before and after its launch. Searching in
     /// batches does not change any query's result.
     pub cancel: Option<CancelToken>,
+    /// Only the ids this [`Filter`] allows are returned (`None`, the default: every id), on
+    /// every back end: the CPU beam search (`weft_search::BeamSearchParams::filter`), the GPU
+    /// CAGRA search (its bitset filter), the GPU GGNN search of a hierarchical graph and the
+    /// exact search. Filtered-out points are still traversed so that the graph searches reach
+    /// the allowed points behind them; rows are padded with [`weft_core::INVALID`] and `+inf`
+    /// when fewer than `k` allowed points are found (an empty filter gives padding only). Its
+    /// length must be the index's point count ([`Error::InvalidParams`] named `filter`). A
+    /// selective filter needs a larger beam width for the same recall; the CPU beam search
+    /// answers a filter of at most `weft_search::FILTER_EXACT_PER_L * beam_width` ids exactly.
+    pub filter: Option<Filter>,
 }
 
 /// Queries a cancellable CPU search answers between two looks at its [`CancelToken`].
@@ -118,7 +129,15 @@ impl SearchParams {
             gpu: GpuSearchOptions::default(),
             threads: None,
             cancel: None,
+            filter: None,
         }
+    }
+
+    /// These parameters with results restricted to the ids `filter` allows (see
+    /// [`SearchParams::filter`]).
+    pub fn with_filter(mut self, filter: Filter) -> Self {
+        self.filter = Some(filter);
+        self
     }
 
     /// These parameters with the search on `backend`.
@@ -768,6 +787,9 @@ impl Index {
         data.check_same_dim(&queries, "queries vs indexed data")?;
         weft_core::error::check_k(k, data.rows())?;
         queries.check_finite()?;
+        if let Some(filter) = &params.filter {
+            filter.check_len(data.rows())?;
+        }
         let cancel = params.cancel.as_ref();
         let check_cancelled = || cancel.map_or(Ok(()), CancelToken::check);
         check_cancelled()?;
@@ -784,6 +806,7 @@ impl Index {
             seed: params.seed,
             max_hops: params.max_hops,
             entry_layer: params.entry_layer,
+            filter: params.filter.clone(),
             ..BeamSearchParams::with_l(params.beam_width)
         };
         let cpu_params = entries.as_ref().map(|e| {
@@ -820,7 +843,11 @@ impl Index {
         check_cancelled()?;
         let start = Instant::now();
         let mut backend = "cpu";
-        let stats = if params.exact {
+        let stats = if let (true, Some(filter)) = (params.exact, &params.filter) {
+            in_batches(queries, cancel, &mut out, |q, o| {
+                exact_search_filtered(data, q, metric, filter, o)
+            })?
+        } else if params.exact {
             in_batches(queries, cancel, &mut out, |q, o| {
                 ExactSearcher.search(
                     self.graph.as_view(),
@@ -948,6 +975,10 @@ impl Index {
                 seed: params.seed,
                 ..Default::default()
             };
+            let p = match &params.filter {
+                Some(f) => p.with_filter(f),
+                None => p,
+            };
             p.validate(data.rows(), data.dim())?;
             if p.itopk < k {
                 return Err(Error::invalid_param(
@@ -1032,6 +1063,7 @@ impl Index {
                 defaults.max_iterations
             },
             seed: params.seed,
+            filter: params.filter.clone(),
             ..defaults
         };
         p.validate(data.rows(), data.dim())?;

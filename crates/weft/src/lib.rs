@@ -7,7 +7,8 @@
 //!   parameters (or, for command lines and config files, with [`Index::build`]: an algorithm
 //!   name and JSON parameters), from a [`DatasetView`], an `ndarray` array or a vector file;
 //!   search into [`Neighbors`] (ids and distances, also as `ndarray` views) or into the
-//!   caller's arrays ([`Index::search_into`]); save to a folder, load by memory map.
+//!   caller's arrays ([`Index::search_into`]), optionally restricted to the ids a [`Filter`]
+//!   allows ([`SearchParams::with_filter`]); save to a folder, load by memory map.
 //! - [`Backend`]: where builds and searches run; [`Backend::Auto`], the default of both, is the
 //!   GPU when this build has GPU support and a GPU is usable, else the CPU.
 //! - [`Registry`]: the algorithms available in this build, by name ([`Registry::available`]);
@@ -74,3 +75,4 @@ pub use weft_core::{
 };
 pub use weft_graph::storage::{GraphMeta, StoredGraph};
 pub use weft_io::AnyDataset;
+pub use weft_search::Filter;

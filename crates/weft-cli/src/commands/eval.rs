@@ -11,7 +11,8 @@ use super::search::{
     GpuArgs, entry_points, entry_points_json, entry_points_text, graph_kind_fields, load_index,
 };
 use super::{
-    FormatArg, Report, check_ground_truth, graph_record, read_ids, read_vectors, recall_ratio,
+    FormatArg, Report, check_ground_truth, graph_record, read_filter, read_ids, read_vectors,
+    recall_ratio,
 };
 use crate::progress::Session;
 
@@ -30,6 +31,11 @@ pub struct Args {
     /// Ground-truth ids (ivecs, ibin, npy); computed exactly when absent.
     #[arg(long)]
     pub gt: Option<PathBuf>,
+    /// Search with a filter: only the ids listed in FILE (text, one decimal id per line, as
+    /// `weft search --filter`) may be returned; the ground truth is then computed exactly with
+    /// the same filter (so --gt cannot be given). The filter must allow at least k ids.
+    #[arg(long, value_name = "FILE", conflicts_with = "gt")]
+    pub filter: Option<PathBuf>,
     /// The k of recall@k.
     #[arg(long, short, default_value_t = 10)]
     pub k: usize,
@@ -268,6 +274,22 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let index = load_index(&args.data, &args.graph, args.format.format)?;
     let queries = read_vectors(&args.queries, false, args.format.format)?;
     let n = index.data().rows();
+    let filter = match &args.filter {
+        Some(path) => {
+            let f = read_filter(path, n)?;
+            if f.count() < args.k {
+                bail!(
+                    "--filter {}: allows {} ids, fewer than k = {}: recall@k needs k allowed \
+                     neighbours",
+                    path.display(),
+                    f.count(),
+                    args.k
+                );
+            }
+            Some(f)
+        }
+        None => None,
+    };
     let gt = match &args.gt {
         Some(p) => {
             let gt = read_ids(p)?;
@@ -279,7 +301,8 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
                 bail!("k = {} exceeds the {n} indexed vectors", args.k);
             }
             s.stage("exact ground truth");
-            let exact_params = SearchParams::exact().with_cancel(s.cancel_token().clone());
+            let mut exact_params = SearchParams::exact().with_cancel(s.cancel_token().clone());
+            exact_params.filter = filter.clone();
             let exact = s
                 .ctx(0)
                 .install(|| index.search_any(&queries, args.k, &exact_params))??;
@@ -305,10 +328,11 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     s.stage("sweeping the beam width");
     let mut base = args.gpu.apply(SearchParams::default());
     base.seed = args.seed;
+    base.filter = filter.clone();
     let points = sweep_with(&index, &queries, &gt, args.k, &beams, args.runs, &base, s)?;
     s.done();
     let text = format!(
-        "{}{}{} queries, k = {}, {} threads, median of {} runs\n{}",
+        "{}{}{} queries, k = {}{}, {} threads, median of {} runs\n{}",
         warning
             .as_ref()
             .map(|w| format!("{w}\n"))
@@ -316,6 +340,10 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         entry_points_text(&index, &entries, entry_seconds),
         queries.rows(),
         args.k,
+        filter.as_ref().map_or(String::new(), |f| format!(
+            ", filter: {} of {n} ids allowed",
+            f.count()
+        )),
         s.threads(),
         args.runs,
         table(&points, args.k)
@@ -324,6 +352,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         "queries": queries.rows(), "k": args.k, "seed": args.seed, "threads": s.threads(), "runs": args.runs,
         "algorithm": index.meta().algorithm(), "points": points,
         "entry_points": entry_points_json(&entries, entry_seconds),
+        "filter": filter.as_ref().map(|f| serde_json::json!({"file": args.filter, "allowed": f.count(), "n": n})),
     });
     let fields = json.as_object_mut().expect("an object");
     fields.extend(graph_kind_fields(index.graph_kind()));

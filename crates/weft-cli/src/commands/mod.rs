@@ -367,6 +367,47 @@ pub fn secs(s: f64) -> String {
     }
 }
 
+/// Reads the allowed ids of `--filter FILE` for data of `n` points: a text file, one decimal
+/// id (`0..n`) per line; blank lines and lines starting with `#` are skipped; repeats are
+/// allowed. An unreadable file, a line that is not an id, or an id `>= n` is an error naming
+/// the option, the file and the line.
+pub fn read_filter(path: &Path, n: usize) -> Result<weft::Filter> {
+    let text = std::fs::read(path)
+        .with_context(|| format!("--filter {}: cannot read the file", path.display()))?;
+    let Ok(text) = String::from_utf8(text) else {
+        bail!(
+            "--filter {}: not a text file (one decimal id per line expected)",
+            path.display()
+        );
+    };
+    let mut ids = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Ok(id) = line.parse::<u64>() else {
+            bail!(
+                "--filter {} line {}: `{}` is not an id (one decimal id per line expected)",
+                path.display(),
+                i + 1,
+                line.chars().take(40).collect::<String>()
+            );
+        };
+        if id >= n as u64 {
+            bail!(
+                "--filter {} line {}: id {id} is out of range (the data has {n} points: ids 0 \
+                 to {})",
+                path.display(),
+                i + 1,
+                n.saturating_sub(1)
+            );
+        }
+        ids.push(id as weft::NodeId);
+    }
+    Ok(weft::Filter::from_ids(n, &ids)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use weft::search::CagraSearchMode;
 use weft::{Index, SearchParams};
 
 use super::{
-    FormatArg, Report, graph_record, id_output, known_format, read_vectors,
+    FormatArg, Report, graph_record, id_output, known_format, read_filter, read_vectors,
     refuse_overwriting_inputs, require_gpu, same_file, secs, with_cli_names,
 };
 use crate::progress::Session;
@@ -53,6 +53,13 @@ pub struct Args {
     /// `<stem>.dists.fvecs` for ivecs, `.dists.fbin` for ibin, `.dists.npy` for npy).
     #[arg(long, requires = "out")]
     pub distances_out: Option<PathBuf>,
+    /// Return only the ids listed in FILE: a text file, one decimal id (0 to n - 1) per line;
+    /// blank lines and lines starting with `#` are skipped. Filtered-out points are still
+    /// traversed by the graph search; a query with fewer than k allowed neighbours found gets
+    /// padding (id 4294967295, distance inf) after them. Works on every back end and with
+    /// --exact. A selective filter needs a larger --beam for the same recall.
+    #[arg(long, value_name = "FILE")]
+    pub filter: Option<PathBuf>,
     /// Where the search runs, and the GPU search's options.
     #[command(flatten)]
     pub gpu: GpuArgs,
@@ -311,6 +318,17 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         p.seed = args.seed;
         p
     };
+    let n = index.data().rows();
+    if let Some(path) = &args.filter {
+        params.filter = Some(read_filter(path, n)?);
+    }
+    let filter_json = params.filter.as_ref().map_or(
+        Value::Null,
+        |f| json!({"file": args.filter, "allowed": f.count(), "n": n}),
+    );
+    let filter_text = params.filter.as_ref().map_or(String::new(), |f| {
+        format!(", filter: {} of {n} ids allowed", f.count())
+    });
     // Ctrl-C cancels the search (between batches of queries), like a build.
     params.cancel = Some(s.cancel_token().clone());
     let (entries_json, entries_text) = if args.exact {
@@ -355,7 +373,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         "queries": queries.rows(), "k": args.k, "seed": args.seed, "beam": beam, "mode": mode, "backend": out.backend,
         "seconds": seconds, "qps": qps,
         "distance_computations": out.stats.distance_computations, "out": args.out,
-        "entry_points": entries_json,
+        "entry_points": entries_json, "filter": filter_json,
     });
     let fields = json.as_object_mut().expect("an object");
     fields.extend(graph_kind_fields(index.graph_kind()));
@@ -392,7 +410,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     Ok(Report {
         json,
         text: format!(
-            "{entries_text}searched {} queries (k = {}, {mode}) in {} ({qps:.0} queries/s, {:.0} distances/query){wrote}\n{listing}",
+            "{entries_text}searched {} queries (k = {}, {mode}{filter_text}) in {} ({qps:.0} queries/s, {:.0} distances/query){wrote}\n{listing}",
             queries.rows(),
             args.k,
             secs(seconds),

@@ -85,6 +85,7 @@ class Index:
         threads: Optional[int] = None,
         seed: int = 0,
         max_hops: Optional[int] = None,
+        filter: Optional[ArrayLike] = None,
     ) -> Tuple[Ids, Distances]:
         """The ``k`` nearest neighbours of each query: ``(ids, distances)``, ``queries x k``
         (``k`` for a 1-D query), nearest first; distances in the index's metric.
@@ -95,6 +96,11 @@ class Index:
         and ``gpu`` are requirements. ``threads``: a pool of that many threads for this call
         (default: all cores). ``seed``: the seed of the search's random choices (entry points
         of a k-NN graph). ``max_hops``: stop each query after that many expanded vertices.
+        ``filter``: only these ids are returned, on every back end and with ``exact=True``: a
+        bool mask of length n (``True`` = allowed) or an integer array of allowed ids.
+        Filtered-out points are still traversed; a row with fewer than ``k`` allowed neighbours
+        found is padded with :data:`INVALID` and ``inf``. A mask of another length or an id out
+        of range raises :class:`InvalidParamsError`; another dtype ``TypeError``.
 
         Queries are converted to the index's element type when it is a float type; an index of
         ``uint8``/``int8`` vectors takes queries of that type only (``TypeError`` otherwise).

@@ -22,6 +22,11 @@
 //      distances are computed by teams of `team` lanes with 16-byte loads; the candidates with
 //      d < crit (crit of the state before this row) are merged into the best list and the queue
 //      at once (ranks by counting), each list keeping its best entries.
+// With a filter (`has_filter`; bit id % 32 of word id / 32 of `filter` set = allowed), the
+// traversal above is unchanged, and every scored candidate that is allowed is also merged into
+// a third sorted list, the result list of `k` entries (one bit test per candidate), which is the
+// output (padded with INVALID / +inf). The table refill keeps it too, so a listed id is never
+// scored twice (as on the CPU, where a listed id counts as remembered).
 // The visited table remembers every scored id since it was last reset. Before a row could fill
 // it beyond half, it is reset and refilled with the best list, the queue and the ring: so an id
 // in either list is always in the table (the lists never hold a duplicate), and everything the
@@ -62,6 +67,8 @@ struct Args {
     u64 seed;
     const u32* entries;
     u32 n_entries;
+    const u32* filter;
+    u32 has_filter;
     u32 cand_cap;
     u32 hash_bits;
     u32 k;
@@ -110,6 +117,8 @@ __device__ void search(const Args& a) {
     __shared__ u32 s_q_len;
     __shared__ u32 s_ring_len;
     __shared__ u32 s_ring_head;
+    __shared__ u32 s_res_len;
+    __shared__ u32 s_res_buf;
     __shared__ float s_qnorm;
 
     const u32 B = a.best_cap;
@@ -126,6 +135,12 @@ __device__ void search(const Args& a) {
     u32* gathered = cand_i + C;
     u32* ring = gathered + C;
     u32* table = ring + V;
+    const bool filtered = a.has_filter != 0;
+    const u32 R = filtered ? a.k : 0u;  // result list (filtered searches only)
+    // Two result lists (the merge reads one and writes the other): res_d + b * 2R holds the
+    // distances of list b, res_i + b * 2R its ids.
+    float* res_d = reinterpret_cast<float*>(table + (1u << a.hash_bits));
+    u32* res_i = reinterpret_cast<u32*>(res_d + R);
 
     const u32 tid = threadIdx.x;
     const u32 bd = blockDim.x;
@@ -160,6 +175,8 @@ __device__ void search(const Args& a) {
             s_q_len = 0;
             s_ring_len = 0;
             s_ring_head = 0;
+            s_res_len = 0;
+            s_res_buf = 0;
             s_trim = a.degree;
         }
         __syncthreads();
@@ -225,11 +242,13 @@ __device__ void search(const Args& a) {
                 if (tid == 0) s_cnt = 0;
                 __syncthreads();
                 const u32 bl = s_best_len, qh = s_q_head, ql = s_q_len, rl = s_ring_len;
-                const u32 total = bl + (ql - qh) + rl;
+                const u32 lists = bl + (ql - qh) + rl;
+                const u32 total = lists + s_res_len;
                 for (u32 i = tid; i < total; i += bd) {
                     const u32 id = i < bl                ? best_i[i]
                                    : i < bl + (ql - qh) ? q_i[qh + i - bl]
-                                                        : ring[i - bl - (ql - qh)];
+                                   : i < lists          ? ring[i - bl - (ql - qh)]
+                                                        : res_i[s_res_buf * 2u * R + i - lists];
                     if (visited_insert(table, hmask, id)) atomicAdd(&s_cnt, 1u);
                 }
                 __syncthreads();
@@ -369,14 +388,66 @@ __device__ void search(const Args& a) {
                 s_trim = a.degree;
             }
             __syncthreads();
+            // ---- with a filter: the allowed candidates into the result list ----
+            // gathered[s] (free until the next round) flags candidate s: allowed and beating the
+            // list's last entry when it is full. Element e < rl is a list entry (moved down by
+            // the flagged candidates before it); e >= rl is candidate e - rl.
+            if (filtered) {
+                const u32 rl = s_res_len;
+                const u32 cur = s_res_buf;
+                const float* rd = res_d + cur * 2u * R;
+                const u32* ri = res_i + cur * 2u * R;
+                float* wd_out = res_d + (cur ^ 1u) * 2u * R;
+                u32* wi_out = res_i + (cur ^ 1u) * 2u * R;
+                const bool full = rl == R;
+                const float wd = full ? rd[R - 1] : inf_f32();
+                const u32 wi = full ? ri[R - 1] : INVALID;
+                for (u32 s = tid; s < cnt; s += bd) {
+                    const u32 id = cand_i[s];
+                    const bool allowed = (a.filter[id >> 5] >> (id & 31u)) & 1u;
+                    gathered[s] = allowed && (!full || pair_less(cand_d[s], id, wd, wi)) ? 1u : 0u;
+                }
+                if (tid == 0) s_cnt = 0;
+                __syncthreads();
+                // Each element's rank in the merged list, written straight into the other buffer.
+                u32 r_acc = 0;
+                for (u32 e = tid; e < rl + cnt; e += bd) {
+                    const bool is_list = e < rl;
+                    if (!is_list && !gathered[e - rl]) continue;
+                    const float d = is_list ? rd[e] : cand_d[e - rl];
+                    const u32 id = is_list ? ri[e] : cand_i[e - rl];
+                    u32 pos = 0;
+                    for (u32 c = 0; c < cnt; ++c)
+                        pos += (gathered[c] && pair_less(cand_d[c], cand_i[c], d, id)) ? 1u : 0u;
+                    if (is_list) {
+                        pos += e;
+                    } else {
+                        pos += count_less(rd, ri, rl, d, id);
+                        r_acc += 1;
+                    }
+                    if (pos < R) {
+                        wd_out[pos] = d;
+                        wi_out[pos] = id;
+                    }
+                }
+                if (r_acc) atomicAdd(&s_cnt, r_acc);
+                __syncthreads();
+                if (tid == 0) {
+                    s_res_len = min(R, rl + s_cnt);
+                    s_res_buf = cur ^ 1u;
+                }
+                __syncthreads();
+            }
         }
 
-        // ---- output: the first k entries of the best list ----
+        // ---- output: the first k entries of the best list (with a filter: the result list) ----
         __syncthreads();
-        const u32 bl = s_best_len;
+        const u32 bl = filtered ? s_res_len : s_best_len;
+        const float* od = filtered ? res_d + s_res_buf * 2u * R : best_d;
+        const u32* oi = filtered ? res_i + s_res_buf * 2u * R : best_i;
         for (u32 i = tid; i < a.k; i += bd) {
-            a.out_ids[(u64)q * a.k + i] = i < bl ? best_i[i] : INVALID;
-            a.out_d[(u64)q * a.k + i] = i < bl ? best_d[i] : inf_f32();
+            a.out_ids[(u64)q * a.k + i] = i < bl ? oi[i] : INVALID;
+            a.out_d[(u64)q * a.k + i] = i < bl ? od[i] : inf_f32();
         }
     }
     if (tid == 0) {
@@ -395,13 +466,13 @@ using namespace weft::ggnn_search;
     extern "C" __global__ void __launch_bounds__(128, 8) NAME(                                      \
         const u8* data, u32 n, u32 stride, const u32* graph, u32 degree, const u8* queries, u32 nq, \
         u32 q_base, i32 metric, u32 best_cap, u32 prioq_cap, u32 ring_cap, u32 max_iter, float tau, \
-        float guard, u32 team, u64 seed, const u32* entries, u32 n_entries, u32 cand_cap,          \
-        u32 hash_bits, u32 k, u32 prefetch, u32* out_ids, float* out_d,                            \
-        unsigned long long* counters) {                                                            \
-        Args a = {data,     n,        stride,   graph, degree,   queries,   nq,       q_base,      \
-                  metric,   best_cap, prioq_cap, ring_cap, max_iter, tau, guard,     team,         \
-                  seed,     entries,  n_entries, cand_cap, hash_bits, k,  prefetch,  out_ids,      \
-                  out_d,    counters};                                                             \
+        float guard, u32 team, u64 seed, const u32* entries, u32 n_entries, const u32* filter,     \
+        u32 has_filter, u32 cand_cap, u32 hash_bits, u32 k, u32 prefetch, u32* out_ids,            \
+        float* out_d, unsigned long long* counters) {                                              \
+        Args a = {data,     n,        stride,    graph,    degree,    queries, nq,       q_base,   \
+                  metric,   best_cap, prioq_cap, ring_cap, max_iter,  tau,     guard,    team,     \
+                  seed,     entries,  n_entries, filter,   has_filter, cand_cap, hash_bits, k,     \
+                  prefetch, out_ids,  out_d,     counters};                                        \
         search<T>(a);                                                                              \
     }
 

@@ -26,6 +26,10 @@
 //! - ties: lists are ordered by (distance, id); the CPU puts a newer entry before older equal
 //!   ones.
 //!
+//! A filter ([`GgnnSearchParams::filter`]) keeps a third list in shared memory, the `k` best
+//! allowed points scored (one bit test per scored candidate), which is the answer; the
+//! traversal is the unfiltered one, and the visited table's refill keeps that list too.
+//!
 //! With lists large enough that nothing falls off and enough iterations, both searches expand
 //! every vertex whose distance passes the bound and return the same ids up to distance ties
 //! (the oracle test, `crates/weft-search/tests/ggnn_gpu.rs`).
@@ -126,6 +130,9 @@ pub fn plan(
         )));
     }
     weft_core::error::check_k(k, n)?;
+    if let Some(filter) = &params.filter {
+        filter.check_len(n)?;
+    }
     if !(params.tau.is_finite() && params.tau >= 0.0) {
         return Err(Error::invalid_param(
             "tau",
@@ -213,8 +220,10 @@ pub fn plan(
         ));
     }
     // The table is reset before a row could fill it past half, and refilled with the lists
-    // and the ring: half of it must hold those and one row.
-    let keep = best_cap + params.prioq + params.visited + cand_cap;
+    // and the ring: half of it must hold those and one row. A filtered search also keeps a
+    // result list of k entries.
+    let res = if params.filter.is_some() { k } else { 0 };
+    let keep = best_cap + params.prioq + params.visited + cand_cap + res;
     let hash_bits = (2 * keep).next_power_of_two().trailing_zeros().max(6);
     if hash_bits > MAX_TABLE_BITS {
         return Err(Error::invalid_param(
@@ -227,8 +236,13 @@ pub fn plan(
         ));
     }
     let stride = padded_stride(dim);
-    let words =
-        stride + 2 * best_cap + 2 * params.prioq + 3 * cand_cap + params.visited + (1 << hash_bits);
+    let words = stride
+        + 2 * best_cap
+        + 2 * params.prioq
+        + 3 * cand_cap
+        + params.visited
+        + (1 << hash_bits)
+        + 4 * res;
     let shared_bytes = words * 4;
     if shared_bytes > SMEM_LIMIT {
         return Err(Error::invalid_param(
@@ -259,6 +273,7 @@ work_buffers! {
         out_ids: u32,
         out_d: f32,
         entries: u32,
+        filter: u32,
         counters: u64,
     }
 }
@@ -417,10 +432,13 @@ impl<'c> GgnnSearchDevice<'c> {
             return Ok(SearchStats::default());
         }
         let chunk = nq.min(1 << 20);
+        let filter = params.filter.as_ref();
+        let filter_words = filter.map_or(0, |f| f.words().len());
         bufs.adopt(ctx);
         let grow = grow_bytes::<u32>(&bufs.out_ids, chunk * k)
             + grow_bytes::<f32>(&bufs.out_d, chunk * k)
             + grow_bytes::<u32>(&bufs.entries, entries.len())
+            + grow_bytes::<u32>(&bufs.filter, filter_words)
             + grow_bytes::<u64>(&bufs.counters, 2);
         ctx.check_fits(grow, self.budget)?;
         let allocs = &mut bufs.allocations;
@@ -429,8 +447,12 @@ impl<'c> GgnnSearchDevice<'c> {
         let before = *allocs;
         let mut entry_buf = take_grown(ctx, &mut bufs.entries, entries.len(), allocs)?;
         let fresh_entries = *allocs != before;
+        let mut filter_buf = take_grown(ctx, &mut bufs.filter, filter_words, allocs)?;
         let mut counters = take_grown(ctx, &mut bufs.counters, 2, allocs)?;
         let result = (|| -> Result<SearchStats> {
+            if let Some(f) = filter {
+                ctx.copy_to_device(f.words(), &mut filter_buf.slice_mut(0..filter_words))?;
+            }
             upload_entries_zero_counters(
                 ctx,
                 entries,
@@ -490,6 +512,8 @@ impl<'c> GgnnSearchDevice<'c> {
                         seed: params.seed,
                         entries: entry_buf.input(),
                         n_entries,
+                        filter: filter_buf.input(),
+                        has_filter: u32::from(filter.is_some()),
                         cand_cap,
                         hash_bits: p.hash_bits,
                         k: k32,
@@ -507,6 +531,7 @@ impl<'c> GgnnSearchDevice<'c> {
         bufs.out_ids = Some(out_ids);
         bufs.out_d = Some(out_d);
         bufs.entries = Some(entry_buf);
+        bufs.filter = Some(filter_buf);
         bufs.counters = Some(counters);
         result
     }

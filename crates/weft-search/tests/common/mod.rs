@@ -97,3 +97,28 @@ pub fn search(
         .unwrap();
     (out, stats)
 }
+
+/// Checks a filtered search's results: rows as `check_result_rows` wants them (ids in range,
+/// no duplicates, ascending, padding only at the end), every returned id allowed by `filter`,
+/// and padding that is `INVALID` with an infinite distance. Returns the number of ids returned.
+pub fn check_filtered(what: &str, res: &Neighbors, filter: &weft_search::Filter) -> usize {
+    weft_testkit::search::check_result_rows(what, res, filter.n());
+    let mut returned = 0;
+    for q in 0..res.rows() {
+        for (&id, &d) in res.row_ids(q).iter().zip(res.row_dists(q)) {
+            if id == INVALID {
+                assert!(
+                    d == f32::INFINITY,
+                    "{what}: query {q}: padding with distance {d}"
+                );
+            } else {
+                assert!(
+                    filter.contains(id),
+                    "{what}: query {q}: id {id} is filtered out"
+                );
+                returned += 1;
+            }
+        }
+    }
+    returned
+}
