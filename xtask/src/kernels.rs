@@ -171,7 +171,7 @@ fn report_ptxas(report: &mut String, module: &str, arch: u32, log: &str) {
 }
 
 /// nvcc and the NVRTC library, installing the wheels into target/cuda-toolchain if needed.
-fn toolchain(root: &Path) -> Result<(PathBuf, PathBuf)> {
+pub fn toolchain(root: &Path) -> Result<(PathBuf, PathBuf)> {
     let tc = root.join("target/cuda-toolchain");
     let tc_nvcc = tc.join("nvidia/cu13/bin/nvcc");
     let tc_nvrtc = tc.join("nvidia/cu13/lib/libnvrtc.so.13");

@@ -823,6 +823,13 @@ pub fn generate_bindings(
     s
 }
 
+/// Whether `WEFT_REQUIRE_CUBINS` is `1`: then a build script without nvcc, or whose nvcc
+/// fails, fails the build instead of leaving the module to NVRTC at run time (`cargo xtask
+/// device-pack` sets it, so that a pack never compiles kernels on the device by accident).
+pub fn require_cubins() -> bool {
+    std::env::var("WEFT_REQUIRE_CUBINS").is_ok_and(|v| v == "1")
+}
+
 /// Builds and binds every kernel module of the calling crate, from its build script:
 ///
 /// - modules from `$CARGO_MANIFEST_DIR/kernels/`; shared headers from `$DEP_WEFT_GPU_INCLUDE`
@@ -830,7 +837,8 @@ pub fn generate_bindings(
 ///   `kernels/include/` (weft-gpu itself);
 /// - for each module: the flattened source, cubins for [`ARCHS`] and PTX when nvcc is
 ///   available (a failing nvcc is a warning: the source is embedded regardless and NVRTC
-///   compiles it at run time), and `$OUT_DIR/<module>.rs` from [`generate_bindings`], which the
+///   compiles it at run time; with `WEFT_REQUIRE_CUBINS=1` a missing or failing nvcc fails the
+///   build, see [`require_cubins`]), and `$OUT_DIR/<module>.rs` from [`generate_bindings`], which the
 ///   crate includes with `include!(concat!(env!("OUT_DIR"), "/<module>.rs"))`;
 /// - `runtime` is how the crate names weft-gpu (`weft_gpu`, or `crate` inside weft-gpu).
 ///
@@ -847,6 +855,8 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
     println!("cargo::rerun-if-changed={}", include.display());
     println!("cargo::rerun-if-env-changed=NVCC");
     println!("cargo::rerun-if-env-changed=WEFT_NVCC");
+    println!("cargo::rerun-if-env-changed=WEFT_REQUIRE_CUBINS");
+    let require = require_cubins();
     let modules = list_modules(&kernels).unwrap_or_else(|e| {
         panic!(
             "cannot list the kernel modules of {}: {e}",
@@ -854,6 +864,13 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
         )
     });
     let nvcc = find_nvcc(&manifest);
+    if require && nvcc.is_none() {
+        panic!(
+            "WEFT_REQUIRE_CUBINS=1, but there is no nvcc (set NVCC, put nvcc on PATH or run \
+             `cargo xtask kernels` to install it; WEFT_NVCC={:?})",
+            std::env::var("WEFT_NVCC").unwrap_or_default()
+        );
+    }
     let mut names = Vec::new();
     for m in &modules {
         let source = flatten_module(&kernels, &include, &m.files)
@@ -878,6 +895,10 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
                     &[],
                 ) {
                     Ok(_) => images.cubins.push((arch, file)),
+                    Err(msg) if require => panic!(
+                        "WEFT_REQUIRE_CUBINS=1, but nvcc failed for kernel module {} (sm_{arch}):\n{msg}",
+                        m.name
+                    ),
                     Err(msg) => println!(
                         "cargo::warning=nvcc failed for kernel module {} (sm_{arch}; NVRTC at run time instead): {}",
                         m.name,
