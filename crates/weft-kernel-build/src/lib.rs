@@ -787,9 +787,12 @@ fn definition_end(text: &str, params: usize) -> Option<usize> {
     None
 }
 
-/// The `extern "C" __global__` definitions in `text[from..to]`: (start of `extern`, end past
-/// the body, name expression as written).
-fn definitions(text: &str, from: usize, to: usize) -> Result<Vec<(usize, usize, String)>, String> {
+/// A kernel definition in a source: (start of `extern`, end past the body, name expression as
+/// written).
+type Definition = (usize, usize, String);
+
+/// The `extern "C" __global__` definitions in `text[from..to]`.
+fn definitions(text: &str, from: usize, to: usize) -> Result<Vec<Definition>, String> {
     let mut found = Vec::new();
     let mut at = from;
     while let Some(pos) = text[at..to].find("__global__") {
@@ -843,12 +846,17 @@ fn definitions(text: &str, from: usize, to: usize) -> Result<Vec<(usize, usize, 
 /// macro-instantiated kernel (`gnnd_join_l2_f32`, ...). Each unit is the whole source with the
 /// other kernels' definitions and the other macro invocations blanked ([`Unit::blank`]), so
 /// every template, device function and constant stays in reach and line numbers hold. A
-/// module with one kernel or none has no units (it is compiled whole).
+/// module with one kernel or none has no units (it is compiled whole), and neither has one with
+/// a variable in device memory (`__device__`, `__constant__` or `__managed__` data), which its
+/// kernels would no longer share once compiled apart.
 pub fn kernel_units(source: &str) -> Result<Vec<Unit>, String> {
     let text = blank_comments(source)
         .replace("\\\r\n", "   ")
         .replace("\\\n", "  ");
     debug_assert_eq!(text.len(), source.len());
+    if has_device_variables(&text) {
+        return Ok(Vec::new());
+    }
     // Logical lines: (start, end) in `text` (a macro definition is one line now).
     let mut lines = Vec::new();
     let mut start = 0;
@@ -860,7 +868,7 @@ pub fn kernel_units(source: &str) -> Result<Vec<Unit>, String> {
     }
     lines.push((start, text.len()));
     // Family macros: name -> (parameters, their kernels: (start, end, name expression)).
-    let mut macros: BTreeMap<String, (Vec<String>, Vec<(usize, usize, String)>)> = BTreeMap::new();
+    let mut macros: BTreeMap<String, (Vec<String>, Vec<Definition>)> = BTreeMap::new();
     let mut plain = Vec::new();
     let mut define_lines = Vec::new();
     for &(ls, le) in &lines {
@@ -952,6 +960,20 @@ pub fn kernel_units(source: &str) -> Result<Vec<Unit>, String> {
         }
     }
     Ok(units)
+}
+
+/// Whether `text` (comments blanked) declares data in device memory: `__constant__` or
+/// `__managed__` anywhere, or a `__device__` declaration that reaches `;`, `=` or `[` before
+/// any `(` (a variable, not a function).
+fn has_device_variables(text: &str) -> bool {
+    if text.contains("__constant__") || text.contains("__managed__") {
+        return true;
+    }
+    text.match_indices("__device__").any(|(at, _)| {
+        let rest = &text[at + "__device__".len()..];
+        rest.find(['(', ';', '=', '[', '{'])
+            .is_some_and(|i| matches!(rest.as_bytes()[i], b';' | b'=' | b'['))
+    })
 }
 
 /// The source of a unit: `source` with `blank`'s ranges turned into spaces, keeping line ends
@@ -1376,6 +1398,18 @@ WEFT_WHOLE(whole_i8, i8)
             assert!(src.contains("template <typename T> __global__ void helper"));
             assert!(src.contains("#line 1 \"x.cu\""));
         }
+        // Kernels that share data in device memory stay together.
+        for shared in [
+            "__device__ u32 counter;\n",
+            "__device__ float table[4] = {0};\n",
+            "__constant__ float c[2];\n",
+        ] {
+            let src = format!("{shared}{SAMPLE}");
+            assert!(kernel_units(&src).unwrap().is_empty(), "{shared}");
+        }
+        assert!(!has_device_variables(
+            "__device__ __forceinline__ float f(float x) { return x; }"
+        ));
         // A module of one kernel is compiled whole.
         assert!(
             kernel_units("extern \"C\" __global__ void one(u32 n) {}")
