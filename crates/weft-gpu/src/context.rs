@@ -697,6 +697,26 @@ impl GpuContext {
         v
     }
 
+    /// The units NVRTC compiled (or read from the disk cache) on this context so far, per
+    /// module: the kernels of each, sorted. Empty where every kernel came from a cubin or a
+    /// whole module.
+    pub fn compiled_units(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let units = self.units.lock().unwrap_or_else(|p| p.into_inner());
+        let mut by_module: std::collections::BTreeMap<&'static str, Vec<&'static str>> =
+            std::collections::BTreeMap::new();
+        for ((name, index), entry) in units.iter() {
+            let symbols = entry.from.units.get(*index).map_or(&[][..], |u| u.symbols);
+            by_module.entry(*name).or_default().extend(symbols);
+        }
+        by_module
+            .into_iter()
+            .map(|(name, mut symbols)| {
+                symbols.sort_unstable();
+                (name, symbols)
+            })
+            .collect()
+    }
+
     /// Whether kernels of `m` are compiled on this device (NVRTC) rather than loaded from an
     /// embedded cubin.
     fn compiles(&self, m: &KernelModule) -> bool {

@@ -787,6 +787,45 @@ fn nvrtc_path_compiles_and_caches() {
     assert_eq!(ctx2.kernel_load_paths(), vec![("testing", p2)]);
 }
 
+/// Where NVRTC compiles, a launch compiles its kernel's unit only: the f32 pair distance
+/// compiles neither the other element types nor the module's plain kernels, and still agrees
+/// with the CPU reference.
+#[test]
+fn nvrtc_compiles_only_the_launched_kernels() {
+    let Some(ctx) = gpu_or_skip("nvrtc_compiles_only_the_launched_kernels") else {
+        return;
+    };
+    let ctx = ctx.with_kernel_mode(KernelMode::Nvrtc);
+    if let Err(e) = ctx.nvrtc() {
+        assert!(!gpu_required(), "no NVRTC: {e}");
+        eprintln!("nvrtc_compiles_only_the_launched_kernels: SKIPPED (no NVRTC: {e})");
+        return;
+    }
+    let a = random::<f32>(9, 40, 3);
+    let b = random::<f32>(9, 40, 4);
+    for m in Metric::ALL {
+        let got = pair_distances_on_device(&ctx, a.view(), b.view(), m).unwrap();
+        for (i, &g) in got.iter().enumerate() {
+            let want = reference_distance(m, a.row(i), b.row(i));
+            assert!(
+                (g as f64 - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                "{m:?} row {i}: {g} vs {want}"
+            );
+        }
+    }
+    assert_eq!(
+        ctx.compiled_units(),
+        vec![("testing", vec!["testing_pair_distance_f32"])]
+    );
+    // The whole module is not loaded, and the unit shows as NVRTC in the load paths.
+    let paths = ctx.kernel_load_paths();
+    assert_eq!(paths.len(), 1, "{paths:?}");
+    assert!(
+        matches!(paths[0], ("testing", KernelLoadPath::Nvrtc { .. })),
+        "{paths:?}"
+    );
+}
+
 /// A binary with cubins for the device never compiles a kernel on it: every module with a
 /// compatible cubin loads it (issue 18 item 5: first use spent 35-49 s in NVRTC when the pack
 /// had been built without nvcc). Skips visibly where the build had no nvcc.
