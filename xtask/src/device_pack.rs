@@ -344,6 +344,13 @@ impl PackKernels {
             );
             return Ok(PackKernels::Nvrtc);
         }
+        if let Some(nvcc) = std::env::var_os("NVCC")
+            .map(PathBuf::from)
+            .filter(|p| p.is_file())
+        {
+            eprintln!("device-pack: cubins by {}", nvcc.display());
+            return Ok(PackKernels::Cubins(nvcc));
+        }
         let (nvcc, _) = crate::kernels::toolchain(root).context(
             "device-pack needs nvcc for the cubins (or WEFT_NVCC=off for an NVRTC pack)",
         )?;
