@@ -63,6 +63,13 @@ fn demo_takes_the_gpu_path_where_a_gpu_is_usable() {
             "{r}"
         );
     }
+    // Which kernel modules the GPU path used, and how they reached the GPU.
+    let kernels = j["kernels"].as_array().unwrap();
+    assert_eq!(!kernels.is_empty(), gpu, "{j}");
+    if gpu {
+        eprintln!("demo kernels: {kernels:?}");
+        assert!(kernels.iter().any(|k| k["module"] == "gnnd"), "{j}");
+    }
     let nnd = &j["results"][1];
     assert_eq!(nnd["algorithm"], "nndescent");
     assert!(nnd["graph_recall"]["mean"].as_f64().unwrap() > 0.8, "{nnd}");

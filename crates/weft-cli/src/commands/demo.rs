@@ -308,8 +308,21 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         }
         results.push(row);
     }
+    // How the kernels reached the GPU: a build with cubins compiles nothing.
+    let kernels = registry.gpu().kernel_load_paths();
+    if !kernels.is_empty() {
+        text += &format!(
+            "\nkernels: {}\n",
+            kernels
+                .iter()
+                .map(|(m, p)| format!("{m} {p}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok(Report {
         json: json!({
+            "kernels": kernels.iter().map(|(m, p)| json!({"module": m, "path": p})).collect::<Vec<_>>(),
             "preset": preset.name(), "n": args.n, "queries": args.queries, "dim": base.dim(), "metric": metric_json(metric),
             "k": args.k, "threads": s.threads(), "seed": args.seed, "gpu": registry.gpu().describe(),
             "backend": backends[0], "backends": backends,
