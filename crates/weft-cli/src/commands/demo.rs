@@ -131,6 +131,7 @@ pub fn demo_algorithms(
 /// Generates a dataset, builds the graphs of the chosen back end (the GPU's when one is usable),
 /// searches each where it was built, and reports build time, graph statistics, recall and QPS.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
+    let started = Instant::now();
     let preset = Preset::from_name(&args.preset)
         .ok_or_else(|| anyhow!("unknown preset `{}`", args.preset))?;
     let metric = preset.metric();
@@ -320,8 +321,11 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
                 .join(", ")
         );
     }
+    let total = started.elapsed().as_secs_f64();
+    text += &format!("\ndemo done in {}\n", secs(total));
     Ok(Report {
         json: json!({
+            "seconds": total,
             "kernels": kernels.iter().map(|(m, p)| json!({"module": m, "path": p})).collect::<Vec<_>>(),
             "preset": preset.name(), "n": args.n, "queries": args.queries, "dim": base.dim(), "metric": metric_json(metric),
             "k": args.k, "threads": s.threads(), "seed": args.seed, "gpu": registry.gpu().describe(),
