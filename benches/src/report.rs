@@ -188,6 +188,60 @@ pub fn short_commit(c: &str) -> String {
     format!("{}{dirty}", &sha[..sha.len().min(12)])
 }
 
+/// What the binary had for kernels, from a record's `env.gpu.cubins`: weft writes one
+/// `[module, [SM versions]]` pair per kernel module (an empty list: no cubin, so NVRTC compiles
+/// that module on first use), a peer the names of its precompiled libraries. A list of modules
+/// is not "cubins embedded" unless the modules have cubins.
+pub fn kernel_delivery(cubins: &serde_json::Value) -> String {
+    let Some(list) = cubins.as_array().filter(|a| !a.is_empty()) else {
+        return ", NVRTC at run time".into();
+    };
+    let pairs: Vec<(&str, Vec<u64>)> = list
+        .iter()
+        .filter_map(|m| {
+            let name = m.get(0)?.as_str()?;
+            let archs = m
+                .get(1)?
+                .as_array()?
+                .iter()
+                .filter_map(|a| a.as_u64())
+                .collect();
+            Some((name, archs))
+        })
+        .collect();
+    if pairs.is_empty() {
+        // A peer's precompiled libraries.
+        return ", cubins embedded".into();
+    }
+    let with: Vec<&(&str, Vec<u64>)> = pairs.iter().filter(|(_, a)| !a.is_empty()).collect();
+    if with.is_empty() {
+        return ", no cubins embedded: NVRTC at run time".into();
+    }
+    let mut archs: Vec<u64> = with.iter().flat_map(|(_, a)| a.iter().copied()).collect();
+    archs.sort_unstable();
+    archs.dedup();
+    let archs = archs
+        .iter()
+        .map(|a| format!("sm_{a}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if with.len() == pairs.len() {
+        format!(", cubins embedded ({archs})")
+    } else {
+        let missing: Vec<&str> = pairs
+            .iter()
+            .filter(|(_, a)| a.is_empty())
+            .map(|(n, _)| *n)
+            .collect();
+        format!(
+            ", cubins ({archs}) for {} of {} modules, NVRTC for {}",
+            with.len(),
+            pairs.len(),
+            missing.join(", ")
+        )
+    }
+}
+
 /// The environment lines: commit, CPU, GPU (device, driver, kernel-load path), suite.
 pub fn environment(records: &[Record]) -> String {
     let mut md = String::new();
@@ -203,11 +257,7 @@ pub fn environment(records: &[Record]) -> String {
                 dev["compute_capability"][1],
                 dev["driver_version"],
                 e.gpu["kernel_mode"].as_str().unwrap_or("?"),
-                if e.gpu["cubins"].as_array().is_some_and(|a| !a.is_empty()) {
-                    ", cubins embedded"
-                } else {
-                    ", NVRTC at run time"
-                }
+                kernel_delivery(&e.gpu["cubins"])
             )
         } else {
             format!(
@@ -250,6 +300,26 @@ pub fn full(records: &[Record], command: &str, wall_s: Option<f64>) -> String {
 mod tests {
     use super::*;
     use crate::schema::tests::sample;
+
+    #[test]
+    fn kernel_delivery_needs_cubins_not_just_modules() {
+        use serde_json::json;
+        // The records of docs/benchmarks.md's cuVS runs: every module listed, none with a cubin.
+        let none = json!([["exact", []], ["gnnd", []]]);
+        assert_eq!(
+            kernel_delivery(&none),
+            ", no cubins embedded: NVRTC at run time"
+        );
+        let all = json!([["exact", [80, 90]], ["gnnd", [80, 90]]]);
+        assert_eq!(kernel_delivery(&all), ", cubins embedded (sm_80, sm_90)");
+        let some = json!([["exact", [90]], ["gnnd", []]]);
+        assert_eq!(
+            kernel_delivery(&some),
+            ", cubins (sm_90) for 1 of 2 modules, NVRTC for gnnd"
+        );
+        assert_eq!(kernel_delivery(&json!(["libcuvs"])), ", cubins embedded");
+        assert_eq!(kernel_delivery(&json!(null)), ", NVRTC at run time");
+    }
 
     #[test]
     fn tables_list_every_run_and_the_qps_at_targets() {

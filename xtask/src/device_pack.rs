@@ -14,8 +14,13 @@
 //! - unless `--no-bench`: the harness runner `weft-bench` (weft-benches), a TrueType font for
 //!   its plots (`fonts/`, from this machine), the commit (`COMMIT`) and the GPU peer script
 //!   (`peers/cuvs_peer.py` with the helpers of `peers/ann_peers.py`);
+//! - kernels: every binary embeds cubins for sm_80 and sm_90, built by nvcc as `cargo xtask
+//!   kernels` finds it (`$NVCC`, `target/cuda-toolchain`, PATH; installed from PyPI when
+//!   missing) with `WEFT_REQUIRE_CUBINS=1`, so a module nvcc cannot build fails the pack;
+//!   `WEFT_NVCC=off` makes an NVRTC pack instead. The pack's `KERNELS` file says which
+//!   (`cubin` or `nvrtc`);
 //! - `run.sh`: runs every test binary with `WEFT_REQUIRE_GPU=1` (once with the build-time
-//!   cubins, once with `WEFT_KERNELS=nvrtc`), and with `--sanitize` also under
+//!   cubins, `WEFT_KERNELS=cubin` in a cubin pack, once with `WEFT_KERNELS=nvrtc`), and with `--sanitize` also under
 //!   `compute-sanitizer --tool memcheck` and `--tool racecheck`; logs go to `$OUT` (or
 //!   `device-pack/logs`). `run.sh --bench-suite quick|full` runs the benchmark harness instead
 //!   (synthetic presets, the GPU back ends; `--tests` runs the tests as well): JSON lines,
@@ -70,6 +75,8 @@ pub fn run(args: &[String]) -> Result<()> {
     for d in ["tests", "bin"] {
         std::fs::create_dir_all(pack.join(d))?;
     }
+    let kernels = PackKernels::resolve(&root)?;
+    std::fs::write(pack.join("KERNELS"), kernels.name())?;
 
     let mut test_args: Vec<String> = ["test", "--release", "--no-run", "--message-format=json"]
         .map(String::from)
@@ -97,7 +104,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let tests = if bench_only {
         Vec::new()
     } else {
-        executables(&test_args)?
+        executables(&test_args, &kernels)?
     };
     for (name, exe) in &tests {
         copy_stripped(exe, &pack.join("tests").join(name))?;
@@ -110,29 +117,35 @@ pub fn run(args: &[String]) -> Result<()> {
     let examples = if bench_only {
         Vec::new()
     } else {
-        executables(&[
-            "build",
-            "--release",
-            "-p",
-            "weft-gpu",
-            "--examples",
-            "--message-format=json",
-        ])?
+        executables(
+            &[
+                "build",
+                "--release",
+                "-p",
+                "weft-gpu",
+                "--examples",
+                "--message-format=json",
+            ],
+            &kernels,
+        )?
     };
     for (name, exe) in &examples {
         copy_stripped(exe, &pack.join("bin").join(name))?;
         others += 1;
     }
     if cli {
-        match executables(&[
-            "build",
-            "--release",
-            "-p",
-            "weft-cli",
-            "--bin",
-            "weft",
-            "--message-format=json",
-        ]) {
+        match executables(
+            &[
+                "build",
+                "--release",
+                "-p",
+                "weft-cli",
+                "--bin",
+                "weft",
+                "--message-format=json",
+            ],
+            &kernels,
+        ) {
             Ok(bins) => {
                 for (name, exe) in &bins {
                     copy_stripped(exe, &pack.join("bin").join(name))?;
@@ -143,15 +156,18 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     if bench {
-        match executables(&[
-            "build",
-            "--release",
-            "-p",
-            "weft-benches",
-            "--bin",
-            "weft-bench",
-            "--message-format=json",
-        ]) {
+        match executables(
+            &[
+                "build",
+                "--release",
+                "-p",
+                "weft-benches",
+                "--bin",
+                "weft-bench",
+                "--message-format=json",
+            ],
+            &kernels,
+        ) {
             Ok(bins) => {
                 for (name, exe) in &bins {
                     copy_stripped(exe, &pack.join("bin").join(name))?;
@@ -305,9 +321,69 @@ fn write_pack_command(pack: &Path, args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// How the pack's binaries get their kernels.
+enum PackKernels {
+    /// Cubins built by this nvcc (`NVCC`, with `WEFT_REQUIRE_CUBINS=1`: a module nvcc cannot
+    /// build fails the pack instead of leaving it to NVRTC on the device).
+    Cubins(PathBuf),
+    /// No cubins: NVRTC compiles on the device (`WEFT_NVCC=off`, asked for).
+    Nvrtc,
+}
+
+impl PackKernels {
+    /// Cubins unless `WEFT_NVCC` is `off` or `0`; nvcc as `cargo xtask kernels` finds it
+    /// (`$NVCC`, the toolchain in `target/cuda-toolchain`, `nvcc` on PATH), installing the
+    /// PyPI toolchain when there is none. A pack built without nvcc once compiled every kernel
+    /// module with NVRTC on the device's first use (35-49 s for gnnd, docs/benchmarks.md) while
+    /// its report claimed embedded cubins.
+    fn resolve(root: &Path) -> Result<PackKernels> {
+        if std::env::var("WEFT_NVCC").is_ok_and(|v| v == "off" || v == "0") {
+            eprintln!(
+                "device-pack: WEFT_NVCC={}: no cubins, NVRTC compiles the kernels on the device",
+                std::env::var("WEFT_NVCC").unwrap_or_default()
+            );
+            return Ok(PackKernels::Nvrtc);
+        }
+        if let Some(nvcc) = std::env::var_os("NVCC")
+            .map(PathBuf::from)
+            .filter(|p| p.is_file())
+        {
+            eprintln!("device-pack: cubins by {}", nvcc.display());
+            return Ok(PackKernels::Cubins(nvcc));
+        }
+        let (nvcc, _) = crate::kernels::toolchain(root).context(
+            "device-pack needs nvcc for the cubins (or WEFT_NVCC=off for an NVRTC pack)",
+        )?;
+        eprintln!("device-pack: cubins by {}", nvcc.display());
+        Ok(PackKernels::Cubins(nvcc))
+    }
+
+    /// What run.sh reads from the pack's `KERNELS` file.
+    fn name(&self) -> &'static str {
+        match self {
+            PackKernels::Cubins(_) => "cubin",
+            PackKernels::Nvrtc => "nvrtc",
+        }
+    }
+
+    /// The environment of the pack's cargo calls.
+    fn apply(&self, cmd: &mut Command) {
+        match self {
+            PackKernels::Cubins(nvcc) => {
+                cmd.env("NVCC", nvcc).env("WEFT_REQUIRE_CUBINS", "1");
+            }
+            PackKernels::Nvrtc => {
+                cmd.env("WEFT_NVCC", "off")
+                    .env_remove("WEFT_REQUIRE_CUBINS");
+            }
+        }
+    }
+}
+
 /// Runs cargo with `args` (JSON messages) and returns (name, path) of the executables built.
-fn executables(args: &[&str]) -> Result<Vec<(String, PathBuf)>> {
+fn executables(args: &[&str], kernels: &PackKernels) -> Result<Vec<(String, PathBuf)>> {
     let mut cmd = cargo();
+    kernels.apply(&mut cmd);
     cmd.args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -450,12 +526,18 @@ SUMMARY="$LOGS/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >> "$SUMMARY" 2>&1
 status=0
 record() { echo "$1" | tee -a "$SUMMARY"; }
+# A pack with cubins (KERNELS = cubin) runs its first pass and the benchmarks with
+# WEFT_KERNELS=cubin: a kernel module without a cubin for this GPU is then an error, never a
+# silent NVRTC compilation on first use. PACK_KERNELS=auto overrides.
+PACK_KERNELS="${PACK_KERNELS:-$(cat "$HERE/KERNELS" 2>/dev/null || echo auto)}"
+[ "$PACK_KERNELS" = nvrtc ] && PACK_KERNELS=auto
+record "kernels: WEFT_KERNELS=$PACK_KERNELS ($(cat "$HERE/KERNELS" 2>/dev/null || echo unknown) pack), empty kernel cache $WEFT_KERNEL_CACHE"
 for t in "$HERE"/tests/*; do
   [ $TESTS -eq 1 ] || break
   n="$(basename "$t")"
   start=$(date +%s.%N)
-  "$t" --test-threads=4 > "$LOGS/$n.log" 2>&1; rc=$?
-  record "$n (cubin/auto): rc=$rc $(grep -E '^test result' "$LOGS/$n.log" | tr '\n' ' ') $(echo "$(date +%s.%N) - $start" | bc 2>/dev/null)s"
+  WEFT_KERNELS=$PACK_KERNELS "$t" --test-threads=4 > "$LOGS/$n.log" 2>&1; rc=$?
+  record "$n (WEFT_KERNELS=$PACK_KERNELS): rc=$rc $(grep -E '^test result' "$LOGS/$n.log" | tr '\n' ' ') $(echo "$(date +%s.%N) - $start" | bc 2>/dev/null)s"
   [ $rc -ne 0 ] && status=1
   [ "${RUN_NVRTC:-1}" = 0 ] && continue
   WEFT_KERNELS=nvrtc "$t" --test-threads=4 > "$LOGS/$n.nvrtc.log" 2>&1; rc=$?
@@ -506,7 +588,7 @@ if [ -n "$BENCH_SUITE" ]; then
     DIRS="$DIRS --data $DATA/$name"
   done
   rm -f "$B/weft.jsonl"
-  "$HERE/bin/weft-bench" run --suite "$BENCH_SUITE" --backend "${BENCH_BACKEND:-gpu}" --commit "$COMMIT" \
+  WEFT_KERNELS=$PACK_KERNELS "$HERE/bin/weft-bench" run --suite "$BENCH_SUITE" --backend "${BENCH_BACKEND:-gpu}" --commit "$COMMIT" \
     --out "$B/weft.jsonl" $DIRS ${BENCH_ARGS:-} >> "$B/log.txt" 2>&1; rc=$?
   rm -f "$B/peers.jsonl"
   INPUTS="--in $B/weft.jsonl"

@@ -12,7 +12,9 @@
 //! flattened by weft-kernel-build exactly as the crates' build scripts do (the shared
 //! `weft/*.cuh` headers of weft-gpu's `kernels/include/` inlined), and compiled as one unit. nvcc runs with
 //! `-Werror all-warnings`; NVRTC's log must be empty. With `--check` any warning fails the task
-//! (without it, warnings are printed and errors still fail). No GPU is needed.
+//! (without it, warnings are printed and errors still fail), and every unit the run-time loader
+//! compiles on its own (`weft_kernel_build::kernel_units`) is compiled with NVRTC as well, for
+//! the newest architecture asked for. No GPU is needed.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -112,6 +114,32 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     println!("{report}");
+    // The units NVRTC compiles on demand at run time (weft_kernel_build::kernel_units), each on
+    // its own, for the newest architecture asked for: what a build without nvcc compiles.
+    if check && let Some(&arch) = archs.iter().max() {
+        let mut count = 0;
+        for (name, src) in &modules {
+            let units = weft_kernel_build::kernel_units(src)
+                .map_err(|e| anyhow::anyhow!("module {name}: {e}"))?;
+            for (i, u) in units.iter().enumerate() {
+                let path = out.join(format!("{name}.unit{i}.cu"));
+                std::fs::write(&path, weft_kernel_build::unit_source(src, &u.blank))?;
+                count += 1;
+                match nvrtc_compile(&nvrtc, &path, arch) {
+                    Ok(log) if log.trim().is_empty() => {}
+                    Ok(log) => {
+                        warnings += 1;
+                        eprintln!("NVRTC {name} unit {:?} sm_{arch}:\n{log}", u.symbols);
+                    }
+                    Err(e) => {
+                        eprintln!("NVRTC {name} unit {:?} sm_{arch}: {e:#}", u.symbols);
+                        failures.push(format!("NVRTC {name} unit {:?}", u.symbols));
+                    }
+                }
+            }
+        }
+        eprintln!("{count} kernel units compiled on their own with NVRTC for sm_{arch}");
+    }
     if !failures.is_empty() {
         bail!("kernel compilation failed: {}", failures.join(", "));
     }
@@ -171,7 +199,7 @@ fn report_ptxas(report: &mut String, module: &str, arch: u32, log: &str) {
 }
 
 /// nvcc and the NVRTC library, installing the wheels into target/cuda-toolchain if needed.
-fn toolchain(root: &Path) -> Result<(PathBuf, PathBuf)> {
+pub fn toolchain(root: &Path) -> Result<(PathBuf, PathBuf)> {
     let tc = root.join("target/cuda-toolchain");
     let tc_nvcc = tc.join("nvidia/cu13/bin/nvcc");
     let tc_nvrtc = tc.join("nvidia/cu13/lib/libnvrtc.so.13");

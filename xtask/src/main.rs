@@ -3,6 +3,8 @@
 //! - `cargo xtask test`: the workspace tests and the Python package's pytest suite (what CI runs),
 //!   plus the GPU runs where a GPU is present.
 //! - `cargo xtask kernels [--arch 80,90] [--check]`: compile every CUDA kernel with nvcc and NVRTC.
+//! - `cargo xtask nvrtc-time [--arch 90] [--modules a,b] [--repeat N]`: NVRTC's compile time
+//!   per kernel module with no cache (a build without nvcc, on its first GPU use).
 //! - `cargo xtask device-pack`: gather release binaries and a run script for the GPU machine.
 //! - `cargo xtask bench`: the benchmark harness.
 //! - `cargo xtask cuvs-wheels`: the cuVS wheels in parts for the GPU machine (its GPU peer).
@@ -12,6 +14,7 @@ mod bench;
 mod cuvs_wheels;
 mod device_pack;
 mod kernels;
+mod nvrtc_time;
 mod test;
 mod tidy;
 mod util;
@@ -25,6 +28,7 @@ tasks:
   test          run the workspace tests and the Python package's pytest suite, as CI does
                 [--lint: fmt and clippy too] [--no-python: skip the Python package]
   kernels       compile every CUDA kernel with nvcc and NVRTC [--arch 80,90] [--check]
+  nvrtc-time    NVRTC compile time per kernel module, empty cache [--arch 90] [--modules a,b] [--repeat N]
   device-pack   build release test/bench binaries and the CLI into device-pack/ for the GPU machine
   bench         run the benchmark harness
   cuvs-wheels   download the cuVS wheels and split them into device-pack-wheels-NN/ parts
@@ -40,6 +44,7 @@ fn main() -> Result<()> {
     match task.as_str() {
         "test" => test::run(rest),
         "kernels" => kernels::run(rest),
+        "nvrtc-time" => nvrtc_time::run(rest),
         "device-pack" => device_pack::run(rest),
         "bench" => bench::run(rest),
         "cuvs-wheels" => cuvs_wheels::run(rest),

@@ -155,6 +155,8 @@ fn demo_marks_knn_graph_rows() {
         "10",
         "--algos",
         "exact,nndescent,rnndescent",
+        "--backend",
+        "cpu",
     ];
     let j = ok_json(&a);
     let rows = j["results"].as_array().unwrap();

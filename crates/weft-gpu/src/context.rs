@@ -148,6 +148,8 @@ pub struct GpuContext {
     mode: KernelMode,
     margin: u64,
     modules: Mutex<HashMap<&'static str, LoadedModule>>,
+    /// Units of modules compiled on their own by NVRTC (module name, unit index).
+    units: Mutex<HashMap<(&'static str, usize), LoadedModule>>,
     functions: Mutex<HashMap<String, CudaFunction>>,
     nvrtc: Mutex<Option<Arc<Nvrtc>>>,
     staging: Mutex<Vec<PinnedHostSlice<u8>>>,
@@ -263,6 +265,7 @@ impl GpuContext {
             info,
             mode,
             modules: Mutex::new(HashMap::new()),
+            units: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             nvrtc: Mutex::new(None),
             staging: Mutex::new(Vec::new()),
@@ -713,12 +716,115 @@ impl GpuContext {
         Arc::as_ptr(&self.stream) as usize
     }
 
-    /// How each kernel module loaded so far reached the GPU.
+    /// How each kernel module loaded so far reached the GPU. A module of which only some
+    /// kernels were compiled by NVRTC (its units) counts as cached when every one of them came
+    /// from the disk cache.
     pub fn kernel_load_paths(&self) -> Vec<(&'static str, KernelLoadPath)> {
         let mods = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         let mut v: Vec<_> = mods.iter().map(|(k, m)| (*k, m.path)).collect();
+        let units = self.units.lock().unwrap_or_else(|p| p.into_inner());
+        for ((name, _), u) in units.iter() {
+            if mods.contains_key(name) {
+                continue;
+            }
+            match v.iter_mut().find(|(n, _)| n == name) {
+                Some((_, KernelLoadPath::Nvrtc { cached, .. })) => {
+                    *cached &= matches!(u.path, KernelLoadPath::Nvrtc { cached: true, .. });
+                }
+                Some(_) => {}
+                None => v.push((*name, u.path)),
+            }
+        }
         v.sort_by_key(|(k, _)| *k);
         v
+    }
+
+    /// The units NVRTC compiled (or read from the disk cache) on this context so far, per
+    /// module: the kernels of each, sorted. Empty where every kernel came from a cubin or a
+    /// whole module.
+    pub fn compiled_units(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let units = self.units.lock().unwrap_or_else(|p| p.into_inner());
+        let mut by_module: std::collections::BTreeMap<&'static str, Vec<&'static str>> =
+            std::collections::BTreeMap::new();
+        for ((name, index), entry) in units.iter() {
+            let symbols = entry.from.units.get(*index).map_or(&[][..], |u| u.symbols);
+            by_module.entry(*name).or_default().extend(symbols);
+        }
+        by_module
+            .into_iter()
+            .map(|(name, mut symbols)| {
+                symbols.sort_unstable();
+                (name, symbols)
+            })
+            .collect()
+    }
+
+    /// Whether kernels of `m` are compiled on this device (NVRTC) rather than loaded from an
+    /// embedded cubin.
+    fn compiles(&self, m: &KernelModule) -> bool {
+        match self.mode {
+            KernelMode::Nvrtc => true,
+            KernelMode::Cubin => false,
+            KernelMode::Auto => loader::compatible_cubin(m.cubins, self.info.arch()).is_none(),
+        }
+    }
+
+    /// The loaded module that holds `kernel`: its unit where NVRTC compiles (only the kernels
+    /// launched get compiled), else the whole module.
+    fn holder(&self, kernel: &Kernel) -> Result<LoadedModule> {
+        let m = kernel.module;
+        if let Some(unit) = m.unit_of(kernel.symbol)
+            && self.compiles(m)
+        {
+            if let Some(entry) = self
+                .modules
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(m.name)
+                && std::ptr::eq(entry.from, m)
+            {
+                return Ok(entry.clone());
+            }
+            return self.unit(m, unit);
+        }
+        self.module(m)
+    }
+
+    fn unit(&self, m: &'static KernelModule, unit: usize) -> Result<LoadedModule> {
+        let mut units = self.units.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = units.get(&(m.name, unit)) {
+            if !std::ptr::eq(entry.from, m) && entry.from.source != m.source {
+                return Err(Error::Gpu(format!(
+                    "two different kernel modules are called `{}`",
+                    m.name
+                )));
+            }
+            return Ok(entry.clone());
+        }
+        let nv = match self.nvrtc() {
+            Ok(nv) => nv,
+            // No NVRTC: the whole module, from its PTX where it has one.
+            Err(_) if self.mode == KernelMode::Auto => {
+                drop(units);
+                return self.module(m);
+            }
+            Err(e) => return Err(e),
+        };
+        let (module, path) = loader::load_unit(&self.cuda, m, unit, self.info.arch(), &nv)?;
+        crate::log(&format!(
+            "kernel module {} unit {:?} on {} (sm_{}): {path}",
+            m.name,
+            m.units[unit].symbols,
+            self.info.name,
+            self.info.arch()
+        ));
+        let entry = LoadedModule {
+            from: m,
+            module,
+            path,
+        };
+        units.insert((m.name, unit), entry.clone());
+        Ok(entry)
     }
 
     /// Loads kernel module `module` (once per context) and says how it was delivered. Two
@@ -784,7 +890,7 @@ impl GpuContext {
         {
             return Ok(f.clone());
         }
-        let m = self.module(kernel.module)?;
+        let m = self.holder(kernel)?;
         let f = m
             .module
             .load_function(kernel.symbol)

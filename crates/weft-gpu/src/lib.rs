@@ -60,7 +60,9 @@ pub(crate) mod kernels {
 pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_device};
 pub use device_graph::{DeviceFixedGraph, DeviceKnnGraph};
 pub use exact::{ExactGpu, ExactPlan};
-pub use kernel::{ArgList, In, Kernel, KernelArg, KernelArgs, KernelModule, Launch, Out};
+pub use kernel::{
+    ArgList, In, Kernel, KernelArg, KernelArgs, KernelModule, KernelUnit, Launch, Out,
+};
 pub use knn_source::{GpuKnnGraph, GpuKnnSource, HostKnn};
 pub use loader::{KernelLoadPath, KernelMode};
 pub use matrix::DeviceMatrix;

@@ -1,8 +1,9 @@
 //! Kernel delivery: embedded cubins, NVRTC at run time (with a disk cache), or embedded PTX.
 //!
 //! For each module (a folder of a crate's `kernels/`, see [`crate::kernel`]), in this order:
-//! 1. unless `WEFT_KERNELS=nvrtc`: the cubin nvcc built for the device's exact architecture, when
-//!    the build had nvcc ([`KernelLoadPath::Cubin`]);
+//! 1. unless `WEFT_KERNELS=nvrtc`: the cubin nvcc built for the device's architecture, or for an
+//!    older minor version of its major one (sm_80's on sm_86 and sm_89; see [`compatible_cubin`]),
+//!    when the build had nvcc ([`KernelLoadPath::Cubin`]);
 //! 2. the embedded source compiled by NVRTC for the device's architecture, read from the disk
 //!    cache when an earlier run compiled the same (source hash, architecture, options, NVRTC
 //!    version) ([`KernelLoadPath::Nvrtc`]); the cache folder is `$WEFT_KERNEL_CACHE`, else
@@ -28,9 +29,10 @@ use crate::nvrtc::Nvrtc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "path")]
 pub enum KernelLoadPath {
-    /// A cubin nvcc built at build time for this SM version.
+    /// A cubin nvcc built at build time for this SM version (the device's, or an older minor
+    /// version of the device's major one).
     Cubin {
-        /// SM version (10 * major + minor).
+        /// SM version the cubin was built for (10 * major + minor).
         arch: u32,
     },
     /// The embedded source compiled by NVRTC at run time for this SM version.
@@ -133,6 +135,24 @@ fn load_image(
         .map_err(|e| Error::Gpu(format!("cannot load kernel module {name} ({what}): {e}")))
 }
 
+/// The embedded cubin a device of SM version `arch` can run: the one built for `arch`, else
+/// the newest built for the same major version and an older minor one (a cubin for sm_XY runs
+/// on sm_XZ for Z >= Y, e.g. sm_80's on an sm_86 or sm_89 device); `None` when no cubin fits
+/// (NVRTC then compiles for the device). Returns the cubin's SM version and image.
+pub fn compatible_cubin(
+    cubins: &'static [(u32, &'static [u8])],
+    arch: u32,
+) -> Option<(u32, &'static [u8])> {
+    if let Some(&(a, img)) = cubins.iter().find(|(a, _)| *a == arch) {
+        return Some((a, img));
+    }
+    cubins
+        .iter()
+        .filter(|(a, _)| a / 10 == arch / 10 && *a < arch)
+        .max_by_key(|(a, _)| *a)
+        .map(|&(a, img)| (a, img))
+}
+
 /// Loads module `m` for a device of SM version `arch`; `nvrtc` is called at most once, when
 /// NVRTC is needed.
 pub(crate) fn load_module(
@@ -143,9 +163,9 @@ pub(crate) fn load_module(
     nvrtc: impl FnOnce() -> Result<Arc<Nvrtc>>,
 ) -> Result<(Arc<CudaModule>, KernelLoadPath)> {
     if mode != KernelMode::Nvrtc {
-        if let Some((_, img)) = m.cubins.iter().find(|(a, _)| *a == arch) {
+        if let Some((built, img)) = compatible_cubin(m.cubins, arch) {
             let module = load_image(ctx, m.name, img.to_vec(), "embedded cubin")?;
-            return Ok((module, KernelLoadPath::Cubin { arch }));
+            return Ok((module, KernelLoadPath::Cubin { arch: built }));
         }
         if mode == KernelMode::Cubin {
             return Err(Error::Unsupported(format!(
@@ -173,19 +193,47 @@ pub(crate) fn load_module(
             return Err(e);
         }
     };
+    compile_cached(ctx, m.name, m.source, arch, &nv)
+}
+
+/// Compiles unit `unit` of module `m` (see [`KernelModule::units`]) with NVRTC for `arch`, or
+/// reads it from the disk cache: what a launch needs on a device no embedded cubin fits.
+pub(crate) fn load_unit(
+    ctx: &Arc<CudaContext>,
+    m: &KernelModule,
+    unit: usize,
+    arch: u32,
+    nv: &Nvrtc,
+) -> Result<(Arc<CudaModule>, KernelLoadPath)> {
+    let label = match m.units.get(unit).map(|u| u.symbols) {
+        Some([one]) => format!("{}.{one}", m.name),
+        _ => format!("{}.plain", m.name),
+    };
+    compile_cached(ctx, &label, &m.unit_source(unit), arch, nv)
+}
+
+/// `source` (named `name` in messages and cache files) compiled by NVRTC for `arch`, from the
+/// disk cache when an earlier run compiled the same.
+fn compile_cached(
+    ctx: &Arc<CudaContext>,
+    name: &str,
+    source: &str,
+    arch: u32,
+    nv: &Nvrtc,
+) -> Result<(Arc<CudaModule>, KernelLoadPath)> {
     let options = nvrtc_options(arch);
     let (vmaj, vmin) = nv.version();
     let key = fnv1a64(&[
-        m.source.as_bytes(),
+        source.as_bytes(),
         options.join(" ").as_bytes(),
         format!("nvrtc {vmaj}.{vmin}").as_bytes(),
     ]);
-    let file = cache_dir().map(|d| d.join(format!("{}-sm_{arch}-{key:016x}.cubin", m.name)));
+    let file = cache_dir().map(|d| d.join(format!("{name}-sm_{arch}-{key:016x}.cubin")));
     if let Some(f) = &file
         && let Ok(img) = std::fs::read(f)
         && !img.is_empty()
     {
-        match load_image(ctx, m.name, img, "cached NVRTC cubin") {
+        match load_image(ctx, name, img, "cached NVRTC cubin") {
             Ok(module) => return Ok((module, KernelLoadPath::Nvrtc { arch, cached: true })),
             Err(e) => crate::log(&format!(
                 "ignoring unusable cache file {}: {e}",
@@ -193,16 +241,21 @@ pub(crate) fn load_module(
             )),
         }
     }
-    let (img, log) = nv.compile_cubin(m.source, &format!("{}.cu", m.name), &options)?;
+    let start = std::time::Instant::now();
+    let (img, log) = nv.compile_cubin(source, &format!("{name}.cu"), &options)?;
+    crate::log(&format!(
+        "NVRTC compiled {name} for sm_{arch} in {:.2} s",
+        start.elapsed().as_secs_f64()
+    ));
     if !log.is_empty() {
-        crate::log(&format!("NVRTC messages for module {}:\n{log}", m.name));
+        crate::log(&format!("NVRTC messages for module {name}:\n{log}"));
     }
     if let Some(f) = &file
         && let Err(e) = write_atomic(f, &img)
     {
         crate::log(&format!("cannot write kernel cache {}: {e}", f.display()));
     }
-    let module = load_image(ctx, m.name, img, "NVRTC cubin")?;
+    let module = load_image(ctx, name, img, "NVRTC cubin")?;
     Ok((
         module,
         KernelLoadPath::Nvrtc {
@@ -244,6 +297,21 @@ mod tests {
             );
             assert!(m.source.contains("extern \"C\""));
         }
+    }
+
+    #[test]
+    fn cubins_run_on_their_major_version_only() {
+        static CUBINS: [(u32, &[u8]); 2] = [(80, b"a"), (90, b"b")];
+        let pick = |arch| compatible_cubin(&CUBINS, arch).map(|c| c.0);
+        assert_eq!(pick(90), Some(90));
+        assert_eq!(pick(80), Some(80));
+        assert_eq!(pick(86), Some(80));
+        assert_eq!(pick(89), Some(80));
+        // Newer majors and older devices need NVRTC (or PTX).
+        assert_eq!(pick(100), None);
+        assert_eq!(pick(120), None);
+        assert_eq!(pick(75), None);
+        assert_eq!(compatible_cubin(&[], 90), None);
     }
 
     #[test]

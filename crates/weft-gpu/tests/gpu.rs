@@ -878,6 +878,82 @@ fn nvrtc_path_compiles_and_caches() {
     assert_eq!(ctx2.kernel_load_paths(), vec![("testing", p2)]);
 }
 
+/// Where NVRTC compiles, a launch compiles its kernel's unit only: the f32 pair distance
+/// compiles neither the other element types nor the module's plain kernels, and still agrees
+/// with the CPU reference.
+#[test]
+fn nvrtc_compiles_only_the_launched_kernels() {
+    let Some(ctx) = gpu_or_skip("nvrtc_compiles_only_the_launched_kernels") else {
+        return;
+    };
+    let ctx = ctx.with_kernel_mode(KernelMode::Nvrtc);
+    if let Err(e) = ctx.nvrtc() {
+        assert!(!gpu_required(), "no NVRTC: {e}");
+        eprintln!("nvrtc_compiles_only_the_launched_kernels: SKIPPED (no NVRTC: {e})");
+        return;
+    }
+    let a = random::<f32>(9, 40, 3);
+    let b = random::<f32>(9, 40, 4);
+    for m in Metric::ALL {
+        let got = pair_distances_on_device(&ctx, a.view(), b.view(), m).unwrap();
+        for (i, &g) in got.iter().enumerate() {
+            let want = reference_distance(m, a.row(i), b.row(i));
+            assert!(
+                (g as f64 - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                "{m:?} row {i}: {g} vs {want}"
+            );
+        }
+    }
+    assert_eq!(
+        ctx.compiled_units(),
+        vec![("testing", vec!["testing_pair_distance_f32"])]
+    );
+    // The whole module is not loaded, and the unit shows as NVRTC in the load paths.
+    let paths = ctx.kernel_load_paths();
+    assert_eq!(paths.len(), 1, "{paths:?}");
+    assert!(
+        matches!(paths[0], ("testing", KernelLoadPath::Nvrtc { .. })),
+        "{paths:?}"
+    );
+}
+
+/// A binary with cubins for the device never compiles a kernel on it: every module with a
+/// compatible cubin loads it (issue 18 item 5: first use spent 35-49 s in NVRTC when the pack
+/// had been built without nvcc). Skips visibly where the build had no nvcc.
+#[test]
+fn embedded_cubins_load_without_compiling() {
+    let Some(ctx) = gpu_or_skip("embedded_cubins_load_without_compiling") else {
+        return;
+    };
+    let ctx = ctx.with_kernel_mode(KernelMode::Auto);
+    let arch = ctx.info().arch();
+    let mut checked = 0;
+    for m in weft_gpu::kernel_modules() {
+        match weft_gpu::loader::compatible_cubin(m.cubins, arch) {
+            Some((built, _)) => {
+                let p = ctx.load_module(m).unwrap();
+                assert_eq!(
+                    p,
+                    KernelLoadPath::Cubin { arch: built },
+                    "module {}",
+                    m.name
+                );
+                checked += 1;
+            }
+            None => eprintln!(
+                "embedded_cubins_load_without_compiling: module {} has no cubin for sm_{arch} \
+                 (cubins: {:?}); SKIPPED for it",
+                m.name,
+                m.cubin_archs()
+            ),
+        }
+    }
+    // A run that must have cubins (the device pack's, WEFT_KERNELS=cubin) checked them all.
+    if matches!(KernelMode::from_env(), Ok(KernelMode::Cubin)) {
+        assert_eq!(checked, weft_gpu::kernel_modules().len());
+    }
+}
+
 /// NVRTC compiles weft-gpu's modules for sm_80 and sm_90 without a warning; needs NVRTC but no
 /// GPU (skips visibly without NVRTC, fails under WEFT_REQUIRE_GPU).
 #[test]

@@ -679,6 +679,323 @@ fn family_name(
     Ok(stem)
 }
 
+/// A part of a module that NVRTC compiles on its own: the module's source with the other
+/// kernels blanked out (see [`kernel_units`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unit {
+    /// The kernel symbols the unit defines.
+    pub symbols: Vec<String>,
+    /// Byte ranges `[start, end)` of the module source that the unit blanks: every byte but
+    /// line ends (and the backslash of a line continuation) becomes a space, so line numbers and
+    /// the `#line` markers stay right.
+    pub blank: Vec<(usize, usize)>,
+}
+
+/// `src` with comments replaced by spaces byte for byte (line ends kept), string and character
+/// literals kept: the same length as `src`, so offsets into it are offsets into `src`.
+fn blank_comments(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                out[i] = b' ';
+                i += 1;
+            }
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            let start = i;
+            i += 2;
+            while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                i += 1;
+            }
+            i = (i + 2).min(b.len());
+            for o in &mut out[start..i] {
+                if *o != b'\n' {
+                    *o = b' ';
+                }
+            }
+        } else if c == b'"' || c == b'\'' {
+            i += 1;
+            while i < b.len() && b[i] != c && b[i] != b'\n' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+        } else {
+            i += 1;
+        }
+    }
+    // Whole multi-byte characters were replaced or kept: still UTF-8.
+    String::from_utf8(out).unwrap_or_else(|_| src.to_string())
+}
+
+/// The end of the definition whose text starts at `from` in `text` (comments blanked): past
+/// the `}` that closes the first `{` after the parameter list that starts at `params`.
+fn definition_end(text: &str, params: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut i = params;
+    let mut depth = 0i32;
+    // The parameter list.
+    while i < b.len() {
+        match b[i] {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    i += 1;
+                    break;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    while i < b.len() && b[i] != b'{' {
+        if b[i] == b';' {
+            return None; // a declaration
+        }
+        i += 1;
+    }
+    let mut depth = 0i32;
+    while i < b.len() {
+        match b[i] {
+            b'"' | b'\'' => {
+                let q = b[i];
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// A kernel definition in a source: (start of `extern`, end past the body, name expression as
+/// written).
+type Definition = (usize, usize, String);
+
+/// The `extern "C" __global__` definitions in `text[from..to]`.
+fn definitions(text: &str, from: usize, to: usize) -> Result<Vec<Definition>, String> {
+    let mut found = Vec::new();
+    let mut at = from;
+    while let Some(pos) = text[at..to].find("__global__") {
+        let g = at + pos;
+        at = g + "__global__".len();
+        let before = text[..g].trim_end();
+        let Some(ext) = before.strip_suffix("extern \"C\"") else {
+            continue;
+        };
+        let start = ext.len();
+        let skip_ws = |p: usize| {
+            p + text[p..]
+                .bytes()
+                .take_while(|c| c.is_ascii_whitespace())
+                .count()
+        };
+        let mut p = skip_ws(at);
+        p = skip_ws(
+            p + if text[p..].starts_with("void") {
+                4
+            } else {
+                return Err(format!(
+                    "a __global__ function that does not return void near `{}`",
+                    head(&text[p..])
+                ));
+            },
+        );
+        if text[p..].starts_with("__launch_bounds__") {
+            p = skip_ws(p + "__launch_bounds__".len());
+            let (_, rest) = balanced(&text[p..])?;
+            p = text.len() - rest.len();
+        }
+        let params = text[p..to]
+            .find('(')
+            .map(|o| p + o)
+            .ok_or_else(|| format!("no parameter list after `{}`", head(&text[p..])))?;
+        let name: String = text[p..params].split_whitespace().collect();
+        let end = definition_end(text, params)
+            .filter(|&e| e <= to)
+            .ok_or_else(|| format!("kernel `{name}`: no body found"))?;
+        found.push((start, end, name));
+        at = end;
+    }
+    Ok(found)
+}
+
+/// Splits a (flattened) module into the units NVRTC compiles on demand, so that a build
+/// without nvcc compiles on its first GPU use only the kernels it launches (issue 18 item 5:
+/// gnnd compiled whole took 35-49 s, one of its kernels a few seconds): one unit with every
+/// plain `extern "C"` kernel (no macro instance), and one unit per instance of each
+/// macro-instantiated kernel (`gnnd_join_l2_f32`, ...). Each unit is the whole source with the
+/// other kernels' definitions and the other macro invocations blanked ([`Unit::blank`]), so
+/// every template, device function and constant stays in reach and line numbers hold. A
+/// module with one kernel or none has no units (it is compiled whole), and neither has one with
+/// a variable in device memory (`__device__`, `__constant__` or `__managed__` data), which its
+/// kernels would no longer share once compiled apart.
+pub fn kernel_units(source: &str) -> Result<Vec<Unit>, String> {
+    let text = blank_comments(source)
+        .replace("\\\r\n", "   ")
+        .replace("\\\n", "  ");
+    debug_assert_eq!(text.len(), source.len());
+    if has_device_variables(&text) {
+        return Ok(Vec::new());
+    }
+    // Logical lines: (start, end) in `text` (a macro definition is one line now).
+    let mut lines = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.bytes().enumerate() {
+        if c == b'\n' {
+            lines.push((start, i));
+            start = i + 1;
+        }
+    }
+    lines.push((start, text.len()));
+    // Family macros: name -> (parameters, their kernels: (start, end, name expression)).
+    let mut macros: BTreeMap<String, (Vec<String>, Vec<Definition>)> = BTreeMap::new();
+    let mut plain = Vec::new();
+    let mut define_lines = Vec::new();
+    for &(ls, le) in &lines {
+        let line = &text[ls..le];
+        let t = line.trim_start();
+        if let Some(def) = t.strip_prefix("#define") {
+            define_lines.push((ls, le));
+            let def = def.trim_start();
+            let name_end = def
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(def.len());
+            let name = &def[..name_end];
+            let rest = &def[name_end..];
+            if rest.starts_with('(') && rest.contains("__global__") {
+                let (params, _) = balanced(rest)?;
+                let body_from = le - rest.len();
+                let kernels = definitions(&text, body_from, le)?;
+                if !kernels.is_empty() {
+                    macros.insert(name.to_string(), (split_top(params), kernels));
+                }
+            }
+        }
+    }
+    // Plain kernels: definitions outside #define lines.
+    for (s, e, name) in definitions(&text, 0, text.len())? {
+        if define_lines.iter().any(|&(ls, le)| s >= ls && s < le) {
+            continue;
+        }
+        if name.contains("##") {
+            return Err(format!("kernel `{name}`: `##` outside a macro"));
+        }
+        plain.push((s, e, name));
+    }
+    // Invocations of family macros: (line start, line end, macro, arguments).
+    let mut invocations = Vec::new();
+    for &(ls, le) in &lines {
+        let t = text[ls..le].trim_start();
+        for (mname, (params, _)) in &macros {
+            if let Some(r) = t.strip_prefix(mname.as_str())
+                && r.trim_start().starts_with('(')
+            {
+                let (args, _) = balanced(r.trim_start())?;
+                let args = split_top(args);
+                if args.len() != params.len() {
+                    return Err(format!("{mname} takes {} arguments: `{t}`", params.len()));
+                }
+                invocations.push((ls, le, mname.clone(), args));
+            }
+        }
+    }
+    let kernel_count = plain.len()
+        + invocations
+            .iter()
+            .map(|(_, _, m, _)| macros[m].1.len())
+            .sum::<usize>();
+    if kernel_count <= 1 {
+        return Ok(Vec::new());
+    }
+    let mut units = Vec::new();
+    if !plain.is_empty() {
+        units.push(Unit {
+            symbols: plain.iter().map(|p| p.2.clone()).collect(),
+            blank: invocations.iter().map(|i| (i.0, i.1)).collect(),
+        });
+    }
+    for (n, (_, _, mname, args)) in invocations.iter().enumerate() {
+        let (params, kernels) = &macros[mname];
+        for (k, (_, _, name_expr)) in kernels.iter().enumerate() {
+            let mut blank: Vec<(usize, usize)> = plain.iter().map(|p| (p.0, p.1)).collect();
+            blank.extend(
+                invocations
+                    .iter()
+                    .enumerate()
+                    .filter(|(m, _)| *m != n)
+                    .map(|(_, i)| (i.0, i.1)),
+            );
+            blank.extend(
+                kernels
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != k)
+                    .map(|(_, d)| (d.0, d.1)),
+            );
+            blank.sort_unstable();
+            units.push(Unit {
+                symbols: vec![expand_name(name_expr, params, args)],
+                blank,
+            });
+        }
+    }
+    Ok(units)
+}
+
+/// Whether `text` (comments blanked) declares data in device memory: `__constant__` or
+/// `__managed__` anywhere, or a `__device__` declaration that reaches `;`, `=` or `[` before
+/// any `(` (a variable, not a function).
+fn has_device_variables(text: &str) -> bool {
+    if text.contains("__constant__") || text.contains("__managed__") {
+        return true;
+    }
+    text.match_indices("__device__").any(|(at, _)| {
+        let rest = &text[at + "__device__".len()..];
+        rest.find(['(', ';', '=', '[', '{'])
+            .is_some_and(|i| matches!(rest.as_bytes()[i], b';' | b'=' | b'['))
+    })
+}
+
+/// The source of a unit: `source` with `blank`'s ranges turned into spaces, keeping line ends
+/// and line continuations (the run-time loader does the same with the embedded ranges).
+pub fn unit_source(source: &str, blank: &[(usize, usize)]) -> String {
+    let mut b = source.as_bytes().to_vec();
+    for &(s, e) in blank {
+        let e = e.min(b.len());
+        for i in s.min(e)..e {
+            let keep = b[i] == b'\n'
+                || (b[i] == b'\r' && b.get(i + 1) == Some(&b'\n'))
+                || (b[i] == b'\\'
+                    && (b.get(i + 1) == Some(&b'\n')
+                        || (b.get(i + 1) == Some(&b'\r') && b.get(i + 2) == Some(&b'\n'))));
+            if !keep {
+                b[i] = b' ';
+            }
+        }
+    }
+    String::from_utf8(b).unwrap_or_else(|_| source.to_string())
+}
+
 /// What nvcc built for a module, named relative to `OUT_DIR`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BuiltImages {
@@ -712,6 +1029,7 @@ pub fn generate_bindings(
     runtime: &str,
     kernels: &[KernelDecl],
     images: &BuiltImages,
+    units: &[Unit],
 ) -> String {
     let r = runtime;
     let mut s = String::new();
@@ -730,6 +1048,18 @@ pub fn generate_bindings(
     let ptx = images.ptx_file.as_ref().map_or("None".to_string(), |f| {
         format!("Some(include_str!(concat!(env!(\"OUT_DIR\"), \"/{f}\")))")
     });
+    let units: String = units
+        .iter()
+        .map(|u| {
+            let symbols: Vec<String> = u.symbols.iter().map(|s| format!("{s:?}")).collect();
+            let blank: Vec<String> = u.blank.iter().map(|(a, b)| format!("({a}, {b})")).collect();
+            format!(
+                "\n        {r}::KernelUnit {{ symbols: &[{}], blank: &[{}] }},",
+                symbols.join(", "),
+                blank.join(", ")
+            )
+        })
+        .collect();
     let _ = writeln!(
         s,
         "/// The kernel module `{module}`: its self-contained source for NVRTC, and the cubins and\n\
@@ -738,7 +1068,8 @@ pub fn generate_bindings(
          name: {module:?},\n    \
          source: include_str!(concat!(env!(\"OUT_DIR\"), \"/{src}\")),\n    \
          cubins: &[{cubins}],\n    \
-         ptx: {ptx},\n}};\n",
+         ptx: {ptx},\n    \
+         units: &[{units}\n    ],\n}};\n",
         src = images.source_file
     );
     for k in kernels {
@@ -823,6 +1154,13 @@ pub fn generate_bindings(
     s
 }
 
+/// Whether `WEFT_REQUIRE_CUBINS` is `1`: then a build script without nvcc, or whose nvcc
+/// fails, fails the build instead of leaving the module to NVRTC at run time (`cargo xtask
+/// device-pack` sets it, so that a pack never compiles kernels on the device by accident).
+pub fn require_cubins() -> bool {
+    std::env::var("WEFT_REQUIRE_CUBINS").is_ok_and(|v| v == "1")
+}
+
 /// Builds and binds every kernel module of the calling crate, from its build script:
 ///
 /// - modules from `$CARGO_MANIFEST_DIR/kernels/`; shared headers from `$DEP_WEFT_GPU_INCLUDE`
@@ -830,7 +1168,8 @@ pub fn generate_bindings(
 ///   `kernels/include/` (weft-gpu itself);
 /// - for each module: the flattened source, cubins for [`ARCHS`] and PTX when nvcc is
 ///   available (a failing nvcc is a warning: the source is embedded regardless and NVRTC
-///   compiles it at run time), and `$OUT_DIR/<module>.rs` from [`generate_bindings`], which the
+///   compiles it at run time; with `WEFT_REQUIRE_CUBINS=1` a missing or failing nvcc fails the
+///   build, see [`require_cubins`]), and `$OUT_DIR/<module>.rs` from [`generate_bindings`], which the
 ///   crate includes with `include!(concat!(env!("OUT_DIR"), "/<module>.rs"))`;
 /// - `runtime` is how the crate names weft-gpu (`weft_gpu`, or `crate` inside weft-gpu).
 ///
@@ -847,6 +1186,8 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
     println!("cargo::rerun-if-changed={}", include.display());
     println!("cargo::rerun-if-env-changed=NVCC");
     println!("cargo::rerun-if-env-changed=WEFT_NVCC");
+    println!("cargo::rerun-if-env-changed=WEFT_REQUIRE_CUBINS");
+    let require = require_cubins();
     let modules = list_modules(&kernels).unwrap_or_else(|e| {
         panic!(
             "cannot list the kernel modules of {}: {e}",
@@ -854,6 +1195,13 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
         )
     });
     let nvcc = find_nvcc(&manifest);
+    if require && nvcc.is_none() {
+        panic!(
+            "WEFT_REQUIRE_CUBINS=1, but there is no nvcc (set NVCC, put nvcc on PATH or run \
+             `cargo xtask kernels` to install it; WEFT_NVCC={:?})",
+            std::env::var("WEFT_NVCC").unwrap_or_default()
+        );
+    }
     let mut names = Vec::new();
     for m in &modules {
         let source = flatten_module(&kernels, &include, &m.files)
@@ -878,6 +1226,10 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
                     &[],
                 ) {
                     Ok(_) => images.cubins.push((arch, file)),
+                    Err(msg) if require => panic!(
+                        "WEFT_REQUIRE_CUBINS=1, but nvcc failed for kernel module {} (sm_{arch}):\n{msg}",
+                        m.name
+                    ),
                     Err(msg) => println!(
                         "cargo::warning=nvcc failed for kernel module {} (sm_{arch}; NVRTC at run time instead): {}",
                         m.name,
@@ -898,7 +1250,9 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
                 images.ptx_file = Some(file);
             }
         }
-        let rust = generate_bindings(&m.name, runtime, &decls, &images);
+        let units =
+            kernel_units(&source).unwrap_or_else(|e| panic!("kernel module {}: {e}", m.name));
+        let rust = generate_bindings(&m.name, runtime, &decls, &images, &units);
         std::fs::write(out.join(format!("{}.rs", m.name)), rust).expect("write to OUT_DIR");
         names.push(m.name.clone());
     }
@@ -996,7 +1350,8 @@ WEFT_WHOLE(whole_i8, i8)
             cubins: vec![(90, "m.sm_90.cubin".into())],
             ptx_file: None,
         };
-        let rs = generate_bindings("m", "weft_gpu", &k, &images);
+        let units = kernel_units(SAMPLE).unwrap();
+        let rs = generate_bindings("m", "weft_gpu", &k, &images, &units);
         for needle in [
             "pub static MODULE: weft_gpu::KernelModule",
             "(90, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/m.sm_90.cubin\"))",
@@ -1010,6 +1365,95 @@ WEFT_WHOLE(whole_i8, i8)
         ] {
             assert!(rs.contains(needle), "missing `{needle}` in\n{rs}");
         }
+    }
+
+    fn symbols_of(src: &str) -> Vec<String> {
+        parse_kernels(src)
+            .unwrap()
+            .into_iter()
+            .flat_map(|d| d.instances.into_iter().map(|i| i.1))
+            .collect()
+    }
+
+    #[test]
+    fn units_hold_their_kernels_only_and_keep_every_line() {
+        let units = kernel_units(SAMPLE).unwrap();
+        let symbols: Vec<Vec<String>> = units.iter().map(|u| u.symbols.clone()).collect();
+        assert_eq!(
+            symbols,
+            [
+                vec!["plain_kernel"],
+                vec!["sample_norms_f32"],
+                vec!["sample_norms_u8"],
+                vec!["whole_f32"],
+                vec!["whole_i8"]
+            ]
+        );
+        for u in &units {
+            let src = unit_source(SAMPLE, &u.blank);
+            assert_eq!(src.len(), SAMPLE.len());
+            assert_eq!(src.lines().count(), SAMPLE.lines().count());
+            assert_eq!(symbols_of(&src), u.symbols, "unit source:\n{src}");
+            // Templates and line markers stay for every unit.
+            assert!(src.contains("template <typename T> __global__ void helper"));
+            assert!(src.contains("#line 1 \"x.cu\""));
+        }
+        // Kernels that share data in device memory stay together.
+        for shared in [
+            "__device__ u32 counter;\n",
+            "__device__ float table[4] = {0};\n",
+            "__constant__ float c[2];\n",
+        ] {
+            let src = format!("{shared}{SAMPLE}");
+            assert!(kernel_units(&src).unwrap().is_empty(), "{shared}");
+        }
+        assert!(!has_device_variables(
+            "__device__ __forceinline__ float f(float x) { return x; }"
+        ));
+        // A module of one kernel is compiled whole.
+        assert!(
+            kernel_units("extern \"C\" __global__ void one(u32 n) {}")
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    /// Every kernel module of the workspace splits into units that hold exactly their kernels
+    /// and together every kernel of the module (the units NVRTC compiles on demand).
+    #[test]
+    fn workspace_modules_split_into_units() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let include = crates.join("weft-gpu/kernels/include");
+        let mut seen = 0;
+        for krate in std::fs::read_dir(crates).unwrap().flatten() {
+            let kernels = krate.path().join("kernels");
+            for m in list_modules(&kernels).unwrap() {
+                let src = flatten_module(&kernels, &include, &m.files).unwrap();
+                let all = symbols_of(&src);
+                let units = kernel_units(&src).unwrap();
+                if all.len() <= 1 {
+                    assert!(units.is_empty());
+                    continue;
+                }
+                let mut covered = Vec::new();
+                for u in &units {
+                    let us = unit_source(&src, &u.blank);
+                    assert_eq!(us.lines().count(), src.lines().count(), "{}", m.name);
+                    assert_eq!(symbols_of(&us), u.symbols, "module {}", m.name);
+                    covered.extend(u.symbols.clone());
+                }
+                covered.sort();
+                let mut all = all;
+                all.sort();
+                assert_eq!(covered, all, "module {}", m.name);
+                seen += 1;
+            }
+        }
+        assert!(
+            seen >= 5,
+            "only {seen} modules found under {}",
+            crates.display()
+        );
     }
 
     #[test]

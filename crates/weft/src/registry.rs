@@ -363,6 +363,21 @@ impl GpuStatus {
         !matches!(self, GpuStatus::Unavailable(_))
     }
 
+    /// How each kernel module used so far reached the GPU, as `(module, path)` with the path's
+    /// words (`cubin sm_90 (nvcc at build time)`, `NVRTC sm_90`, `NVRTC sm_90 (disk cache)`);
+    /// empty without a GPU. What a first use compiled shows here.
+    pub fn kernel_load_paths(&self) -> Vec<(&'static str, String)> {
+        match self {
+            #[cfg(feature = "cuda")]
+            GpuStatus::Available(ctx) => ctx
+                .kernel_load_paths()
+                .into_iter()
+                .map(|(m, p)| (m, p.to_string()))
+                .collect(),
+            GpuStatus::Unavailable(_) => Vec::new(),
+        }
+    }
+
     /// A JSON description for reports: device, memory, driver and kernel delivery, or the reason.
     pub fn describe(&self) -> Value {
         match self {

@@ -90,32 +90,12 @@ pub struct Point {
     pub qps: f64,
     /// Distance computations per query.
     pub distances_per_query: f64,
+    /// Where the searches ran: `cpu` or `gpu`.
+    pub backend: &'static str,
 }
 
-/// Sweeps `beams` on `index` with the CPU beam search, returning recall and median QPS per
-/// beam width.
-pub fn sweep(
-    index: &Index,
-    queries: &weft::AnyDataset,
-    gt: &IdMatrix,
-    k: usize,
-    beams: &[usize],
-    runs: usize,
-    s: &Session,
-) -> Result<Vec<Point>> {
-    sweep_with(
-        index,
-        queries,
-        gt,
-        k,
-        beams,
-        runs,
-        &SearchParams::default(),
-        s,
-    )
-}
-
-/// Like [`sweep`], each search with `base` (backend, GPU options, seed) and the beam width set.
+/// Sweeps `beams` on `index`, each search with `base` (backend, GPU options, seed) and the beam
+/// width set, returning recall and median QPS per beam width.
 #[allow(clippy::too_many_arguments)]
 pub fn sweep_with(
     index: &Index,
@@ -163,6 +143,7 @@ pub fn sweep_with(
             qps: queries.rows() as f64 / median.max(1e-9),
             distances_per_query: out.stats.distance_computations as f64
                 / queries.rows().max(1) as f64,
+            backend: out.backend,
         });
     }
     Ok(points)

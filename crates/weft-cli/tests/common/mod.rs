@@ -5,9 +5,13 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// The `weft` binary with `args`, on 2 worker threads.
+/// The `weft` binary with `args`, on 2 worker threads: the one cargo built, or `$WEFT_CLI_BIN`
+/// (a test binary carried to another machine, e.g. the GPU machine of a device pack, runs the
+/// `weft` binary carried with it).
 pub fn weft_cmd(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_weft"));
+    let bin = std::env::var_os("WEFT_CLI_BIN")
+        .unwrap_or_else(|| std::ffi::OsString::from(env!("CARGO_BIN_EXE_weft")));
+    let mut c = Command::new(bin);
     c.args(args).env("RAYON_NUM_THREADS", "2");
     c
 }
