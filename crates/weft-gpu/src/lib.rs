@@ -57,7 +57,9 @@ pub(crate) mod kernels {
     }
 }
 
-pub use context::{DeviceInfo, GpuContext, driver_library_present, probe, probe_device};
+pub use context::{
+    DeviceInfo, GpuContext, HostCopies, driver_library_present, probe, probe_device,
+};
 pub use device_graph::{DeviceFixedGraph, DeviceKnnGraph};
 pub use exact::{ExactGpu, ExactPlan};
 pub use kernel::{

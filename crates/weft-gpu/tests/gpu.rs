@@ -963,3 +963,50 @@ fn nvrtc_compiles_every_module() {
         &weft_gpu::kernel_modules(),
     );
 }
+
+#[test]
+fn host_copies_wait_once_and_fill_every_destination() {
+    let Some(ctx) = gpu_or_skip("host_copies_wait_once_and_fill_every_destination") else {
+        return;
+    };
+    let ids: Vec<u32> = (0..1000u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    let dists: Vec<f32> = (0..777).map(|i| i as f32 * 0.5 - 3.0).collect();
+    let counters: Vec<u64> = vec![u64::MAX - 5, 42];
+    let halves: Vec<u16> = (0..13u16).collect();
+    let (bi, bd, bc, bh) = (
+        ctx.upload(&ids).unwrap(),
+        ctx.upload(&dists).unwrap(),
+        ctx.upload(&counters).unwrap(),
+        ctx.upload(&halves).unwrap(),
+    );
+    let mut gi = vec![0u32; 990];
+    let mut gd = vec![0f32; 777];
+    let mut gc = [0u64; 2];
+    let mut gh = vec![0u16; 13];
+    let mut empty: [u32; 0] = [];
+    let mut copies = ctx.host_copies().unwrap();
+    // Sub-ranges at odd offsets, element sizes 2, 4 and 8, and an empty copy.
+    copies.add(&bi.slice(7..997), &mut gi).unwrap();
+    copies.add(&bh.slice(0..13), &mut gh).unwrap();
+    copies.add(&bd.slice(0..777), &mut gd).unwrap();
+    copies.add(&bi.slice(3..3), &mut empty).unwrap();
+    copies.add(&bc.slice(0..2), &mut gc).unwrap();
+    copies.finish().unwrap();
+    assert_eq!(gi, ids[7..997]);
+    assert_eq!(gd, dists);
+    assert_eq!(gc, [u64::MAX - 5, 42]);
+    assert_eq!(gh, halves);
+    // A length mismatch is a typed error; copies dropped unfinished leave the context usable.
+    let mut short = vec![0u32; 3];
+    let mut first = vec![0u32; 10];
+    let mut copies = ctx.host_copies().unwrap();
+    copies.add(&bi.slice(0..10), &mut first).unwrap();
+    assert!(matches!(
+        copies.add(&bi.slice(0..4), &mut short),
+        Err(weft_core::Error::InvalidInput(_))
+    ));
+    drop(copies);
+    assert_eq!(ctx.download(&bi, 1000).unwrap(), ids);
+}

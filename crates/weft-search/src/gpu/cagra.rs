@@ -36,8 +36,9 @@ use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
 
 use super::common::{
     check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
-    check_query_dim, download_results, download_stats, fmt_session, grow_bytes, result_buffers,
-    take_grown, upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
+    check_query_dim, download_last_results, download_results, download_stats, fmt_session,
+    grow_bytes, result_buffers, take_grown, upload_entries_zero_counters, upload_resident,
+    upload_search, work_buffers,
 };
 use super::kernels::cagra_search as kernels;
 use crate::cagra_gpu_params::{
@@ -492,6 +493,12 @@ impl<'c> CagraSearchDevice<'c> {
                 } else {
                     (&part_ids, &part_d)
                 };
+                if start + cnt == nq {
+                    // The last batch: its results and the counters in one round trip.
+                    return download_last_results(
+                        ctx, src_ids, src_d, &mut out, start, cnt, &counters, nq,
+                    );
+                }
                 download_results(ctx, src_ids, src_d, &mut out, start, cnt)?;
                 start += cnt;
             }

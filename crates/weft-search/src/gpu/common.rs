@@ -242,6 +242,40 @@ pub(crate) fn download_results(
     ctx.copy_to_host(&dists.slice(0..len), row_dists)
 }
 
+/// The last batch's [`download_results`] together with the search counters (see
+/// [`download_stats`]): small results (under the pinned-transfer threshold, e.g. batch 1) are
+/// queued with the counters and waited for once, one round trip instead of three.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn download_last_results(
+    ctx: &GpuContext,
+    ids: &DeviceBuffer<u32>,
+    dists: &DeviceBuffer<f32>,
+    out: &mut NeighborsMut<'_>,
+    start: usize,
+    cnt: usize,
+    counters: &DeviceBuffer<u64>,
+    nq: usize,
+) -> Result<SearchStats> {
+    let len = cnt * out.k();
+    if len * 4 >= weft_gpu::context::PINNED_TRANSFER_THRESHOLD {
+        download_results(ctx, ids, dists, out, start, cnt)?;
+        return download_stats(ctx, counters, nq);
+    }
+    let mut rows = out.rows_mut(start..start + cnt);
+    let (row_ids, row_dists) = rows.buffers_mut();
+    let mut c = [0u64; 2];
+    let mut copies = ctx.host_copies()?;
+    copies.add(&ids.slice(0..len), row_ids)?;
+    copies.add(&dists.slice(0..len), row_dists)?;
+    copies.add(&counters.slice(0..2), &mut c)?;
+    copies.finish()?;
+    Ok(SearchStats {
+        queries: nq as u64,
+        distance_computations: c[1],
+        hops: c[0],
+    })
+}
+
 /// Result buffers for `rows` queries of `k` neighbours each; `k = 0` is an invalid parameter.
 pub(crate) fn result_buffers(rows: usize, k: usize) -> Result<Neighbors> {
     if k == 0 {

@@ -45,8 +45,9 @@ use weft_graph::hier::HierGraph;
 
 use super::common::{
     check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
-    check_query_dim, download_results, download_stats, fmt_session, grow_bytes, result_buffers,
-    take_grown, upload_entries_zero_counters, upload_resident, upload_search, work_buffers,
+    check_query_dim, download_last_results, download_results, download_stats, fmt_session,
+    grow_bytes, result_buffers, take_grown, upload_entries_zero_counters, upload_resident,
+    upload_search, work_buffers,
 };
 use super::kernels::ggnn_search as kernels;
 use crate::check::check_search_inputs;
@@ -523,6 +524,12 @@ impl<'c> GgnnSearchDevice<'c> {
                         counters: counters.output(),
                     },
                 )?;
+                if start + cnt == nq {
+                    // The last batch: its results and the counters in one round trip.
+                    return download_last_results(
+                        ctx, &out_ids, &out_d, &mut out, start, cnt, &counters, nq,
+                    );
+                }
                 download_results(ctx, &out_ids, &out_d, &mut out, start, cnt)?;
                 start += cnt;
             }
