@@ -281,8 +281,14 @@ pub fn toolchain(root: &Path) -> Result<(PathBuf, PathBuf)> {
 
 /// Compiles `src` with NVRTC through python3's ctypes (no GPU needed); returns the log.
 fn nvrtc_compile(lib: &Path, src: &Path, arch: u32) -> Result<String> {
+    run_nvrtc_script(NVRTC_PY, lib, src, arch)
+}
+
+/// Runs the python3 `script` that compiles `src` with the NVRTC library `lib` for `sm_<arch>`
+/// (the project's NVRTC options); returns its standard output, or an error with its output.
+pub(crate) fn run_nvrtc_script(script: &str, lib: &Path, src: &Path, arch: u32) -> Result<String> {
     let o = Command::new("python3")
-        .args(["-c", NVRTC_PY])
+        .args(["-c", script])
         .arg(lib)
         .arg(src)
         .arg(format!("--gpu-architecture=sm_{arch}"))

@@ -15,7 +15,6 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
@@ -148,18 +147,7 @@ pub fn run(args: &[String]) -> Result<()> {
 
 /// (wall, CPU) seconds of one NVRTC compilation of `src` to a cubin for `sm_<arch>`.
 fn time_one(lib: &Path, src: &Path, arch: u32) -> Result<(f64, f64)> {
-    let o = Command::new("python3")
-        .args(["-c", TIME_PY])
-        .arg(lib)
-        .arg(src)
-        .arg(format!("--gpu-architecture=sm_{arch}"))
-        .args(["-std=c++17", "-lineinfo"])
-        .output()
-        .context("run python3 for NVRTC")?;
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    if !o.status.success() {
-        bail!("{}{}", stdout, String::from_utf8_lossy(&o.stderr));
-    }
+    let stdout = crate::kernels::run_nvrtc_script(TIME_PY, lib, src, arch)?;
     let mut it = stdout.split_whitespace();
     let mut next = || -> Result<f64> {
         it.next()

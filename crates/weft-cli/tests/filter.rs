@@ -8,28 +8,7 @@ use common::{fails_with, ok_json, ok_text, p};
 
 /// A 600-point SIFT-like set, its 9 queries and an RNN-Descent graph of it.
 fn setup(d: &std::path::Path) -> (String, String, String) {
-    let (base, queries, graph) = (p(d, "b.fbin"), p(d, "b.queries.fbin"), p(d, "g.wgraph"));
-    ok_json(&[
-        "gen",
-        "--preset",
-        "sift",
-        "-n",
-        "600",
-        "--queries",
-        "9",
-        "--out",
-        &base,
-    ]);
-    ok_json(&[
-        "build",
-        "--algo",
-        "rnndescent",
-        "--data",
-        &base,
-        "--out",
-        &graph,
-    ]);
-    (base, queries, graph)
+    common::sift_rnndescent(d, 600, 9)
 }
 
 #[test]

@@ -8,28 +8,7 @@ use weft::io::{ReadOptions, read, read_ids};
 
 /// A 500-point SIFT-like set, its 7 queries and an RNN-Descent graph of it.
 fn setup(d: &std::path::Path) -> (String, String, String) {
-    let (base, queries, graph) = (p(d, "b.fbin"), p(d, "b.queries.fbin"), p(d, "g.wgraph"));
-    ok_json(&[
-        "gen",
-        "--preset",
-        "sift",
-        "-n",
-        "500",
-        "--queries",
-        "7",
-        "--out",
-        &base,
-    ]);
-    ok_json(&[
-        "build",
-        "--algo",
-        "rnndescent",
-        "--data",
-        &base,
-        "--out",
-        &graph,
-    ]);
-    (base, queries, graph)
+    common::sift_rnndescent(d, 500, 7)
 }
 
 fn search_args<'a>(base: &'a str, queries: &'a str, graph: &'a str) -> Vec<&'a str> {

@@ -418,14 +418,7 @@ impl GpuContext {
     pub fn upload<T: DeviceCopy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
         let mut buf = self.alloc_zeros::<T>(data.len())?;
         if !data.is_empty() {
-            let bytes: &[u8] = bytemuck::cast_slice(data);
-            // SAFETY: the buffer holds `data.len()` elements of `T` (Pod: plain bytes, no
-            // padding), i.e. exactly `bytes.len()` bytes.
-            let mut dst = unsafe { buf.inner_mut().transmute_mut::<u8>(bytes.len()) }
-                .ok_or_else(|| Error::Gpu("reinterpret a device buffer as bytes".into()))?;
-            self.upload_staged(&mut dst, bytes.len(), |offset, piece| {
-                piece.copy_from_slice(&bytes[offset..offset + piece.len()])
-            })?;
+            self.copy_to_device(data, &mut buf.slice_mut(0..data.len()))?;
         }
         Ok(buf)
     }
@@ -469,8 +462,25 @@ impl GpuContext {
         // `total` of them is a valid, properly aligned slice.
         let dst: &mut [MaybeUninit<u8>] =
             unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast(), total) };
+        self.download_staged_into(&bytes, dst)?;
+        // SAFETY: the bytes `0..total` of the spare capacity, i.e. the first `len` elements,
+        // were all written above (a gapless prefix of `total` bytes: checked per chunk and in
+        // sum), and any bytes are a valid `T` (Pod).
+        unsafe { out.set_len(len) };
+        Ok(out)
+    }
+
+    /// Copies the first `dst.len()` bytes of `src` into `dst` through [`Self::download_staged`],
+    /// each staged chunk by several threads; errors unless every byte of `dst` was written (a
+    /// gapless prefix, checked per chunk and in sum), so the caller may treat it as initialised.
+    fn download_staged_into(
+        &self,
+        src: &cudarc::driver::CudaView<'_, u8>,
+        dst: &mut [MaybeUninit<u8>],
+    ) -> Result<()> {
+        let total = dst.len();
         let mut written = 0usize;
-        self.download_staged(&bytes, total, |offset, chunk| {
+        self.download_staged(src, total, |offset, chunk| {
             // `written` counts a prefix: the chunks must arrive in order, without gaps.
             assert_eq!(offset, written, "staged download chunks out of order");
             par_copy_into(&mut dst[offset..offset + chunk.len()], chunk);
@@ -481,11 +491,7 @@ impl GpuContext {
                 "a download delivered {written} of {total} bytes"
             )));
         }
-        // SAFETY: the bytes `0..total` of the spare capacity, i.e. the first `len` elements,
-        // were all written above (a gapless prefix of `total` bytes: checked per chunk and in
-        // sum), and any bytes are a valid `T` (Pod).
-        unsafe { out.set_len(len) };
-        Ok(out)
+        Ok(())
     }
 
     /// Copies `total` bytes from the device into host memory, through the context's two pinned
@@ -726,19 +732,7 @@ impl GpuContext {
             // any bytes are a valid `T` (Pod), and `MaybeUninit<u8>` has size and alignment 1.
             let to: &mut [MaybeUninit<u8>] =
                 unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast(), total) };
-            let mut written = 0usize;
-            self.download_staged(&from, total, |offset, chunk| {
-                // The chunks arrive in order, without gaps (checked in sum below).
-                assert_eq!(offset, written, "staged download chunks out of order");
-                par_copy_into(&mut to[offset..offset + chunk.len()], chunk);
-                written += chunk.len();
-            })?;
-            if written != total {
-                return Err(Error::Gpu(format!(
-                    "a download delivered {written} of {total} bytes"
-                )));
-            }
-            return Ok(());
+            return self.download_staged_into(&from, to);
         }
         self.stream
             .memcpy_dtoh(src.inner(), dst)

@@ -348,47 +348,27 @@ fn knn_graph_recall(
     k: usize,
     ctx: &weft::BuildCtx,
 ) -> Result<weft::graph::recall::Recall> {
-    use weft::graph::recall::{Ties, sampled_graph_recall};
     let g = index.graph().as_view();
     let k = k.min(g.max_degree()).max(1);
     Ok(match base {
-        AnyDataset::F32(x) => sampled_graph_recall(
-            g,
-            x.view(),
-            metric,
-            k,
-            GRAPH_RECALL_SAMPLE,
-            Ties::Distance,
-            ctx,
-        )?,
-        AnyDataset::F16(x) => sampled_graph_recall(
-            g,
-            x.view(),
-            metric,
-            k,
-            GRAPH_RECALL_SAMPLE,
-            Ties::Distance,
-            ctx,
-        )?,
-        AnyDataset::U8(x) => sampled_graph_recall(
-            g,
-            x.view(),
-            metric,
-            k,
-            GRAPH_RECALL_SAMPLE,
-            Ties::Distance,
-            ctx,
-        )?,
-        AnyDataset::I8(x) => sampled_graph_recall(
-            g,
-            x.view(),
-            metric,
-            k,
-            GRAPH_RECALL_SAMPLE,
-            Ties::Distance,
-            ctx,
-        )?,
+        AnyDataset::F32(x) => sampled(g, x.view(), metric, k, ctx)?,
+        AnyDataset::F16(x) => sampled(g, x.view(), metric, k, ctx)?,
+        AnyDataset::U8(x) => sampled(g, x.view(), metric, k, ctx)?,
+        AnyDataset::I8(x) => sampled(g, x.view(), metric, k, ctx)?,
     })
+}
+
+/// [`weft::graph::recall::sampled_graph_recall`] on [`GRAPH_RECALL_SAMPLE`] rows, ties at the
+/// k-th distance counted.
+fn sampled<T: weft::Element>(
+    g: &dyn weft::graph::GraphView,
+    base: weft::DatasetView<'_, T>,
+    metric: weft::Metric,
+    k: usize,
+    ctx: &weft::BuildCtx,
+) -> weft::Result<weft::graph::recall::Recall> {
+    use weft::graph::recall::{Ties, sampled_graph_recall};
+    sampled_graph_recall(g, base, metric, k, GRAPH_RECALL_SAMPLE, Ties::Distance, ctx)
 }
 
 #[cfg(test)]

@@ -79,3 +79,31 @@ pub fn fails_with(args: &[&str], needles: &[&str]) -> String {
 pub fn p(dir: &Path, name: &str) -> String {
     dir.join(name).to_string_lossy().into_owned()
 }
+
+/// `n` SIFT-like points (`b.fbin`), their `queries` (`b.queries.fbin`) and an RNN-Descent graph
+/// of them (`g.wgraph`) in `d`, made by `weft gen` and `weft build`; returns the three paths.
+pub fn sift_rnndescent(d: &Path, n: usize, queries: usize) -> (String, String, String) {
+    let (base, q, graph) = (p(d, "b.fbin"), p(d, "b.queries.fbin"), p(d, "g.wgraph"));
+    let (n, queries) = (n.to_string(), queries.to_string());
+    ok_json(&[
+        "gen",
+        "--preset",
+        "sift",
+        "-n",
+        &n,
+        "--queries",
+        &queries,
+        "--out",
+        &base,
+    ]);
+    ok_json(&[
+        "build",
+        "--algo",
+        "rnndescent",
+        "--data",
+        &base,
+        "--out",
+        &graph,
+    ]);
+    (base, q, graph)
+}
