@@ -42,8 +42,6 @@ namespace ggnn_search {
 
 // Merge elements one thread holds (best + queue + candidates <= MAX_PER_THREAD * blockDim).
 constexpr u32 MAX_PER_THREAD = 8;
-// 16-byte loads one lane issues together in the distance loop.
-constexpr u32 LOADS = 4;
 // Random entry points when the graph has none (the CPU search's count).
 constexpr u32 RANDOM_ENTRIES = 32;
 
@@ -161,12 +159,7 @@ __device__ void search(const Args& a) {
     for (u32 q = blockIdx.x; q < a.nq; q += gridDim.x) {
         const u8* qrow = a.queries + (u64)q * row_bytes;
         __syncthreads();  // the previous query's output is written
-        for (u32 v = tid; v < nvec; v += bd) {
-            float x[P];
-            Elem<T>::unpack(reinterpret_cast<const uint4*>(qrow)[v], x);
-#pragma unroll
-            for (u32 i = 0; i < P; ++i) qv[v * P + i] = x[i];
-        }
+        block_widen_row<T>(reinterpret_cast<const uint4*>(qrow), nvec, qv);
         visited_clear(table, hsize);
         if (tid == 0) {
             s_filled = 0;
@@ -181,10 +174,7 @@ __device__ void search(const Args& a) {
         }
         __syncthreads();
         if (tid < 32) {
-            float s = 0.0f;
-            for (u32 i = lane; i < a.stride; i += 32) s = fmaf(qv[i], qv[i], s);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            const float s = warp_sq_norm_f32(qv, a.stride);
             if (lane == 0) s_qnorm = s;
         }
         const u64 qglobal = (u64)a.q_base + q;
@@ -277,44 +267,10 @@ __device__ void search(const Args& a) {
             for (u32 base = 0; base < cnt; base += nteams) {
                 const u32 s = base + team_id;
                 const bool valid = s < cnt;
-                float l2 = 0.0f, dot = 0.0f, nb = 0.0f;
-                if (valid) {
-                    const uint4* vrow = reinterpret_cast<const uint4*>(a.data + (u64)cand_i[s] * row_bytes);
-                    // LOADS 16-byte loads per lane in flight before any arithmetic.
-                    for (u32 v0 = team_lane; v0 < nvec; v0 += team * LOADS) {
-                        uint4 r[LOADS];
-#pragma unroll
-                        for (u32 j = 0; j < LOADS; ++j) {
-                            const u32 v = v0 + j * team;
-                            r[j] = v < nvec ? vrow[v] : make_uint4(0u, 0u, 0u, 0u);
-                        }
-#pragma unroll
-                        for (u32 j = 0; j < LOADS; ++j) {
-                            const u32 v = v0 + j * team;
-                            if (v >= nvec) break;
-                            float x[P];
-                            Elem<T>::unpack(r[j], x);
-#pragma unroll
-                            for (u32 i = 0; i < P; ++i) {
-                                const float y = qv[v * P + i];
-                                const float d = y - x[i];
-                                l2 = fmaf(d, d, l2);
-                                dot = fmaf(y, x[i], dot);
-                                nb = fmaf(x[i], x[i], nb);
-                            }
-                        }
-                    }
-                }
-                for (u32 o = team >> 1; o > 0; o >>= 1) {
-                    l2 += __shfl_xor_sync(0xffffffffu, l2, o);
-                    dot += __shfl_xor_sync(0xffffffffu, dot, o);
-                    nb += __shfl_xor_sync(0xffffffffu, nb, o);
-                }
-                if (valid && team_lane == 0) {
-                    cand_d[s] = a.metric == METRIC_L2   ? l2
-                                : a.metric == METRIC_IP ? -dot
-                                                        : cosine_from_parts(dot, s_qnorm, nb);
-                }
+                const uint4* row =
+                    valid ? reinterpret_cast<const uint4*>(a.data + (u64)cand_i[s] * row_bytes) : nullptr;
+                const float dist = team_query_distance<T>(row, qv, nvec, team, team_lane, a.metric, s_qnorm);
+                if (valid && team_lane == 0) cand_d[s] = dist;
             }
             if (tid == 0) {
                 s_filled += cnt;

@@ -119,6 +119,89 @@ __device__ __forceinline__ float warp_distance(const T* a, const T* b, u32 strid
     return cosine_from_parts(s0, s1, s2);
 }
 
+// The block's threads widen a row of `nvec` 16-byte vectors of T into f32 `out` (blockDim-strided;
+// the caller synchronises before reading `out`).
+template <typename T>
+__device__ __forceinline__ void block_widen_row(const uint4* row, u32 nvec, float* out) {
+    constexpr u32 P = Elem<T>::PER_VEC;
+    for (u32 v = threadIdx.x; v < nvec; v += blockDim.x) {
+        float x[P];
+        Elem<T>::unpack(row[v], x);
+#pragma unroll
+        for (u32 i = 0; i < P; ++i) out[v * P + i] = x[i];
+    }
+}
+
+// One full warp computes the sum of squares of `len` f32 values (each lane's share in order with
+// fused multiply-adds, then warp_sum); every lane returns it.
+__device__ __forceinline__ float warp_sq_norm_f32(const float* v, u32 len) {
+    float s = 0.0f;
+    for (u32 i = threadIdx.x & 31u; i < len; i += 32) s = fmaf(v[i], v[i], s);
+    return warp_sum(s);
+}
+
+// 16-byte loads one lane of a team issues together in team_query_distance.
+constexpr u32 TEAM_LOADS = 4;
+
+// This lane's share of team_query_distance's sums: L2 (`L2` true) sum (q-x)^2 into s0; else q.x
+// into s0 and |x|^2 into s1. Lane `team_lane` reads vectors team_lane, team_lane + team, ...,
+// TEAM_LOADS of them in flight before any arithmetic.
+template <typename T, bool L2>
+__device__ __forceinline__ void team_lane_sums(const uint4* row, const float* qv, u32 nvec, u32 team, u32 team_lane,
+                                               float& s0, float& s1) {
+    constexpr u32 P = Elem<T>::PER_VEC;
+    for (u32 v0 = team_lane; v0 < nvec; v0 += team * TEAM_LOADS) {
+        uint4 r[TEAM_LOADS];
+#pragma unroll
+        for (u32 j = 0; j < TEAM_LOADS; ++j) {
+            const u32 v = v0 + j * team;
+            r[j] = v < nvec ? row[v] : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (u32 j = 0; j < TEAM_LOADS; ++j) {
+            const u32 v = v0 + j * team;
+            if (v >= nvec) break;
+            float x[P];
+            Elem<T>::unpack(r[j], x);
+#pragma unroll
+            for (u32 i = 0; i < P; ++i) {
+                if (L2) {
+                    const float d = qv[v * P + i] - x[i];
+                    s0 = fmaf(d, d, s0);
+                } else {
+                    s0 = fmaf(qv[v * P + i], x[i], s0);
+                    s1 = fmaf(x[i], x[i], s1);
+                }
+            }
+        }
+    }
+}
+
+// One team of `team` lanes (a power of two, at most 32, teams aligned within the warp; `team_lane`
+// the lane's index in its team) computes the distance between a query, held as f32 in shared
+// memory (`qv`, `nvec * PER_VEC` values; `qnorm` its squared norm, for cosine), and the row `row`
+// of `nvec` 16-byte vectors of T; a team without a candidate passes `row = nullptr` and takes part
+// with zeros. Every lane of the warp must call it: the reduction shuffles over the whole warp.
+// Each lane issues TEAM_LOADS loads before any arithmetic (the searches that use it are bound by
+// memory latency, so the loads of a row must overlap) and accumulates only the sums the metric
+// needs, with fused multiply-adds in element order; every lane of the team returns the distance.
+template <typename T>
+__device__ __forceinline__ float team_query_distance(const uint4* row, const float* qv, u32 nvec, u32 team,
+                                                     u32 team_lane, i32 metric, float qnorm) {
+    float s0 = 0.0f, s1 = 0.0f;
+    if (row != nullptr) {
+        if (metric == METRIC_L2)
+            team_lane_sums<T, true>(row, qv, nvec, team, team_lane, s0, s1);
+        else
+            team_lane_sums<T, false>(row, qv, nvec, team, team_lane, s0, s1);
+    }
+    for (u32 o = team >> 1; o > 0; o >>= 1) s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+    if (metric == METRIC_L2) return s0;
+    if (metric == METRIC_IP) return -s0;
+    for (u32 o = team >> 1; o > 0; o >>= 1) s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+    return cosine_from_parts(s0, qnorm, s1);
+}
+
 // One warp computes |row|^2 (f32 accumulation); every lane returns it.
 template <typename T>
 __device__ __forceinline__ float warp_sq_norm(const T* row, u32 stride) {
