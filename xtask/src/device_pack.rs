@@ -1,4 +1,5 @@
-//! `cargo xtask device-pack [--workspace | --crates a,b] [--no-cli] [--no-bench] [--bench-only] [--out DIR]`:
+//! `cargo xtask device-pack [--workspace | --crates a,b] [--no-cli] [--no-bench] [--bench-only]
+//! [--examples crate:example,...] [--out DIR]`:
 //! gathers stripped release test binaries, example/bench binaries and the CLI, with a run
 //! script, into `device-pack/` (or `DIR`, relative to the workspace; ignored by git: use a name
 //! `device-pack*`), under the 64 MiB a device run may carry. `--bench-only` packs only the
@@ -46,6 +47,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut bench_only = false;
     let mut out = None;
     let mut only: Option<Vec<String>> = None;
+    let mut extra_examples: Vec<(String, String)> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -58,8 +60,14 @@ pub fn run(args: &[String]) -> Result<()> {
                 let list = it.next().context("--crates needs a comma-separated list")?;
                 only = Some(list.split(',').map(str::to_owned).collect());
             }
+            "--examples" => {
+                let list = it
+                    .next()
+                    .context("--examples needs a comma-separated list of crate:example")?;
+                extra_examples = parse_examples(list)?;
+            }
             other => bail!(
-                "device-pack: unknown option `{other}` (use --workspace, --crates a,b, --no-cli, --no-bench, --bench-only, --out DIR)"
+                "device-pack: unknown option `{other}` (use --workspace, --crates a,b, --no-cli, --no-bench, --bench-only, --examples crate:example,..., --out DIR)"
             ),
         }
     }
@@ -112,8 +120,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut others = 0usize;
     // weft-gpu's micro-benchmark (exact k-NN). The algorithm crates' GPU benchmark examples
     // (weft-grnnd's grnnd_bench, weft-search's cagra_search_bench and ggnn_gpu_search_bench,
-    // about 20 MiB together) would push a pack with cubins over the 64 MiB limit: build them
-    // with `cargo build --release --examples -p <crate> --features cuda` and carry them alone.
+    // about 20 MiB together) would push a default pack with cubins over the 64 MiB limit: they
+    // come with `--examples crate:example,...` (below), beside a smaller set of tests.
     let examples = if bench_only {
         Vec::new()
     } else {
@@ -132,6 +140,26 @@ pub fn run(args: &[String]) -> Result<()> {
     for (name, exe) in &examples {
         copy_stripped(exe, &pack.join("bin").join(name))?;
         others += 1;
+    }
+    for (krate, example) in &extra_examples {
+        let mut build: Vec<String> = ["build", "--release", "-p", krate.as_str()]
+            .map(String::from)
+            .to_vec();
+        if has_cuda_feature(&crate_dir(&root, krate))? {
+            build.extend(["--features".into(), format!("{krate}/cuda")]);
+        }
+        build.extend([
+            "--example".into(),
+            example.clone(),
+            "--message-format=json".into(),
+        ]);
+        let build: Vec<&str> = build.iter().map(String::as_str).collect();
+        let bins = executables(&build, &kernels)
+            .with_context(|| format!("build example {example} of {krate}"))?;
+        for (name, exe) in &bins {
+            copy_stripped(exe, &pack.join("bin").join(name))?;
+            others += 1;
+        }
     }
     if cli {
         match executables(
@@ -196,6 +224,20 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Parses `--examples`: a comma-separated list of `crate:example`.
+fn parse_examples(list: &str) -> Result<Vec<(String, String)>> {
+    list.split(',')
+        .map(|item| match item.split_once(':') {
+            Some((krate, example)) if !krate.is_empty() && !example.is_empty() => {
+                Ok((krate.to_owned(), example.to_owned()))
+            }
+            _ => bail!(
+                "--examples: `{item}` is not crate:example (e.g. weft-search:cagra_search_bench)"
+            ),
+        })
+        .collect()
 }
 
 /// The folder of workspace crate `name`: `crates/<name>`, or the example crate's.
@@ -643,6 +685,20 @@ mod tests {
         // The scripts run.sh calls are packed.
         for s in PEER_SCRIPTS {
             assert!(root().join("benches/peers").join(s).exists(), "{s}");
+        }
+    }
+
+    #[test]
+    fn examples_option_takes_crate_example_pairs() {
+        assert_eq!(
+            parse_examples("weft-search:cagra_search_bench,weft-grnnd:grnnd_bench").unwrap(),
+            vec![
+                ("weft-search".to_owned(), "cagra_search_bench".to_owned()),
+                ("weft-grnnd".to_owned(), "grnnd_bench".to_owned()),
+            ]
+        );
+        for bad in ["cagra_search_bench", "weft-search:", ":x", ""] {
+            assert!(parse_examples(bad).is_err(), "{bad}");
         }
     }
 }
