@@ -68,7 +68,7 @@ fn ref_distance(metric: Metric, a: &[f32], b: &[f32]) -> f64 {
 fn tolerance(metric: Metric, a: &[f32], b: &[f32]) -> f64 {
     let sq = |v: &[f32]| v.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>();
     match metric {
-        Metric::Cosine => 1e-5,
+        Metric::Cosine => 3e-5,
         _ => 1e-5 * (1.0 + sq(a) + sq(b)),
     }
 }
