@@ -5,7 +5,7 @@ weft-bench/1 JSON lines (see benches/src/schema.rs), beside weft's GPU records.
 
     python cuvs_peer.py --data DIR [--data DIR ...] --out bench/peers.jsonl [--suite quick]
         [--algo nndescent,cagra] [--runs 2] [--build-budget 30] [--params 32,64,128]
-        [--batch1 1000] [--passes 1] [--commit SHA]
+        [--batch1 1000] [--passes 1] [--commit SHA] [--dtype f32|f16]
     python cuvs_peer.py --self-check    # no GPU: the record path on a tiny set, with numpy
 
 The device run of the harness runs it (`device-pack/run.sh --bench-suite quick --peers`) with
@@ -26,10 +26,17 @@ What is measured, per dataset:
   k = min(itopk, 100), at batch = all queries and batch 1 (one query per call): each timed from
   host queries to host ids (upload, search, download), like weft's GPU search; recall by ids
   against the prepared ground truth, exactly as ann_peers.py and weft's runner count it.
+- with --dtype f16 or f32,f16 (label `cuvs <algo> (gpu, f16 data)`, `params.dtype` = "f16"): the same
+  builds on the f32 data, then the graph is searched over an f16 copy of the base and the
+  queries (`cagra.from_graph` with float16 arrays): half the bytes per distance, the
+  counterpart of weft's `--search-precision f16` (weft reranks its list with exact f32
+  distances; cuVS returns f16 distances, and recall is counted by ids either way). Values of
+  magnitude >= 65520 overflow f16: the run fails with that error.
 Device memory comes from an RMM pool (as cuVS's own benchmarks use); build memory is the
 process's peak RSS (the device peak is not sampled: `device_peak_mib` is null).
 """
 import argparse
+import copy
 import importlib.metadata
 import json
 import os
@@ -58,6 +65,9 @@ INTERMEDIATE_DEGREE = 128
 QUICK_ITOPK = "32,48,64,96,128,160,192,256,384"
 FULL_ITOPK = "32,40,48,56,64,80,96,112,128,160,192,224,256,320,384,512"
 ALGOS = ("nndescent", "cagra")
+DTYPES = ("f32", "f16")
+# The smallest magnitude that float16 rounds to infinity.
+F16_OVERFLOW = 65520.0
 # weft's metric names (meta.json) to cuVS's.
 METRICS = {"l2": "sqeuclidean", "ip": "inner_product", "cosine": "cosine"}
 
@@ -241,7 +251,8 @@ class NumpyStandIn:
         x = built[1]
 
         def search(q):
-            d = ((q[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+            qf, xf = q.astype(np.float32), x.astype(np.float32)
+            d = ((qf[:, None, :] - xf[None, :, :]) ** 2).sum(-1)
             return np.argsort(d, axis=1)[:, :k]
 
         return search
@@ -300,6 +311,17 @@ def search_sweep(lib, built, q, gt, itopks, batch1, passes, tag):
     return points
 
 
+def half_copies(x, q):
+    """float16 copies of the base and the queries; a ValueError when a value overflows f16."""
+    for name, arr in (("base", x), ("queries", q)):
+        big = float(np.abs(arr).max()) if arr.size else 0.0
+        if not big < F16_OVERFLOW:
+            raise ValueError(f"--dtype f16: the {name} holds a value of magnitude {big:g}, "
+                             f"which overflows float16 (>= {F16_OVERFLOW:g})")
+    return (np.ascontiguousarray(x, dtype=np.float16),
+            np.ascontiguousarray(q, dtype=np.float16))
+
+
 def run_dataset(lib, data, a, out):
     """Every algorithm of --algo on the prepared folder `data`, one record each, appended."""
     with open(os.path.join(data, "meta.json")) as f:
@@ -326,12 +348,15 @@ def run_dataset(lib, data, a, out):
                           "search_param": "itopk"},
             "build": None, "memory": None, "graph": None, "sweep": [], "error": None,
         }
+        # One record per --dtype over the same build: its search on f32 or on f16 copies.
+        dtypes = a.dtype.split(",")
+        recs = []
         try:
             if meta["metric"] not in METRICS:
                 raise ValueError(f"metric {meta['metric']} has no cuVS name")
             params = lib.nndescent_params() if algo == "nndescent" else lib.cagra_params()
             params.update({"metric": METRICS[meta["metric"]], "input": "host",
-                           "rmm_pool": lib.pool})
+                           "rmm_pool": lib.pool, "dtype": dtypes[0]})
             rec["algorithm"]["params"] = params
             build = lib.build_nndescent if algo == "nndescent" else lib.build_cagra
             warm_s, warm_rows, times, built = timed_builds(
@@ -341,23 +366,40 @@ def run_dataset(lib, data, a, out):
                             "warmup_rows": warm_rows}
             rec["memory"] = {"peak_rss_mib": peak_rss_mib(), "rss_before_mib": rss_before,
                              "device_peak_mib": None}
-            if algo == "nndescent":
-                graph = built
-                built = lib.searchable_graph(graph, x, meta["metric"])
-            else:
-                graph = lib.graph_of(built)
+            graph = built if algo == "nndescent" else lib.graph_of(built)
             ids = graph.astype(np.int64)
             ids[ids >= len(x)] = -1  # cuVS marks missing neighbours with the largest uint32
             rec["graph"] = graph_quality(ids, x, meta["metric"], exact_knn=lib.exact_knn)
             print(f"{tag}: graph recall@10 {rec['graph']['recall_at_10']:.4f}", file=sys.stderr)
-            rec["sweep"] = search_sweep(lib, built, q, gt, itopks, a.batch1, a.passes, tag)
+            for dtype in dtypes:
+                r = copy.deepcopy(rec)
+                r["algorithm"]["params"]["dtype"] = dtype
+                dtag = f"{tag} ({dtype})"
+                try:
+                    if dtype == "f16":
+                        # The graph built on f32, searched over f16 copies of base and queries.
+                        xs, qs = half_copies(x, q)
+                        searched = lib.searchable_graph(graph, xs, meta["metric"])
+                    elif algo == "nndescent":
+                        qs, searched = q, lib.searchable_graph(graph, x, meta["metric"])
+                    else:
+                        qs, searched = q, built
+                    r["sweep"] = search_sweep(lib, searched, qs, gt, itopks, a.batch1,
+                                              a.passes, dtag)
+                except Exception as e:  # this dtype's record says why
+                    r["error"] = f"{type(e).__name__}: {e}"
+                    print(f"{dtag}: failed: {r['error']}", file=sys.stderr)
+                searched = None
+                recs.append(r)
         except Exception as e:  # the record says why, the other algorithms still run
             rec["error"] = f"{type(e).__name__}: {e}"
             print(f"{tag}: failed: {rec['error']}", file=sys.stderr)
+            recs = [rec]
         built = None
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         with open(out, "a") as f:
-            f.write(json.dumps(rec) + "\n")
+            for r in recs:
+                f.write(json.dumps(r) + "\n")
 
 
 def write_tiny_prepared(folder, n=300, nq=20, dim=8, seed=3):
@@ -395,10 +437,13 @@ def self_check(a):
         write_tiny_prepared(tmp)
         out = os.path.join(tmp, "peers.jsonl")
         a.params, a.batch1, a.runs = "32,64", 5, 1
+        a.dtype = ",".join(DTYPES)
         run_dataset(NumpyStandIn(), tmp, a, out)
         with open(out) as f:
             lines = f.read().splitlines()
-    assert len(lines) == len(a.algo.split(",")), lines
+    assert len(lines) == len(DTYPES) * len(a.algo.split(",")), lines
+    assert sorted(json.loads(x)["algorithm"]["params"]["dtype"] for x in lines) == \
+        sorted(DTYPES * len(a.algo.split(","))), lines
     for line in lines:
         r = json.loads(line)
         assert set(r) == RECORD_KEYS, sorted(r)
@@ -429,12 +474,19 @@ def main():
     ap.add_argument("--batch1", type=int, default=None,
                     help="queries timed one per call (quick 1000, full all)")
     ap.add_argument("--passes", type=int, default=None, help="timed passes (quick 1, full 3)")
+    ap.add_argument("--dtype", default="f32",
+                    help="the element types searched, one record each over the same build: "
+                         "f32, f16 (the graph built on f32, searched over f16 copies of the "
+                         "base and the queries) or f32,f16")
     ap.add_argument("--self-check", action="store_true",
                     help="no GPU: the record path with a numpy stand-in; prints the records")
     a = ap.parse_args()
     for algo in a.algo.split(","):
         if algo not in ALGOS:
             ap.error(f"unknown algorithm {algo} (nndescent, cagra)")
+    for dtype in a.dtype.split(","):
+        if dtype not in DTYPES:
+            ap.error(f"unknown --dtype {dtype} (f32, f16)")
     quick = a.suite == "quick"
     if a.runs is None:
         a.runs = 2 if quick else 3

@@ -10,10 +10,21 @@ use crate::schema::Record;
 /// Recall@10 targets of the QPS columns.
 pub const TARGETS: [f64; 3] = [0.90, 0.95, 0.99];
 
-/// A run's label in tables and legends: `weft nndescent (cpu)`, `hnswlib hnsw (cpu)`.
+/// A run's label in tables and legends: `weft nndescent (cpu)`, `hnswlib hnsw (cpu)`; a GPU
+/// search on f16 says so: `weft cagra (gpu, f16 traversal)` (weft's f16 traversal with f32
+/// rerank, `params.search_precision`), `cuvs cagra (gpu, f16 data)` (cuVS searching an f16
+/// copy, `params.dtype`).
 pub fn label(r: &Record) -> String {
+    let p = &r.algorithm.params;
+    let f16 = if p.get("search_precision").and_then(|v| v.as_str()) == Some("f16") {
+        ", f16 traversal"
+    } else if p.get("dtype").and_then(|v| v.as_str()) == Some("f16") {
+        ", f16 data"
+    } else {
+        ""
+    };
     format!(
-        "{} {} ({})",
+        "{} {} ({}{f16})",
         r.algorithm.library, r.algorithm.name, r.algorithm.backend
     )
 }
@@ -319,6 +330,21 @@ mod tests {
         );
         assert_eq!(kernel_delivery(&json!(["libcuvs"])), ", cubins embedded");
         assert_eq!(kernel_delivery(&json!(null)), ", NVRTC at run time");
+    }
+
+    #[test]
+    fn labels_name_f16_searches() {
+        let mut w = sample("weft", "cagra", &[]);
+        w.algorithm.backend = "gpu".into();
+        assert_eq!(label(&w), "weft cagra (gpu)");
+        w.algorithm.params["search_precision"] = "f16".into();
+        assert_eq!(label(&w), "weft cagra (gpu, f16 traversal)");
+        let mut c = sample("cuvs", "cagra", &[]);
+        c.algorithm.backend = "gpu".into();
+        c.algorithm.params["dtype"] = "f32".into();
+        assert_eq!(label(&c), "cuvs cagra (gpu)");
+        c.algorithm.params["dtype"] = "f16".into();
+        assert_eq!(label(&c), "cuvs cagra (gpu, f16 data)");
     }
 
     #[test]

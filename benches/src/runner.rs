@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 use weft::graph::recall::{SampledTruth, Ties, search_recall};
 use weft::graph::stats::graph_stats;
+use weft::search::SearchPrecision;
 use weft::{
     AnyDataset, Backend, BuildCtx, Dataset, GraphMeta, Index, Metric, Produces, Registry,
     SearchParams, StoredGraph, index::SearchBackend,
@@ -69,6 +70,10 @@ pub struct RunConfig {
     pub params: Vec<(String, Value)>,
     /// Seed of builds and samples.
     pub seed: u64,
+    /// Traversal precisions of the GPU CAGRA search swept, each as its own record over the same
+    /// build (`--search-precision exact,f16`; default exact). `F16` applies to GPU-built
+    /// fixed-degree and k-NN graphs only.
+    pub search_precisions: Vec<SearchPrecision>,
 }
 
 impl RunConfig {
@@ -94,6 +99,7 @@ impl RunConfig {
             knn_k: 32,
             params: Vec::new(),
             seed: 42,
+            search_precisions: vec![SearchPrecision::Exact],
         }
     }
 
@@ -323,7 +329,7 @@ pub fn run_dataset(
     let mut records = Vec::new();
     for (name, backend) in selected {
         let started = Instant::now();
-        let record = match run_one(registry, data, cfg, env, &truth, &name, backend) {
+        let done = match run_one(registry, data, cfg, env, &truth, &name, backend) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!(
@@ -331,7 +337,7 @@ pub fn run_dataset(
                     data.meta.name,
                     backend.name()
                 );
-                failed_record(data, cfg, env, &name, backend, &e)
+                vec![failed_record(data, cfg, env, &name, backend, &e)]
             }
         };
         eprintln!(
@@ -340,9 +346,11 @@ pub fn run_dataset(
             backend.name(),
             started.elapsed().as_secs_f64()
         );
-        writeln!(out, "{}", serde_json::to_string(&record)?)?;
-        out.flush()?;
-        records.push(record);
+        for record in done {
+            writeln!(out, "{}", serde_json::to_string(&record)?)?;
+            out.flush()?;
+            records.push(record);
+        }
     }
     Ok(records)
 }
@@ -390,6 +398,20 @@ fn failed_record(
     }
 }
 
+/// The precisions swept for a run on `backend` over `graph`: `F16` only where the GPU CAGRA
+/// search runs (GPU-built fixed-degree and k-NN graphs).
+fn precisions_for(cfg: &RunConfig, backend: Backend, graph: &StoredGraph) -> Vec<SearchPrecision> {
+    let gpu_cagra = backend == Backend::Gpu && !matches!(graph, StoredGraph::Hier(_));
+    cfg.search_precisions
+        .iter()
+        .copied()
+        .filter(|&p| p == SearchPrecision::Exact || gpu_cagra)
+        .collect()
+}
+
+/// Builds `name` on `backend` and sweeps its search once per precision of
+/// [`precisions_for`]: one record each (the same build and graph quality); a failed sweep of
+/// a further precision is a record with its error.
 fn run_one(
     registry: &Registry,
     data: &Prepared,
@@ -398,7 +420,7 @@ fn run_one(
     truth: &GraphTruth,
     name: &str,
     backend: Backend,
-) -> Result<Record> {
+) -> Result<Vec<Record>> {
     let tag = format!("[{}] {name}/{}", data.meta.name, backend.name());
     let builder = registry.get(name, Some(backend))?;
     let info = builder.info();
@@ -467,34 +489,58 @@ fn run_one(
 
     let meta = GraphMeta::new(data.metric).with_data(data.base.dtype(), dim);
     let index = Index::from_parts(data.base.clone(), graph, meta)?;
-    let (sweep, searched_on) = sweep(&index, data, cfg, &ctx, &tag, backend)?;
-    Ok(Record {
-        schema: SCHEMA.into(),
-        suite: cfg.suite.clone(),
-        env: env.clone(),
-        dataset: dataset_info(data),
-        algorithm: weft_run(
-            name,
-            backend,
-            serde_json::json!({ "k": k, "params": params }),
-            cfg,
-            match (searched_on, index.graph()) {
-                // The GGNN GPU search: the list size is its queue, tau its default 0.5.
-                ("gpu", weft::graph::storage::StoredGraph::Hier(_)) => "ggnn_queue",
-                ("gpu", _) => "itopk",
-                _ => "beam_width",
-            },
-        ),
-        build: Some(BuildTimes::from_runs(runs, warmup_s, warm_rows)),
-        memory: Some(Memory {
-            peak_rss_mib: peak_rss,
-            rss_before_mib: rss_before,
-            device_peak_mib: device_peak,
-        }),
-        graph: Some(quality),
-        sweep,
-        error: None,
-    })
+    let build = BuildTimes::from_runs(runs, warmup_s, warm_rows);
+    let mut records = Vec::new();
+    for precision in precisions_for(cfg, backend, index.graph()) {
+        let f16 = precision == SearchPrecision::F16;
+        let tag = if f16 {
+            format!("{tag} (f16 traversal)")
+        } else {
+            tag.clone()
+        };
+        let (sweep, searched_on, error) =
+            match sweep(&index, data, cfg, &ctx, &tag, backend, precision) {
+                Ok((s, on)) => (s, on, None),
+                // The exact sweep's failure fails the run; a further precision's is its record.
+                Err(e) if f16 => {
+                    eprintln!("{tag}: failed: {e:#}");
+                    (Vec::new(), "gpu", Some(format!("{e:#}")))
+                }
+                Err(e) => return Err(e),
+            };
+        let mut run_params = serde_json::json!({ "k": k, "params": params });
+        if f16 {
+            run_params["search_precision"] = precision.name().into();
+        }
+        records.push(Record {
+            schema: SCHEMA.into(),
+            suite: cfg.suite.clone(),
+            env: env.clone(),
+            dataset: dataset_info(data),
+            algorithm: weft_run(
+                name,
+                backend,
+                run_params,
+                cfg,
+                match (searched_on, index.graph()) {
+                    // The GGNN GPU search: the list size is its queue, tau its default 0.5.
+                    ("gpu", weft::graph::storage::StoredGraph::Hier(_)) => "ggnn_queue",
+                    ("gpu", _) => "itopk",
+                    _ => "beam_width",
+                },
+            ),
+            build: Some(build.clone()),
+            memory: Some(Memory {
+                peak_rss_mib: peak_rss,
+                rss_before_mib: rss_before,
+                device_peak_mib: device_peak,
+            }),
+            graph: Some(quality.clone()),
+            sweep,
+            error,
+        });
+    }
+    Ok(records)
 }
 
 /// Recall@1/@10/@100 of `found` against the prepared ground truth (ids).
@@ -516,13 +562,17 @@ fn recalls(
 
 /// The search parameters of one sweep point: the list size `beam`; graphs built on the GPU are
 /// searched on the GPU when one is usable (`itopk` = `beam`; for a hierarchical GGNN graph the
-/// GGNN search with queue `beam` and tau 0.5), else with the CPU beam search.
-fn search_params(beam: usize, backend: Backend) -> SearchParams {
+/// GGNN search with queue `beam` and tau 0.5), else with the CPU beam search. With
+/// `precision` F16 the GPU CAGRA search traverses in f16 and reranks in f32 (the GPU is then
+/// required: a CPU search would not be what the record says).
+fn search_params(beam: usize, backend: Backend, precision: SearchPrecision) -> SearchParams {
     let mut p = SearchParams::with_beam_width(beam);
     p.backend = match backend {
+        _ if precision == SearchPrecision::F16 => SearchBackend::Gpu,
         Backend::Gpu | Backend::Auto => SearchBackend::Auto,
         Backend::Cpu => SearchBackend::Cpu,
     };
+    p.gpu.precision = precision;
     p
 }
 
@@ -535,6 +585,7 @@ fn sweep(
     ctx: &BuildCtx,
     tag: &str,
     backend: Backend,
+    precision: SearchPrecision,
 ) -> Result<(Vec<SweepPoint>, &'static str)> {
     let queries = &data.queries;
     let nq = queries.rows();
@@ -544,8 +595,9 @@ fn sweep(
     // Warm pass: pages in the data and the graph (and uploads them for a GPU search).
     let mut searched_on = "cpu";
     if let Some(&b) = cfg.beams.first() {
-        let out =
-            ctx.install(|| index.search_any(queries, k_for(b), &search_params(b, backend)))??;
+        let out = ctx.install(|| {
+            index.search_any(queries, k_for(b), &search_params(b, backend, precision))
+        })??;
         searched_on = out.backend;
     }
     for &beam in &cfg.beams {
@@ -553,8 +605,9 @@ fn sweep(
         let mut times = Vec::new();
         let mut last = None;
         for _ in 0..cfg.passes.max(1) {
-            let out =
-                ctx.install(|| index.search_any(queries, k, &search_params(beam, backend)))??;
+            let out = ctx.install(|| {
+                index.search_any(queries, k, &search_params(beam, backend, precision))
+            })??;
             times.push(out.elapsed.as_secs_f64());
             last = Some(out);
         }
@@ -588,7 +641,7 @@ fn sweep(
         let one = BuildCtx::new(cfg.seed).with_threads(Some(1));
         for &beam in &cfg.beams {
             let k = k_for(beam);
-            let p = search_params(beam, backend);
+            let p = search_params(beam, backend, precision);
             let mut found = weft::Neighbors::new(m, k);
             let mut dists = 0u64;
             let total = one.install(|| -> Result<f64> {

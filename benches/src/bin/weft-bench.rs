@@ -10,6 +10,7 @@
 //! weft-bench run --data DIR [--data DIR ...] --out FILE.jsonl [--suite quick|full]
 //!     [--algo a,b] [--backend cpu,gpu] [--threads T] [--runs R] [--beams 10,20,...]
 //!     [--batch1 Q] [--params 'algo={"key": value}'] [--commit SHA]
+//!     [--search-precision exact|f16|exact,f16]  (GPU CAGRA search; each its own record)
 //! weft-bench report --in FILE.jsonl [--in ...] --out DIR [--command TEXT] [--wall-s S]
 //! weft-bench algos
 //! ```
@@ -258,6 +259,7 @@ fn run(args: &[String]) -> Result<()> {
         "commit",
         "warmup-rows",
         "knn-k",
+        "search-precision",
     ])?;
     let suite = o.get("suite").unwrap_or("quick");
     let threads = match o.num("threads")? {
@@ -299,6 +301,19 @@ fn run(args: &[String]) -> Result<()> {
                     .with_context(|| format!("--beams {s}"))
             })
             .collect::<Result<_>>()?;
+    }
+    if let Some(sp) = o.get("search-precision") {
+        cfg.search_precisions = sp
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse::<weft::search::SearchPrecision>()
+                    .map_err(|e| anyhow::anyhow!("--search-precision {s}: {e}"))
+            })
+            .collect::<Result<_>>()?;
+        if cfg.search_precisions.is_empty() {
+            bail!("--search-precision needs exact, f16 or exact,f16");
+        }
     }
     for p in o.all("params") {
         let (name, json) = p

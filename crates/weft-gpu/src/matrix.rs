@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use weft_core::{Dataset, DatasetView, Element, Error, Result};
 
 use crate::context::{GpuContext, HOST_COPY_PIECE};
-use crate::memory::{DeviceBuffer, DeviceView};
+use crate::memory::{DeviceBuffer, DeviceView, DeviceViewMut};
 
 /// Elements per padded row for vectors of `dim` elements.
 pub fn padded_stride(dim: usize) -> usize {
@@ -139,6 +139,21 @@ impl<T: Element> DeviceMatrix<T> {
         })
     }
 
+    /// Sets `rows()` to `rows` (at most `capacity()`) without touching the contents, for a
+    /// matrix a kernel fills through [`DeviceMatrix::rows_view_mut`] (e.g. a converted copy of
+    /// another matrix): rows not written since keep their earlier contents (zeros when never
+    /// written).
+    pub fn set_rows(&mut self, rows: usize) -> Result<()> {
+        if rows > self.capacity {
+            return Err(Error::InvalidInput(format!(
+                "{rows} rows do not fit a device matrix of capacity {}",
+                self.capacity
+            )));
+        }
+        self.rows = rows;
+        Ok(())
+    }
+
     /// Uploads `data`.
     pub fn upload(ctx: &GpuContext, data: DatasetView<'_, T>) -> Result<Self> {
         let mut m = Self::with_capacity(ctx, data.rows(), data.dim())?;
@@ -226,6 +241,23 @@ impl<T: Element> DeviceMatrix<T> {
             .max(start * row_bytes + 1)
             .min(self.buf.len());
         Ok(self.buf.slice(start * row_bytes..hi))
+    }
+
+    /// The raw bytes of rows `start..end` (checked against `rows()`), writable, for kernels
+    /// that fill the matrix; they must keep the layout (padding zero). An empty range still
+    /// covers one byte, as in [`DeviceMatrix::rows_view`].
+    pub fn rows_view_mut(&mut self, start: usize, end: usize) -> Result<DeviceViewMut<'_, u8>> {
+        if start > end || end > self.rows {
+            return Err(Error::InvalidInput(format!(
+                "rows {start}..{end} outside a device matrix of {} rows",
+                self.rows
+            )));
+        }
+        let row_bytes = self.stride * std::mem::size_of::<T>();
+        let hi = (end * row_bytes)
+            .max(start * row_bytes + 1)
+            .min(self.buf.len());
+        Ok(self.buf.slice_mut(start * row_bytes..hi))
     }
 }
 

@@ -24,6 +24,55 @@ pub enum CagraSearchMode {
     MultiCta,
 }
 
+/// The largest magnitude an f32 value may have for [`SearchPrecision::F16`]: values at least
+/// this large (65520, halfway between f16's largest finite value 65504 and the next power of
+/// two) round to infinity in f16, and the search refuses them.
+pub const F16_OVERFLOW: f32 = 65520.0;
+
+/// The element precision the GPU search traverses the graph in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchPrecision {
+    /// The data's own element type (the default).
+    #[default]
+    Exact,
+    /// For `f32` data only: the graph is traversed on an `f16` copy of the data and queries
+    /// (half the bytes per distance; made once per session, on first use), then each query's
+    /// first [`CagraSearchParams::rerank`] list entries are scored again with exact `f32`
+    /// distances and the `k` best returned, so that the distances returned are exact and the
+    /// ids in exact order. No scaling: a value with `|x| >=` [`F16_OVERFLOW`] in the data or
+    /// the queries is an `InvalidParams` error on `traversal` (the search of such a batch
+    /// returns nothing); values below f16's normal range (`|x| < 6.1e-5`) lose precision in the
+    /// traversal only. Other element types are refused with `InvalidParams` on `traversal`.
+    F16,
+}
+
+impl SearchPrecision {
+    /// The name used in parameters, records and on the command line (`exact`, `f16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchPrecision::Exact => "exact",
+            SearchPrecision::F16 => "f16",
+        }
+    }
+}
+
+impl std::str::FromStr for SearchPrecision {
+    type Err = Error;
+
+    /// `exact` or `f16`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "exact" => Ok(SearchPrecision::Exact),
+            "f16" => Ok(SearchPrecision::F16),
+            other => Err(Error::invalid_param(
+                "traversal",
+                format!("`{other}`: use exact or f16"),
+            )),
+        }
+    }
+}
+
 /// Parameters of the GPU CAGRA-style search (`CagraSearchGpu`, feature `cuda`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -51,6 +100,13 @@ pub struct CagraSearchParams {
     /// is allowed (at least `ceil(n / 32)` words). Filtered-out points are still traversed.
     /// [`CagraSearchParams::with_filter`] sets it from a typed [`crate::Filter`]. Default none.
     pub filter: Option<Vec<u32>>,
+    /// The precision of the traversal: [`SearchPrecision::Exact`] (default) or, for `f32`
+    /// data, [`SearchPrecision::F16`] (traverse in f16, rerank in f32).
+    pub traversal: SearchPrecision,
+    /// With [`SearchPrecision::F16`]: how many entries of each query's list are reranked with
+    /// exact distances (`k..=itopk`); 0 = the whole list (`itopk`). Must be 0 with
+    /// [`SearchPrecision::Exact`]. Default 0.
+    pub rerank: usize,
 }
 
 impl Default for CagraSearchParams {
@@ -64,6 +120,8 @@ impl Default for CagraSearchParams {
             mode: CagraSearchMode::Auto,
             seed: 0,
             filter: None,
+            traversal: SearchPrecision::Exact,
+            rerank: 0,
         }
     }
 }
@@ -83,6 +141,35 @@ impl CagraSearchParams {
     pub fn with_filter(mut self, filter: &crate::Filter) -> Self {
         self.filter = Some(filter.words().to_vec());
         self
+    }
+
+    /// The number of list entries reranked per query for `k` results: `rerank`, or the whole
+    /// list (`itopk`) when it is 0; `InvalidParams` on `rerank` unless `k <= rerank <= itopk`
+    /// (checked for [`SearchPrecision::F16`] only; with `Exact` it must be 0).
+    pub fn rerank_len(&self, k: usize) -> Result<usize> {
+        let list = self.itopk;
+        match self.traversal {
+            SearchPrecision::Exact if self.rerank != 0 => Err(Error::invalid_param(
+                "rerank",
+                format!(
+                    "{} entries to rerank: only the f16 traversal reranks (use 0 with exact)",
+                    self.rerank
+                ),
+            )),
+            SearchPrecision::Exact => Ok(0),
+            SearchPrecision::F16 => {
+                let m = if self.rerank == 0 { list } else { self.rerank };
+                if m < k || m > list {
+                    return Err(Error::invalid_param(
+                        "rerank",
+                        format!(
+                            "{m} entries to rerank: must be between k = {k} and the list size {list}"
+                        ),
+                    ));
+                }
+                Ok(m)
+            }
+        }
     }
 
     /// A filter bitset over `n` ids allowing those for which `allowed(id)` holds.
@@ -127,6 +214,24 @@ impl Params for CagraSearchParams {
                 format!(
                     "{} exceeds max_iterations = {}",
                     self.min_iterations, self.max_iterations
+                ),
+            ));
+        }
+        if self.traversal == SearchPrecision::Exact && self.rerank != 0 {
+            return Err(Error::invalid_param(
+                "rerank",
+                format!(
+                    "{} entries to rerank: only the f16 traversal reranks (use 0 with exact)",
+                    self.rerank
+                ),
+            ));
+        }
+        if self.rerank > self.itopk {
+            return Err(Error::invalid_param(
+                "rerank",
+                format!(
+                    "{} entries to rerank exceed the list size {}",
+                    self.rerank, self.itopk
                 ),
             ));
         }

@@ -37,6 +37,7 @@ pub use beam::{BeamSearch, BeamSearchParams, EntryPoints, FILTER_EXACT_PER_L};
 pub use cagra_gpu_params::{
     CAGRA_GPU_MAX_ITOPK, CAGRA_GPU_MAX_SEARCH_WIDTH, CagraSearchMode, CagraSearchParams,
 };
+pub use cagra_gpu_params::{F16_OVERFLOW, SearchPrecision};
 pub use entry::medoid;
 pub use entry_layer::{EntryLayer, EntryLayerParams};
 pub use exact::{ExactSearcher, exact_search_filtered};

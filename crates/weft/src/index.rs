@@ -95,6 +95,10 @@ pub struct GpuSearchOptions {
     pub max_iterations: usize,
     /// Slack `tau` of the GGNN search (hierarchical graphs; finite, `>= 0`).
     pub tau: f32,
+    /// The CAGRA search's traversal precision: `Exact` (default) or, for `f32` data, `F16`
+    /// (traverse an f16 copy, rerank the whole list with exact f32 distances; see
+    /// `weft_search::SearchPrecision`). Hierarchical (GGNN) graphs take `Exact` only.
+    pub precision: weft_search::SearchPrecision,
 }
 
 impl Default for GpuSearchOptions {
@@ -106,6 +110,7 @@ impl Default for GpuSearchOptions {
             mode: weft_search::CagraSearchMode::Auto,
             max_iterations: 0,
             tau: weft_search::GgnnSearchParams::default().tau,
+            precision: weft_search::SearchPrecision::Exact,
         }
     }
 }
@@ -973,6 +978,7 @@ impl Index {
                 mode: params.gpu.mode,
                 max_iterations: params.gpu.max_iterations,
                 seed: params.seed,
+                traversal: params.gpu.precision,
                 ..Default::default()
             };
             let p = match &params.filter {
@@ -1053,6 +1059,12 @@ impl Index {
         out: &mut NeighborsMut<'_>,
     ) -> Result<Option<SearchStats>> {
         use weft_core::Params as _;
+        if params.gpu.precision != weft_search::SearchPrecision::Exact {
+            return Err(Error::invalid_param(
+                "precision",
+                "the GGNN search of a hierarchical graph has no f16 traversal (use exact)",
+            ));
+        }
         let defaults = weft_search::GgnnSearchParams::default();
         let p = weft_search::GgnnSearchParams {
             tau: params.gpu.tau,

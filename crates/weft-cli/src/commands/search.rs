@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use weft::graph::storage::{self, GraphKind, LoadOptions};
 use weft::index::{EntrySource, GpuSearchOptions, SearchBackend, SearchEntryPoints};
 use weft::io::{Format, IdMatrix};
-use weft::search::CagraSearchMode;
+use weft::search::{CagraSearchMode, SearchPrecision};
 use weft::{Index, SearchParams};
 
 use super::{
@@ -80,6 +80,20 @@ pub enum BackendArg {
     Gpu,
 }
 
+/// `--search-precision`'s values, parsed straight into the search's own [`SearchPrecision`].
+fn precision_parser() -> impl clap::builder::TypedValueParser<Value = SearchPrecision> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new([
+        clap::builder::PossibleValue::new("exact").help("traverse in the data's own precision"),
+        clap::builder::PossibleValue::new("f16")
+            .help("f32 data: traverse an f16 copy, rerank the list with exact f32 distances"),
+    ])
+    .map(|s| match s.as_str() {
+        "f16" => SearchPrecision::F16,
+        _ => SearchPrecision::Exact,
+    })
+}
+
 /// `--mode`'s values, parsed straight into the search's own [`CagraSearchMode`].
 fn mode_parser() -> impl clap::builder::TypedValueParser<Value = CagraSearchMode> {
     use clap::builder::TypedValueParser as _;
@@ -129,6 +143,10 @@ pub struct GpuArgs {
     /// slower and more accurate).
     #[arg(long, default_value_t = 0.5)]
     pub tau: f32,
+    /// GPU, CAGRA search: the traversal's precision (f16: f32 data only; the returned
+    /// distances stay exact f32).
+    #[arg(long, default_value = "exact", value_parser = precision_parser())]
+    pub search_precision: SearchPrecision,
 }
 
 /// The beam width `weft search` uses without --beam: 64, or for `k` above 64, `k` rounded up
@@ -178,6 +196,7 @@ impl GpuArgs {
             mode: self.mode,
             max_iterations: self.max_iterations,
             tau: self.tau,
+            precision: self.search_precision,
         };
         params
     }
@@ -365,7 +384,9 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     {
         format!("gpu ggnn tau={} queue={beam}", args.gpu.tau)
     } else if out.backend == "gpu" {
-        format!("gpu itopk={}", args.gpu.itopk.unwrap_or(beam))
+        let f16 = args.gpu.search_precision == SearchPrecision::F16;
+        let traversal = if f16 { " traversal=f16" } else { "" };
+        format!("gpu itopk={}{traversal}", args.gpu.itopk.unwrap_or(beam))
     } else {
         format!("beam L={beam}")
     };

@@ -32,7 +32,7 @@ use weft_core::{
 };
 use weft_gpu::launch::{need, u32_of};
 use weft_gpu::matrix::padded_stride;
-use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
+use weft_gpu::{DeviceBuffer, DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
 
 use super::common::{
     check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
@@ -41,10 +41,11 @@ use super::common::{
     upload_search, work_buffers,
 };
 use super::kernels::cagra_search as kernels;
+use super::rerank::{self, HalfTraversal};
 use crate::cagra_gpu_params::{
     CAGRA_GPU_MAX_ITOPK as MAX_ITOPK, CAGRA_GPU_MAX_SEARCH_WIDTH as MAX_SEARCH_WIDTH,
 };
-pub use crate::cagra_gpu_params::{CagraSearchMode, CagraSearchParams};
+pub use crate::cagra_gpu_params::{CagraSearchMode, CagraSearchParams, SearchPrecision};
 use crate::check::check_search_inputs;
 
 /// The largest candidate buffer (`search_width * degree`).
@@ -101,8 +102,8 @@ pub struct CagraSearchPlan {
 /// CAGRA-style search on one GPU (see the module documentation).
 #[derive(Clone, Copy, Debug)]
 pub struct CagraSearchDevice<'c> {
-    ctx: &'c GpuContext,
-    budget: Option<u64>,
+    pub(super) ctx: &'c GpuContext,
+    pub(super) budget: Option<u64>,
 }
 
 work_buffers! {
@@ -120,6 +121,24 @@ work_buffers! {
         entries: u32,
         counters: u64,
     }
+}
+
+/// One batch of a search's results on the device ([`CagraSearchDevice::search_lists`]):
+/// `k` (id, distance) pairs for each of the queries `start..start + cnt`, in the first
+/// `cnt * k` entries of `ids` and `dists`.
+pub(crate) struct ListChunk<'a> {
+    /// The ids, `[query][k]`.
+    pub(crate) ids: &'a DeviceBuffer<u32>,
+    /// The distances, `[query][k]`.
+    pub(crate) dists: &'a DeviceBuffer<f32>,
+    /// The batch's first query.
+    pub(crate) start: usize,
+    /// The batch's queries.
+    pub(crate) cnt: usize,
+    /// The search counters (hops, distance computations) of all batches so far.
+    pub(crate) counters: &'a DeviceBuffer<u64>,
+    /// Whether this is the last batch.
+    pub(crate) last: bool,
 }
 
 /// A checked filter: a bitset of allowed ids (bit `i % 32` of word `i / 32` set = allowed).
@@ -276,6 +295,9 @@ impl<'c> CagraSearchDevice<'c> {
     /// points, counters) kept in `bufs` across calls: they grow when a call needs more (checked
     /// against the budget first) and are never shrunk, so repeated calls of the same or smaller
     /// batches allocate no device memory.
+    ///
+    /// With [`SearchPrecision::F16`] the f16 copy of the data is made for this call (a
+    /// [`CagraSearchSession`] keeps it).
     #[allow(clippy::too_many_arguments)]
     pub fn search_device_with<T: Element>(
         &self,
@@ -288,13 +310,60 @@ impl<'c> CagraSearchDevice<'c> {
         entries: &[NodeId],
         mut out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
+        if params.traversal == SearchPrecision::F16 {
+            let mut half = HalfTraversal::new();
+            let s = (data, graph, queries);
+            return rerank::search_f16(self, bufs, &mut half, s, metric, params, entries, out);
+        }
+        let ctx = self.ctx;
+        let nq = queries.rows();
+        check_out_rows(&out, nq)?;
+        let k = out.k();
+        self.search_lists(
+            bufs,
+            data,
+            graph,
+            queries,
+            metric,
+            params,
+            entries,
+            k,
+            &mut |c| {
+                if c.last {
+                    // The last batch: its results and the counters in one round trip.
+                    let (ids, d, counters) = (c.ids, c.dists, c.counters);
+                    return download_last_results(
+                        ctx, ids, d, &mut out, c.start, c.cnt, counters, nq,
+                    )
+                    .map(Some);
+                }
+                download_results(ctx, c.ids, c.dists, &mut out, c.start, c.cnt)?;
+                Ok(None)
+            },
+        )
+    }
+
+    /// The search of [`CagraSearchDevice::search_device_with`] with `k` results per query,
+    /// each batch of queries' results handed on the device to `sink` (which returns the
+    /// statistics when it has taken the last batch, [`ListChunk::last`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn search_lists<T: Element>(
+        &self,
+        bufs: &mut CagraSearchBuffers,
+        data: &DeviceMatrix<T>,
+        graph: &DeviceFixedGraph,
+        queries: &DeviceMatrix<T>,
+        metric: Metric,
+        params: &CagraSearchParams,
+        entries: &[NodeId],
+        k: usize,
+        sink: &mut dyn FnMut(ListChunk<'_>) -> Result<Option<SearchStats>>,
+    ) -> Result<SearchStats> {
         let ctx = self.ctx;
         let filter = params.filter.as_deref();
         let n = data.rows();
         check_device_shapes(data, graph, queries)?;
         let nq = queries.rows();
-        check_out_rows(&out, nq)?;
-        let k = out.k();
         let p = plan_with_entries(
             ctx.info().sm_count as usize,
             n,
@@ -493,13 +562,17 @@ impl<'c> CagraSearchDevice<'c> {
                 } else {
                     (&part_ids, &part_d)
                 };
-                if start + cnt == nq {
-                    // The last batch: its results and the counters in one round trip.
-                    return download_last_results(
-                        ctx, src_ids, src_d, &mut out, start, cnt, &counters, nq,
-                    );
+                let chunk = ListChunk {
+                    ids: src_ids,
+                    dists: src_d,
+                    start,
+                    cnt,
+                    counters: &counters,
+                    last: start + cnt == nq,
+                };
+                if let Some(stats) = sink(chunk)? {
+                    return Ok(stats);
                 }
-                download_results(ctx, src_ids, src_d, &mut out, start, cnt)?;
                 start += cnt;
             }
             download_stats(ctx, &counters, nq)
@@ -528,6 +601,8 @@ pub struct CagraSearchSession<T: Element> {
     entries: Vec<NodeId>,
     queries: Option<DeviceMatrix<T>>,
     bufs: CagraSearchBuffers,
+    /// The f16 copy of the data and the buffers of [`SearchPrecision::F16`] (made on first use).
+    half: HalfTraversal,
 }
 
 impl<T: Element> std::fmt::Debug for CagraSearchSession<T> {
@@ -586,6 +661,7 @@ impl<T: Element> CagraSearchSession<T> {
             entries: entries.to_vec(),
             queries: None,
             bufs: CagraSearchBuffers::new(),
+            half: HalfTraversal::new(),
         })
     }
 
@@ -607,6 +683,12 @@ impl<T: Element> CagraSearchSession<T> {
     /// The work buffers (their size and allocation count).
     pub fn buffers(&self) -> &CagraSearchBuffers {
         &self.bufs
+    }
+
+    /// The f16 copy of the data and the buffers of [`SearchPrecision::F16`] (their size and
+    /// allocation count; empty until the first such search).
+    pub fn half_traversal(&self) -> &HalfTraversal {
+        &self.half
     }
 
     /// Searches host queries for `k` results each (see [`CagraSearchSession::search_into`]).
@@ -663,6 +745,11 @@ impl<T: Element> CagraSearchSession<T> {
             ctx: &self.ctx,
             budget: self.budget,
         };
+        if params.traversal == SearchPrecision::F16 {
+            let s = (&self.data, &self.graph, &*q);
+            let (bufs, half) = (&mut self.bufs, &mut self.half);
+            return rerank::search_f16(&dev, bufs, half, s, metric, params, &self.entries, out);
+        }
         dev.search_device_with(
             &mut self.bufs,
             &self.data,
@@ -689,6 +776,21 @@ impl<T: Element> CagraSearchSession<T> {
             ctx: &self.ctx,
             budget: self.budget,
         };
+        if params.traversal == SearchPrecision::F16 {
+            let s = (&self.data, &self.graph, queries);
+            let (bufs, half) = (&mut self.bufs, &mut self.half);
+            let stats = rerank::search_f16(
+                &dev,
+                bufs,
+                half,
+                s,
+                metric,
+                params,
+                &self.entries,
+                out.as_mut(),
+            )?;
+            return Ok((out, stats));
+        }
         let stats = dev.search_device_with(
             &mut self.bufs,
             &self.data,
@@ -770,6 +872,7 @@ pub fn plan_with_entries(
             ),
         ));
     }
+    params.rerank_len(k)?;
     if params.search_width == 0 || params.search_width > MAX_SEARCH_WIDTH {
         return Err(Error::invalid_param(
             "search_width",

@@ -4,6 +4,9 @@
 //! - [`cagra`]: the CAGRA-style search: [`cagra::CagraSearchGpu`] (a [`weft_core::Searcher`],
 //!   name `cagra_gpu`), [`cagra::CagraSearchDevice`] (sets already on the device) and
 //!   [`cagra::CagraSearchSession`] (data and graph resident, buffers reused across calls);
+//! - [`rerank`]: the f16 traversal of the CAGRA search ([`crate::SearchPrecision::F16`]): the
+//!   f16 copy of f32 data and the exact f32 rerank of each query's list (kernels
+//!   `search_rerank`);
 //! - [`ggnn`]: the GGNN query: [`ggnn::GgnnSearchGpu`] (name `ggnn_gpu`),
 //!   [`ggnn::GgnnSearchDevice`] and [`ggnn::GgnnSearchSession`].
 //!
@@ -13,6 +16,7 @@
 pub mod cagra;
 mod common;
 pub mod ggnn;
+pub mod rerank;
 
 /// The generated bindings of this crate's kernel modules.
 pub(crate) mod kernels {
@@ -26,6 +30,11 @@ pub(crate) mod kernels {
     pub(crate) mod ggnn_search {
         include!(concat!(env!("OUT_DIR"), "/ggnn_search.rs"));
     }
+    /// `kernels/search_rerank`: the f16 copy and the exact rerank of the f16 traversal.
+    #[allow(dead_code)]
+    pub(crate) mod search_rerank {
+        include!(concat!(env!("OUT_DIR"), "/search_rerank.rs"));
+    }
 }
 
 /// This crate's kernel modules (for reports and the NVRTC check).
@@ -33,5 +42,6 @@ pub fn kernel_modules() -> Vec<&'static weft_gpu::KernelModule> {
     vec![
         &kernels::cagra_search::MODULE,
         &kernels::ggnn_search::MODULE,
+        &kernels::search_rerank::MODULE,
     ]
 }

@@ -47,6 +47,14 @@ __device__ __forceinline__ float f16_to_f32(u16 h) {
     return f;
 }
 
+// f32 -> f16 bits, rounded to nearest even (PTX cvt.rn.f16.f32): half::f16::from_f32 bit for
+// bit on every non-NaN value (values of magnitude >= 65520 become infinities).
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
 // Metric codes: the same as weft_core::Metric::code().
 enum MetricCode : i32 { METRIC_L2 = 0, METRIC_IP = 1, METRIC_COSINE = 2 };
 

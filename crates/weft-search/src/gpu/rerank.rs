@@ -1,0 +1,404 @@
+//! The f16 traversal of the GPU CAGRA search ([`SearchPrecision::F16`]), with the kernels of
+//! this crate's `kernels/search_rerank/`:
+//!
+//! 1. the `f32` data is copied once into an `f16` matrix of the same padded layout
+//!    ([`half_copy`], kernel `search_rerank_to_f16`: round to nearest even, bit for bit
+//!    `half::f16::from_f32`), and each batch of queries likewise;
+//! 2. the CAGRA search runs on the f16 copies (half the bytes per distance; distances still
+//!    accumulate in `f32`) and leaves each query's first `m` list entries on the device
+//!    (`m` = [`CagraSearchParams::rerank_len`]: the whole list by default);
+//! 3. the rerank ([`rerank_lists`], kernel `search_rerank_f32`) scores those `m` ids with exact
+//!    `f32` distances against the original rows, sorts them by (distance, id) and keeps the `k`
+//!    best distinct ones; only those come back to the host.
+//!
+//! So the distances returned are exact `f32` distances and the ids among the reranked
+//! candidates are in exact order; only which candidates reach the list depends on f16. With a
+//! filter, the search's list already holds allowed ids only, so the rerank keeps the filter.
+//!
+//! Overflow: f16 holds magnitudes up to 65504; a value with `|x| >=` [`F16_OVERFLOW`] would
+//! become infinite. The conversion counts such values and the search fails with
+//! `InvalidParams` on `traversal` (the data is checked when its copy is made; a batch of
+//! queries after its search, before anything is returned). No scaling is applied: the data
+//! and queries are traversed as they are.
+
+use half::f16;
+use weft_core::{DType, Element, Error, Metric, NeighborsMut, NodeId, Result, SearchStats};
+use weft_gpu::launch::{need, u32_of};
+use weft_gpu::{
+    DeviceBuffer, DeviceFixedGraph, DeviceMatrix, DeviceView, DeviceViewMut, GpuContext, Launch,
+};
+
+use super::cagra::CagraSearchBuffers;
+use super::cagra::{CagraSearchDevice, CagraSearchParams, ListChunk};
+use super::common::{check_out_rows, grow_bytes, take_grown};
+use super::kernels::search_rerank as kernels;
+use crate::cagra_gpu_params::{F16_OVERFLOW, SearchPrecision};
+
+/// Threads per block of `search_rerank_f32` (the kernel's launch bound).
+const RERANK_THREADS: u32 = 128;
+/// Threads per block of `search_rerank_to_f16`.
+const CONVERT_THREADS: u32 = 256;
+/// Blocks of `search_rerank_to_f16` at most (a grid-stride loop covers the rest).
+const CONVERT_BLOCKS_MAX: u64 = 8192;
+
+/// The state of the f16 traversal of one set of data: its f16 copy (made on first use and
+/// kept), the f16 query buffer and the rerank's buffers (grown, never shrunk). A
+/// [`super::cagra::CagraSearchSession`] keeps one; a one-shot search makes one per call.
+/// Buffers made on one stream are dropped when used on another.
+#[derive(Default)]
+pub struct HalfTraversal {
+    /// The stream the buffers belong to (its address; 0 before the first search).
+    owner: usize,
+    data: Option<DeviceMatrix<f16>>,
+    queries: Option<DeviceMatrix<f16>>,
+    out_ids: Option<DeviceBuffer<u32>>,
+    out_d: Option<DeviceBuffer<f32>>,
+    overflow: Option<DeviceBuffer<u64>>,
+    allocations: u64,
+}
+
+impl std::fmt::Debug for HalfTraversal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HalfTraversal")
+            .field("bytes", &self.bytes())
+            .field("allocations", &self.allocations)
+            .finish()
+    }
+}
+
+impl HalfTraversal {
+    /// Nothing allocated until the first search.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Device bytes held now (the f16 copy of the data included).
+    pub fn bytes(&self) -> u64 {
+        let m = |x: &Option<DeviceMatrix<f16>>| {
+            x.as_ref()
+                .map_or(0, |m| DeviceMatrix::<f16>::bytes_for(m.capacity(), m.dim()))
+        };
+        m(&self.data)
+            + m(&self.queries)
+            + super::common::slot_bytes(&self.out_ids)
+            + super::common::slot_bytes(&self.out_d)
+            + super::common::slot_bytes(&self.overflow)
+    }
+
+    /// Device allocations made so far (the f16 copy of the data is one; a steady state
+    /// makes none).
+    pub fn allocations(&self) -> u64 {
+        self.allocations
+    }
+
+    /// Whether the f16 copy of the data has been made.
+    pub fn has_data_copy(&self) -> bool {
+        self.data.is_some()
+    }
+
+    /// Drops buffers of another context's stream.
+    fn adopt(&mut self, ctx: &GpuContext) {
+        let owner = ctx.stream_id();
+        if self.owner != owner {
+            let allocations = self.allocations;
+            *self = HalfTraversal {
+                owner,
+                allocations,
+                ..Default::default()
+            };
+        }
+    }
+}
+
+/// `InvalidParams` on `traversal` unless the data is `f32`.
+fn check_f32<T: Element>() -> Result<()> {
+    if T::DTYPE != DType::F32 {
+        return Err(Error::invalid_param(
+            "traversal",
+            format!(
+                "the f16 traversal reranks f32 data; this data is {:?} (use exact)",
+                T::DTYPE
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The overflow error of `count` values in `what`.
+fn overflow_error(count: u64, what: &str) -> Error {
+    Error::invalid_param(
+        "traversal",
+        format!(
+            "{count} values of the {what} have a magnitude of at least {F16_OVERFLOW}, which \
+             overflows f16 (largest finite 65504); search these data with exact traversal or \
+             scale them"
+        ),
+    )
+}
+
+/// Launches the conversion of the first `rows` rows of `src` (f32, `stride` elements apart)
+/// into `dst` (f16, the same stride), adding the count of overflowing values to `overflow[0]`.
+fn convert_rows(
+    ctx: &GpuContext,
+    src: &DeviceView<'_, u8>,
+    rows: usize,
+    stride: usize,
+    dst: &mut DeviceViewMut<'_, u8>,
+    overflow: &mut DeviceBuffer<u64>,
+) -> Result<()> {
+    let elems = rows as u64 * stride as u64;
+    if elems == 0 {
+        return Ok(());
+    }
+    if !stride.is_multiple_of(16) {
+        return Err(Error::InvalidInput(format!(
+            "row stride {stride} is not a multiple of 16"
+        )));
+    }
+    need(src.len(), elems * 4, "f16 conversion input")?;
+    need(dst.len(), elems * 2, "f16 conversion output")?;
+    need(overflow.len(), 1, "f16 conversion overflow counter")?;
+    let blocks = (elems / 8)
+        .div_ceil(CONVERT_THREADS as u64)
+        .min(CONVERT_BLOCKS_MAX) as u32;
+    kernels::search_rerank_to_f16(
+        ctx,
+        Launch::blocks(blocks.max(1), CONVERT_THREADS),
+        &kernels::SearchRerankToF16Args {
+            src: src.input(),
+            elems,
+            dst: dst.output(),
+            overflow: overflow.output(),
+        },
+    )
+}
+
+/// The f16 copy of `data` (f32; any other type is `InvalidParams` on `traversal`) in the same
+/// padded layout, within `budget` bytes (`None`: free memory). `InvalidParams` on `traversal`
+/// when a value overflows f16 (`|x| >=` [`F16_OVERFLOW`]). Waits for the conversion.
+pub fn half_copy<T: Element>(
+    ctx: &GpuContext,
+    data: &DeviceMatrix<T>,
+    budget: Option<u64>,
+) -> Result<DeviceMatrix<f16>> {
+    check_f32::<T>()?;
+    let (rows, dim) = (data.rows(), data.dim());
+    ctx.check_fits(DeviceMatrix::<f16>::bytes_for(rows, dim) + 8, budget)?;
+    let mut out = DeviceMatrix::<f16>::with_capacity(ctx, rows, dim)?;
+    out.set_rows(rows)?;
+    let mut overflow = ctx.alloc_zeros::<u64>(1)?;
+    let src = data.rows_view(0, rows)?;
+    let mut dst = out.rows_view_mut(0, rows)?;
+    convert_rows(ctx, &src, rows, data.stride(), &mut dst, &mut overflow)?;
+    let count = ctx.download(&overflow, 1)?[0];
+    if count > 0 {
+        return Err(overflow_error(count, "data"));
+    }
+    Ok(out)
+}
+
+/// The `k` best of each query's `m` listed ids by exact distance (kernel `search_rerank_f32`):
+/// `cand` holds `[query][m]` ids for the `nq` queries of `queries` (f32 rows, the stride of
+/// `data`); ids of `data.rows()` or more (INVALID included) take no part, duplicates are
+/// returned once. Writes `[query][k]` pairs sorted by (distance, id) to `out_ids` / `out_d`,
+/// padded with `(INVALID, +inf)` where fewer than `k` distinct valid ids were listed.
+#[allow(clippy::too_many_arguments)]
+pub fn rerank_lists<T: Element>(
+    ctx: &GpuContext,
+    data: &DeviceMatrix<T>,
+    queries: &DeviceView<'_, u8>,
+    nq: usize,
+    cand: &DeviceView<'_, u32>,
+    m: usize,
+    metric: Metric,
+    k: usize,
+    out_ids: &mut DeviceViewMut<'_, u32>,
+    out_d: &mut DeviceViewMut<'_, f32>,
+) -> Result<()> {
+    check_f32::<T>()?;
+    if m == 0 || m > crate::CAGRA_GPU_MAX_ITOPK {
+        return Err(Error::invalid_param(
+            "rerank",
+            format!(
+                "{m} entries per query: must be between 1 and {}",
+                crate::CAGRA_GPU_MAX_ITOPK
+            ),
+        ));
+    }
+    if k == 0 || k > m {
+        return Err(Error::invalid_param(
+            "k",
+            format!("k = {k} must be between 1 and the {m} reranked entries"),
+        ));
+    }
+    if nq == 0 {
+        return Ok(());
+    }
+    let stride = data.stride();
+    need(
+        queries.len(),
+        nq as u64 * stride as u64 * 4,
+        "rerank queries",
+    )?;
+    need(cand.len(), nq as u64 * m as u64, "rerank candidates")?;
+    need(
+        out_ids.len().min(out_d.len()),
+        nq as u64 * k as u64,
+        "rerank results",
+    )?;
+    let slots = m.next_power_of_two() as u32;
+    let n = u32_of(data.rows(), "points")?;
+    let dv = data.rows_view(0, data.rows())?;
+    kernels::search_rerank_f32(
+        ctx,
+        Launch::new((u32_of(nq, "queries")?, 1, 1), RERANK_THREADS, slots * 8),
+        &kernels::SearchRerankF32Args {
+            data: dv.input(),
+            n,
+            stride: u32_of(stride, "row stride")?,
+            queries: queries.input(),
+            nq: nq as u32,
+            cand: cand.input(),
+            m: m as u32,
+            slots,
+            metric: metric.code() as i32,
+            k: k as u32,
+            out_ids: out_ids.output(),
+            out_d: out_d.output(),
+        },
+    )
+}
+
+/// The search with [`SearchPrecision::F16`]: `data` and `queries` must be f32 (else
+/// `InvalidParams` on `traversal`); `half` holds (or receives) the f16 copy of `data` and the
+/// buffers; `s` = (data, graph, queries). See the module documentation.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn search_f16<T: Element>(
+    dev: &CagraSearchDevice<'_>,
+    bufs: &mut CagraSearchBuffers,
+    half: &mut HalfTraversal,
+    s: (&DeviceMatrix<T>, &DeviceFixedGraph, &DeviceMatrix<T>),
+    metric: Metric,
+    params: &CagraSearchParams,
+    entries: &[NodeId],
+    mut out: NeighborsMut<'_>,
+) -> Result<SearchStats> {
+    let (data, graph, queries) = s;
+    debug_assert_eq!(params.traversal, SearchPrecision::F16);
+    check_f32::<T>()?;
+    let ctx = dev.ctx;
+    super::common::check_device_shapes(data, graph, queries)?;
+    let nq = queries.rows();
+    check_out_rows(&out, nq)?;
+    let k = out.k();
+    let m = params.rerank_len(k)?;
+    // Everything else the search checks (before any device work).
+    dev.plan(
+        data.rows(),
+        data.dim(),
+        2,
+        graph.degree(),
+        nq,
+        m,
+        params,
+        params.filter.is_some(),
+    )?;
+    if nq == 0 {
+        return Ok(SearchStats::default());
+    }
+    half.adopt(ctx);
+    if half.data.is_none() {
+        let copy = half_copy(ctx, data, dev.budget)?;
+        half.allocations += 1;
+        half.data = Some(copy);
+    }
+    // The f16 queries: a buffer of the largest batch so far.
+    let (dim, stride) = (queries.dim(), queries.stride());
+    let q16_fits = half
+        .queries
+        .as_ref()
+        .is_some_and(|q| q.capacity() >= nq && q.dim() == dim);
+    let grow = if q16_fits {
+        0
+    } else {
+        DeviceMatrix::<f16>::bytes_for(nq, dim)
+    } + grow_bytes::<u32>(&half.out_ids, nq * k)
+        + grow_bytes::<f32>(&half.out_d, nq * k)
+        + grow_bytes::<u64>(&half.overflow, 1);
+    ctx.check_fits(grow, dev.budget)?;
+    if !q16_fits {
+        half.queries = None;
+        half.queries = Some(DeviceMatrix::<f16>::with_capacity(ctx, nq, dim)?);
+        half.allocations += 1;
+    }
+    let allocs = &mut half.allocations;
+    let mut out_ids = take_grown(ctx, &mut half.out_ids, nq * k, allocs)?;
+    let mut out_d = take_grown(ctx, &mut half.out_d, nq * k, allocs)?;
+    let mut overflow = take_grown(ctx, &mut half.overflow, 1, allocs)?;
+    let q16 = half.queries.as_mut().expect("made above");
+    let data16 = half.data.as_ref().expect("made above");
+    // The buffers go back to `half` whatever happens below.
+    let result = (|| -> Result<SearchStats> {
+        q16.set_rows(nq)?;
+        ctx.zero(&mut overflow.view_mut())?;
+        let src = queries.rows_view(0, nq)?;
+        let mut dst = q16.rows_view_mut(0, nq)?;
+        convert_rows(ctx, &src, nq, stride, &mut dst, &mut overflow)?;
+        let mut over = [0u64; 1];
+        let stats = dev.search_lists(
+            bufs,
+            data16,
+            graph,
+            q16,
+            metric,
+            params,
+            entries,
+            m,
+            &mut |c: ListChunk<'_>| {
+                let qv = queries.rows_view(c.start, c.start + c.cnt)?;
+                let len = c.cnt * k;
+                rerank_lists(
+                    ctx,
+                    data,
+                    &qv,
+                    c.cnt,
+                    &c.ids.slice(0..c.cnt * m),
+                    m,
+                    metric,
+                    k,
+                    &mut out_ids.slice_mut(0..len),
+                    &mut out_d.slice_mut(0..len),
+                )?;
+                let mut rows = out.rows_mut(c.start..c.start + c.cnt);
+                let (row_ids, row_d) = rows.buffers_mut();
+                if !c.last {
+                    ctx.copy_to_host(&out_ids.slice(0..len), row_ids)?;
+                    ctx.copy_to_host(&out_d.slice(0..len), row_d)?;
+                    return Ok(None);
+                }
+                // The last batch: its results, the counters and the queries' overflow count
+                // in one round trip.
+                let mut cnt = [0u64; 2];
+                let mut copies = ctx.host_copies()?;
+                copies.add(&out_ids.slice(0..len), row_ids)?;
+                copies.add(&out_d.slice(0..len), row_d)?;
+                copies.add(&c.counters.slice(0..2), &mut cnt)?;
+                copies.add(&overflow.slice(0..1), &mut over)?;
+                copies.finish()?;
+                Ok(Some(SearchStats {
+                    queries: nq as u64,
+                    distance_computations: cnt[1],
+                    hops: cnt[0],
+                }))
+            },
+        )?;
+        if over[0] > 0 {
+            return Err(overflow_error(over[0], "queries"));
+        }
+        Ok(stats)
+    })();
+    half.out_ids = Some(out_ids);
+    half.out_d = Some(out_d);
+    half.overflow = Some(overflow);
+    result
+}
