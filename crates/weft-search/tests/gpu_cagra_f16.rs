@@ -298,16 +298,31 @@ proptest! {
     }
 }
 
-/// A CAGRA graph (degree 32 from the exact 48-NN graph) of `base` under `metric`.
+/// A CAGRA graph (degree 32 from the exact 48-NN graph) of `base` under `metric`, with the
+/// spread entry points and the connectivity repair every weft search graph gets from its
+/// builder: without them a query of clustered data starts from random points only, and the
+/// random points of the f16 traversal differ from the exact one's (they are keyed by the query's
+/// bytes), which would compare the luck of two starts rather than the two precisions.
 fn cagra_graph(ctx: &GpuContext, base: DatasetView<'_, f32>, metric: Metric) -> FixedDegreeGraph {
+    let build = BuildCtx::new(1);
     let knn = ExactGpu::new(ctx)
-        .knn_graph(base, metric, 48, &BuildCtx::new(1))
+        .knn_graph(base, metric, 48, &build)
         .unwrap();
-    CagraOptimizer::new(ctx)
+    let graph = CagraOptimizer::new(ctx)
         .optimize_device(&DeviceKnnGraph::upload(ctx, &knn).unwrap(), 32)
         .unwrap()
         .download(ctx)
-        .unwrap()
+        .unwrap();
+    let (graph, _) = weft_graph::connect_graph(
+        graph,
+        base,
+        metric,
+        weft_graph::connect::DEFAULT_ENTRY_POINTS,
+        true,
+        &build,
+    )
+    .unwrap();
+    graph
 }
 
 /// Every returned distance is the exact f32 distance of its id (up to rounding), rows sorted.
