@@ -35,7 +35,7 @@ pub mod gpu;
 
 pub use beam::{BeamSearch, BeamSearchParams, EntryPoints, FILTER_EXACT_PER_L};
 pub use cagra_gpu_params::{
-    CAGRA_GPU_MAX_ITOPK, CAGRA_GPU_MAX_SEARCH_WIDTH, CagraSearchMode, CagraSearchParams,
+    CAGRA_GPU_MAX_BEAM_WIDTH, CAGRA_GPU_MAX_SEARCH_WIDTH, CagraSearchMode, CagraSearchParams,
 };
 pub use entry::medoid;
 pub use entry_layer::{EntryLayer, EntryLayerParams};

@@ -25,8 +25,9 @@ use crate::registry::{Backend, Registry, with_view};
 /// How an [`Index`] answers queries.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchParams {
-    /// Candidate list size of the beam search (`L`, at least k): larger is slower and more
-    /// accurate.
+    /// Beam width: the candidate list size of the graph search (at least k), on every back
+    /// end: the CPU beam search's `beam_width`, the GPU CAGRA search's list size and the GPU
+    /// GGNN search's queue size. Larger is slower and more accurate.
     pub beam_width: usize,
     /// Ignore the graph and compare with every vector (exact, for ground truth and checks).
     pub exact: bool,
@@ -78,13 +79,11 @@ pub const CANCEL_CHECK_ROWS: usize = 256;
 pub type SearchBackend = Backend;
 
 /// Options of the GPU searches. Fixed-degree and k-NN graphs use `weft_search::CagraSearchGpu`
-/// (the beam width is its list size unless `itopk` is set); hierarchical (GGNN) graphs use
-/// `weft_search::GgnnSearchGpu` (the beam width is its queue size, `tau` its slack,
+/// (its list size is [`SearchParams::beam_width`]); hierarchical (GGNN) graphs use
+/// `weft_search::GgnnSearchGpu` (its queue size is the beam width, `tau` its slack,
 /// `max_iterations` its expansion cap).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuSearchOptions {
-    /// Internal list size (`None`: the beam width).
-    pub itopk: Option<usize>,
     /// Parents expanded per iteration.
     pub search_width: usize,
     /// Threads per distance (0: from the dimension).
@@ -100,7 +99,6 @@ pub struct GpuSearchOptions {
 impl Default for GpuSearchOptions {
     fn default() -> Self {
         GpuSearchOptions {
-            itopk: None,
             search_width: 1,
             team_size: 0,
             mode: weft_search::CagraSearchMode::Auto,
@@ -801,13 +799,12 @@ impl Index {
             Some(self.search_entry_points(params.seed)?)
         };
         let beam = |entry_points| BeamSearchParams {
-            l: params.beam_width,
             entry_points,
             seed: params.seed,
             max_hops: params.max_hops,
             entry_layer: params.entry_layer,
             filter: params.filter.clone(),
-            ..BeamSearchParams::with_l(params.beam_width)
+            ..BeamSearchParams::with_beam_width(params.beam_width)
         };
         let cpu_params = entries.as_ref().map(|e| {
             beam(match e.source {
@@ -961,31 +958,12 @@ impl Index {
         };
         #[cfg(feature = "cuda")]
         {
-            use weft_core::{FixedDegreeGraph, Params as _};
+            use weft_core::FixedDegreeGraph;
             use weft_search::CagraSearchSession;
             if let StoredGraph::Hier(hier) = &self.graph {
                 return self.search_gpu_hier(hier, data, queries, params, required, out);
             }
-            let p = weft_search::CagraSearchParams {
-                itopk: params.gpu.itopk.unwrap_or(params.beam_width),
-                search_width: params.gpu.search_width,
-                team_size: params.gpu.team_size,
-                mode: params.gpu.mode,
-                max_iterations: params.gpu.max_iterations,
-                seed: params.seed,
-                ..Default::default()
-            };
-            let p = match &params.filter {
-                Some(f) => p.with_filter(f),
-                None => p,
-            };
-            p.validate(data.rows(), data.dim())?;
-            if p.itopk < k {
-                return Err(Error::invalid_param(
-                    "itopk",
-                    format!("the list size itopk = {} is below k = {k}", p.itopk),
-                ));
-            }
+            let p = cagra_gpu_params(params, data.rows(), data.dim(), k)?;
             let spread = match entries {
                 Some(SearchEntryPoints {
                     source: EntrySource::Spread { seed },
@@ -1052,21 +1030,7 @@ impl Index {
         required: bool,
         out: &mut NeighborsMut<'_>,
     ) -> Result<Option<SearchStats>> {
-        use weft_core::Params as _;
-        let defaults = weft_search::GgnnSearchParams::default();
-        let p = weft_search::GgnnSearchParams {
-            tau: params.gpu.tau,
-            prioq: params.beam_width,
-            max_iterations: if params.gpu.max_iterations > 0 {
-                params.gpu.max_iterations
-            } else {
-                defaults.max_iterations
-            },
-            seed: params.seed,
-            filter: params.filter.clone(),
-            ..defaults
-        };
-        p.validate(data.rows(), data.dim())?;
+        let p = ggnn_gpu_params(params, data.rows(), data.dim())?;
         self.search_resident_session::<T, weft_search::GgnnSearchSession<T>>(
             required,
             None,
@@ -1184,6 +1148,68 @@ pub fn data_fingerprint(data: &AnyDataset) -> String {
     with_view!(data, |view| of(view))
 }
 
+/// The GPU CAGRA search's parameters for `params` over `rows` points of `dim` elements and `k`
+/// results: its list size is the beam width, the rest from [`SearchParams::gpu`], the seed and
+/// the filter; checked (a beam width below `k` is an [`Error::InvalidParams`] named
+/// `beam_width`).
+#[cfg(any(feature = "cuda", test))]
+fn cagra_gpu_params(
+    params: &SearchParams,
+    rows: usize,
+    dim: usize,
+    k: usize,
+) -> Result<weft_search::CagraSearchParams> {
+    use weft_core::Params as _;
+    let p = weft_search::CagraSearchParams {
+        beam_width: params.beam_width,
+        search_width: params.gpu.search_width,
+        team_size: params.gpu.team_size,
+        mode: params.gpu.mode,
+        max_iterations: params.gpu.max_iterations,
+        seed: params.seed,
+        ..Default::default()
+    };
+    let p = match &params.filter {
+        Some(f) => p.with_filter(f),
+        None => p,
+    };
+    p.validate(rows, dim)?;
+    if p.beam_width < k {
+        return Err(Error::invalid_param(
+            "beam_width",
+            format!("the beam width {} is below k = {k}", p.beam_width),
+        ));
+    }
+    Ok(p)
+}
+
+/// The GPU GGNN search's parameters for `params` over `rows` points of `dim` elements: its
+/// queue size is the beam width, `params.gpu.tau` its slack, `params.gpu.max_iterations` (0:
+/// the default 400) its expansion cap; checked.
+#[cfg(any(feature = "cuda", test))]
+fn ggnn_gpu_params(
+    params: &SearchParams,
+    rows: usize,
+    dim: usize,
+) -> Result<weft_search::GgnnSearchParams> {
+    use weft_core::Params as _;
+    let defaults = weft_search::GgnnSearchParams::default();
+    let p = weft_search::GgnnSearchParams {
+        tau: params.gpu.tau,
+        beam_width: params.beam_width,
+        max_iterations: if params.gpu.max_iterations > 0 {
+            params.gpu.max_iterations
+        } else {
+            defaults.max_iterations
+        },
+        seed: params.seed,
+        filter: params.filter.clone(),
+        ..defaults
+    };
+    p.validate(rows, dim)?;
+    Ok(p)
+}
+
 /// Runs `search` on `queries` into `out`: in one call when `cancel` is `None`, else in batches
 /// of [`CANCEL_CHECK_ROWS`] queries with a look at `cancel` before each and after the last (an
 /// [`Error::Cancelled`] once cancelled). A query's result does not depend on its batch: the
@@ -1278,6 +1304,45 @@ mod tests {
         assert_eq!(with.neighbors.ids, without.neighbors.ids);
         assert_eq!(with.neighbors.dists, without.neighbors.dists);
         assert_eq!(with.stats, without.stats);
+    }
+
+    #[test]
+    fn the_gpu_searches_take_the_beam_width_as_their_list_size() {
+        let params = SearchParams {
+            seed: 5,
+            ..SearchParams::with_beam_width(96)
+        };
+        let cagra = cagra_gpu_params(&params, 1000, 16, 10).unwrap();
+        assert_eq!(cagra.beam_width, 96);
+        assert_eq!(cagra.seed, 5);
+        let ggnn = ggnn_gpu_params(&params, 1000, 16).unwrap();
+        assert_eq!(ggnn.beam_width, 96);
+        // The launch plan of the CAGRA search (no GPU needed): single-CTA keeps one list of the
+        // beam width; multi-CTA splits it over blocks of 32.
+        let single = weft_search::CagraSearchParams {
+            mode: weft_search::CagraSearchMode::SingleCta,
+            ..cagra.clone()
+        };
+        #[cfg(feature = "cuda")]
+        {
+            use weft_search::gpu::cagra::{MULTI_CTA_BLOCK_LIST_LEN, plan};
+            let p = plan(132, 1000, 16, 4, 32, 1000, 10, &single, false).unwrap();
+            assert_eq!((p.ctas_per_query, p.block_list_len), (1, 96));
+            let multi = weft_search::CagraSearchParams {
+                mode: weft_search::CagraSearchMode::MultiCta,
+                ..cagra.clone()
+            };
+            let p = plan(132, 1000, 16, 4, 32, 1, 10, &multi, false).unwrap();
+            assert_eq!(p.block_list_len, MULTI_CTA_BLOCK_LIST_LEN);
+            assert_eq!(p.ctas_per_query * p.block_list_len, 96);
+        }
+        let _ = single;
+        // A beam width below k is refused by name, before any GPU work.
+        let err = cagra_gpu_params(&SearchParams::with_beam_width(8), 1000, 16, 10).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidParams { name, .. } if name == "beam_width"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -143,8 +143,8 @@ pub fn plan(
     if params.best == 0 {
         return Err(Error::invalid_param("best", "must be at least 1"));
     }
-    if params.prioq == 0 {
-        return Err(Error::invalid_param("prioq", "must be at least 1"));
+    if params.beam_width == 0 {
+        return Err(Error::invalid_param("beam_width", "must be at least 1"));
     }
     if params.max_iterations == 0 || params.max_iterations > u32::MAX as usize {
         return Err(Error::invalid_param(
@@ -185,7 +185,7 @@ pub fn plan(
     }
     let best_cap = params.best.max(k);
     let cand_cap = degree.max(1).div_ceil(32).max(1) * 32;
-    let merge = best_cap + params.prioq + cand_cap;
+    let merge = best_cap + params.beam_width + cand_cap;
     let block_threads = if options.block_threads != 0 {
         options.block_threads
     } else {
@@ -199,11 +199,11 @@ pub fn plan(
     };
     if merge > MERGE_PER_THREAD * block_threads {
         return Err(Error::invalid_param(
-            "prioq",
+            "beam_width",
             format!(
-                "best {best_cap} + prioq {} + {cand_cap} candidates exceed the {} entries a block \
+                "best {best_cap} + beam_width {} + {cand_cap} candidates exceed the {} entries a block \
                  of {block_threads} threads merges (at most {} threads per block)",
-                params.prioq,
+                params.beam_width,
                 MERGE_PER_THREAD * block_threads,
                 128
             ),
@@ -224,22 +224,22 @@ pub fn plan(
     // and the ring: half of it must hold those and one row. A filtered search also keeps a
     // result list of k entries.
     let res = if params.filter.is_some() { k } else { 0 };
-    let keep = best_cap + params.prioq + params.visited + cand_cap + res;
+    let keep = best_cap + params.beam_width + params.visited + cand_cap + res;
     let hash_bits = (2 * keep).next_power_of_two().trailing_zeros().max(6);
     if hash_bits > MAX_TABLE_BITS {
         return Err(Error::invalid_param(
             "visited",
             format!(
-                "best {best_cap} + prioq {} + visited {} + {cand_cap} candidates need a visited \
+                "best {best_cap} + beam_width {} + visited {} + {cand_cap} candidates need a visited \
                  table of 2^{hash_bits} slots; the GPU search holds at most 2^{MAX_TABLE_BITS}",
-                params.prioq, params.visited
+                params.beam_width, params.visited
             ),
         ));
     }
     let stride = padded_stride(dim);
     let words = stride
         + 2 * best_cap
-        + 2 * params.prioq
+        + 2 * params.beam_width
         + 3 * cand_cap
         + params.visited
         + (1 << hash_bits)
@@ -249,10 +249,10 @@ pub fn plan(
         return Err(Error::invalid_param(
             "visited",
             format!(
-                "dimension {dim} with best {best_cap}, prioq {}, visited {} and {cand_cap} \
+                "dimension {dim} with best {best_cap}, beam_width {}, visited {} and {cand_cap} \
                  candidates needs {shared_bytes} bytes of shared memory per block (limit \
                  {SMEM_LIMIT})",
-                params.prioq, params.visited
+                params.beam_width, params.visited
             ),
         ));
     }
@@ -468,7 +468,7 @@ impl<'c> GgnnSearchDevice<'c> {
             need(graph.ids().len(), n as u64 * degree as u64, "graph ids")?;
             let metric_code = metric.code() as i32;
             let best_cap = u32_of(p.best_cap, "best")?;
-            let prioq = u32_of(params.prioq, "prioq")?;
+            let beam_width = u32_of(params.beam_width, "beam_width")?;
             let ring = u32_of(params.visited, "visited")?;
             let max_iter = u32_of(params.max_iterations, "max_iterations")?;
             let guard = params.max_nn1.unwrap_or(f32::INFINITY);
@@ -504,7 +504,7 @@ impl<'c> GgnnSearchDevice<'c> {
                         q_base,
                         metric: metric_code,
                         best_cap,
-                        prioq_cap: prioq,
+                        beam_width,
                         ring_cap: ring,
                         max_iter,
                         tau: params.tau,
