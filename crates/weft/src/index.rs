@@ -329,10 +329,8 @@ struct HugePageCopies {
 }
 
 /// The GPU state an [`Index`] keeps between searches: nothing before the first GPU search, then
-/// either the probe's error (no usable GPU; not probed again) or a
-/// `weft_search::CagraSearchSession` of the data's element type (for a hierarchical graph: a
-/// `weft_search::GgnnSearchSession`). Searches through it
-/// take turns.
+/// either the probe's error (no usable GPU; not probed again) or a resident [`GpuSession`] of
+/// the data's element type. Searches through it take turns.
 #[cfg(feature = "cuda")]
 #[derive(Default)]
 struct GpuCache(std::sync::Mutex<Option<GpuState>>);
@@ -341,10 +339,63 @@ struct GpuCache(std::sync::Mutex<Option<GpuState>>);
 enum GpuState {
     /// The probe failed with this message.
     Unavailable(String),
-    /// The resident search session (`CagraSearchSession<T>`, or for a hierarchical graph
-    /// `GgnnSearchSession<T>`, boxed), and the seed of the spread entry points it was made with
-    /// (`None`: the graph's own).
-    Ready(Box<dyn std::any::Any + Send>, Option<u64>),
+    /// The resident search session, of the data's element type (boxed: it is large), and the
+    /// seed of the spread entry points it was made with (`None`: the graph's own).
+    Ready(Box<weft_core::PerElement<GpuSessions>>, Option<u64>),
+}
+
+/// The resident GPU search session of an index over elements `T`: the CAGRA search's for
+/// fixed-degree and k-NN graphs, the GGNN search's for hierarchical ones.
+#[cfg(feature = "cuda")]
+enum GpuSession<T: Element> {
+    /// `weft_search::CagraSearchSession` (fixed-degree and k-NN graphs).
+    Cagra(weft_search::CagraSearchSession<T>),
+    /// `weft_search::GgnnSearchSession` (hierarchical graphs).
+    Ggnn(weft_search::GgnnSearchSession<T>),
+}
+
+/// The family of [`GpuSession`]s, one per element type, for [`weft_core::PerElement`].
+#[cfg(feature = "cuda")]
+struct GpuSessions;
+
+#[cfg(feature = "cuda")]
+impl weft_core::ElementFamily for GpuSessions {
+    type Of<T: Element> = GpuSession<T>;
+}
+
+/// A search session type that a [`GpuSession`] holds.
+#[cfg(feature = "cuda")]
+trait ResidentSession<T: Element>: Sized {
+    /// The session as a [`GpuSession`].
+    fn into_session(self) -> GpuSession<T>;
+    /// The session of this type in `s` (`None`: `s` holds the other kind).
+    fn of(s: &mut GpuSession<T>) -> Option<&mut Self>;
+}
+
+#[cfg(feature = "cuda")]
+impl<T: Element> ResidentSession<T> for weft_search::CagraSearchSession<T> {
+    fn into_session(self) -> GpuSession<T> {
+        GpuSession::Cagra(self)
+    }
+    fn of(s: &mut GpuSession<T>) -> Option<&mut Self> {
+        match s {
+            GpuSession::Cagra(c) => Some(c),
+            GpuSession::Ggnn(_) => None,
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl<T: Element> ResidentSession<T> for weft_search::GgnnSearchSession<T> {
+    fn into_session(self) -> GpuSession<T> {
+        GpuSession::Ggnn(self)
+    }
+    fn of(s: &mut GpuSession<T>) -> Option<&mut Self> {
+        match s {
+            GpuSession::Ggnn(g) => Some(g),
+            GpuSession::Cagra(_) => None,
+        }
+    }
 }
 
 #[cfg(feature = "cuda")]
@@ -1058,10 +1109,10 @@ impl Index {
     /// failed probe is cached. `spread_seed` is the seed of the spread entry points
     /// `new_session` gives the session (`None`: the graph's own); a resident session made with
     /// another is dropped and made again. `None` when no GPU is usable and `required` is false;
-    /// an error when it is true, or when the resident session is not an `S` (other elements than
-    /// `T`).
+    /// an error when it is true, or when the resident session is not an `S` of elements `T`
+    /// (neither happens: an index's data and graph do not change).
     #[cfg(feature = "cuda")]
-    fn search_resident_session<T: Element, S: Send + 'static>(
+    fn search_resident_session<T: Element, S: ResidentSession<T>>(
         &self,
         required: bool,
         spread_seed: Option<u64>,
@@ -1082,11 +1133,25 @@ impl Index {
         if cache.is_none() {
             *cache = Some(match weft_gpu::probe() {
                 Err(e) => GpuState::Unavailable(e.to_string()),
-                Ok(ctx) => GpuState::Ready(Box::new(new_session(ctx)?), spread_seed),
+                Ok(ctx) => GpuState::Ready(
+                    Box::new(weft_core::PerElement::new::<T>(
+                        new_session(ctx)?.into_session(),
+                    )),
+                    spread_seed,
+                ),
             });
         }
         let session = match cache.as_mut() {
-            Some(GpuState::Ready(state, _)) => state.downcast_mut::<S>(),
+            Some(GpuState::Ready(state, _)) => {
+                let resident = state.dtype();
+                let Some(session) = state.get_mut::<T>() else {
+                    return Err(Error::InvalidInput(format!(
+                        "the resident GPU data holds {resident} elements, not {}",
+                        T::DTYPE
+                    )));
+                };
+                S::of(session)
+            }
             Some(GpuState::Unavailable(e)) if required => {
                 return Err(Error::Unsupported(format!(
                     "the GPU search backend needs a usable CUDA GPU: {e}"
@@ -1095,10 +1160,9 @@ impl Index {
             _ => return Ok(None),
         };
         let Some(session) = session else {
-            return Err(Error::InvalidInput(format!(
-                "the resident GPU data is not of {} elements",
-                T::DTYPE
-            )));
+            return Err(Error::InvalidInput(
+                "the resident GPU search session is of another graph kind".into(),
+            ));
         };
         search(session, out.reborrow()).map(Some)
     }
