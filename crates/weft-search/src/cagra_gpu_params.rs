@@ -133,18 +133,25 @@ impl Params for CagraSearchParams {
                 ),
             ));
         }
-        if let Some(f) = &self.filter
-            && f.len() < rows.div_ceil(32)
-        {
-            return Err(Error::invalid_param(
-                "filter",
-                format!(
-                    "a bitset of {} words cannot cover {rows} points (needs {})",
-                    f.len(),
-                    rows.div_ceil(32)
-                ),
-            ));
-        }
-        Ok(())
+        check_filter_words(self.filter.as_deref(), rows)
     }
+}
+
+/// Checks a filter bitset (the layout of [`CagraSearchParams::filter`]: bit `i % 32` of word
+/// `i / 32` set = id `i` allowed) against `rows` points: it needs at least `ceil(rows / 32)`
+/// words.
+pub(crate) fn check_filter_words(filter: Option<&[u32]>, rows: usize) -> Result<()> {
+    if let Some(f) = filter
+        && f.len() < rows.div_ceil(32)
+    {
+        return Err(Error::invalid_param(
+            "filter",
+            format!(
+                "a bitset of {} words cannot cover {rows} points (needs {})",
+                f.len(),
+                rows.div_ceil(32)
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -45,4 +45,4 @@ pub use ggnn::{GgnnSearch, GgnnSearchParams};
 #[cfg(feature = "cuda")]
 pub use gpu::cagra::{CagraSearchDevice, CagraSearchGpu, CagraSearchSession};
 #[cfg(feature = "cuda")]
-pub use gpu::ggnn::{GgnnSearchDevice, GgnnSearchGpu, GgnnSearchSession};
+pub use gpu::ggnn::{GgnnGpuGraph, GgnnSearchDevice, GgnnSearchGpu, GgnnSearchSession};

@@ -35,14 +35,15 @@ use weft_gpu::matrix::padded_stride;
 use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
 
 use super::common::{
-    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
-    check_query_dim, download_last_results, download_results, download_stats, fmt_session,
+    SessionQueries, check_device_shapes, check_entries, check_graph_rows, check_host_shapes,
+    check_out_rows, download_last_results, download_results, download_stats, fmt_session,
     grow_bytes, result_buffers, take_grown, upload_entries_zero_counters, upload_resident,
     upload_search, work_buffers,
 };
 use super::kernels::cagra_search as kernels;
 use crate::cagra_gpu_params::{
     CAGRA_GPU_MAX_BEAM_WIDTH as MAX_BEAM_WIDTH, CAGRA_GPU_MAX_SEARCH_WIDTH as MAX_SEARCH_WIDTH,
+    check_filter_words,
 };
 pub use crate::cagra_gpu_params::{CagraSearchMode, CagraSearchParams};
 use crate::check::check_search_inputs;
@@ -122,23 +123,6 @@ work_buffers! {
         entries: u32,
         counters: u64,
     }
-}
-
-/// A checked filter: a bitset of allowed ids (bit `i % 32` of word `i / 32` set = allowed).
-fn check_filter(filter: Option<&[u32]>, n: usize) -> Result<()> {
-    if let Some(f) = filter
-        && f.len() < n.div_ceil(32)
-    {
-        return Err(Error::invalid_param(
-            "filter",
-            format!(
-                "a bitset of {} words cannot cover {n} points (needs {})",
-                f.len(),
-                n.div_ceil(32)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 impl<'c> CagraSearchDevice<'c> {
@@ -222,7 +206,7 @@ impl<'c> CagraSearchDevice<'c> {
             params,
             filter.is_some(),
         )?;
-        check_filter(filter, data.rows())?;
+        check_filter_words(filter, data.rows())?;
         if queries.rows() == 0 {
             return Ok(SearchStats::default());
         }
@@ -309,7 +293,7 @@ impl<'c> CagraSearchDevice<'c> {
             filter.is_some(),
             entries.len(),
         )?;
-        check_filter(filter, n)?;
+        check_filter_words(filter, n)?;
         check_entries(entries, n)?;
         if nq == 0 {
             return Ok(SearchStats::default());
@@ -641,44 +625,34 @@ impl<T: Element> CagraSearchSession<T> {
         params: &CagraSearchParams,
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
-        let filter = params.filter.as_deref();
-        check_query_dim(self.data.dim(), queries.dim())?;
-        check_out_rows(&out, queries.rows())?;
-        // Check everything that needs no device memory before uploading.
-        self.device().plan(
-            self.data.rows(),
-            self.data.dim(),
-            std::mem::size_of::<T>(),
-            self.graph.degree(),
-            queries.rows(),
-            out.k(),
-            params,
-            filter.is_some(),
-        )?;
-        check_filter(filter, self.data.rows())?;
-        if queries.rows() == 0 {
-            return Ok(SearchStats::default());
-        }
-        let q = DeviceMatrix::upload_reusing(
-            &mut self.queries,
-            &self.ctx,
-            queries,
-            self.budget,
-            &mut self.bufs.allocations,
-        )?;
+        let (data, graph, entries) = (&self.data, &self.graph, &self.entries);
         let dev = CagraSearchDevice {
             ctx: &self.ctx,
             budget: self.budget,
         };
-        dev.search_device_with(
-            &mut self.bufs,
-            &self.data,
-            &self.graph,
-            q,
-            metric,
-            params,
-            &self.entries,
+        let filter = params.filter.as_deref();
+        let (dim, budget) = (data.dim(), self.budget);
+        let staged = SessionQueries::new(&self.ctx, budget, dim, &mut self.queries, &mut self.bufs);
+        staged.search(
+            queries,
             out,
+            |k| {
+                let (n, elem) = (data.rows(), std::mem::size_of::<T>());
+                dev.plan(
+                    n,
+                    data.dim(),
+                    elem,
+                    graph.degree(),
+                    queries.rows(),
+                    k,
+                    params,
+                    filter.is_some(),
+                )?;
+                check_filter_words(filter, n)
+            },
+            |bufs, q, out| {
+                dev.search_device_with(bufs, data, graph, q, metric, params, entries, out)
+            },
         )
     }
 
@@ -707,13 +681,6 @@ impl<T: Element> CagraSearchSession<T> {
             out.as_mut(),
         )?;
         Ok((out, stats))
-    }
-
-    fn device(&self) -> CagraSearchDevice<'_> {
-        CagraSearchDevice {
-            ctx: &self.ctx,
-            budget: self.budget,
-        }
     }
 }
 

@@ -44,8 +44,8 @@ use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
 use weft_graph::hier::HierGraph;
 
 use super::common::{
-    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
-    check_query_dim, download_last_results, download_results, download_stats, fmt_session,
+    SessionQueries, check_device_shapes, check_entries, check_graph_rows, check_host_shapes,
+    check_out_rows, download_last_results, download_results, download_stats, fmt_session,
     grow_bytes, result_buffers, take_grown, upload_entries_zero_counters, upload_resident,
     upload_search, work_buffers,
 };
@@ -628,38 +628,29 @@ impl<T: Element> GgnnSearchSession<T> {
         options: &GgnnGpuOptions,
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
-        check_query_dim(self.data.dim(), queries.dim())?;
-        check_out_rows(&out, queries.rows())?;
-        // Check what needs no device memory before uploading.
-        plan(
-            self.data.rows(),
-            self.data.dim(),
-            std::mem::size_of::<T>(),
-            self.graph.degree(),
-            out.k(),
-            params,
-            options,
-        )?;
-        if queries.rows() == 0 {
-            return Ok(SearchStats::default());
-        }
-        let q = DeviceMatrix::upload_reusing(
-            &mut self.queries,
-            &self.ctx,
+        let (data, graph, entries) = (&self.data, &self.graph, &self.entries);
+        let dev = GgnnSearchDevice::new(&self.ctx);
+        let (dim, budget) = (data.dim(), None);
+        let staged = SessionQueries::new(&self.ctx, budget, dim, &mut self.queries, &mut self.bufs);
+        staged.search(
             queries,
-            None,
-            &mut self.bufs.allocations,
-        )?;
-        GgnnSearchDevice::new(&self.ctx).search_device_with(
-            &mut self.bufs,
-            &self.data,
-            &self.graph,
-            &self.entries,
-            q,
-            metric,
-            params,
-            options,
             out,
+            |k| {
+                let elem = std::mem::size_of::<T>();
+                plan(
+                    data.rows(),
+                    data.dim(),
+                    elem,
+                    graph.degree(),
+                    k,
+                    params,
+                    options,
+                )
+                .map(drop)
+            },
+            |bufs, q, out| {
+                dev.search_device_with(bufs, data, graph, entries, q, metric, params, options, out)
+            },
         )
     }
 }
@@ -707,22 +698,59 @@ impl<'c> GgnnSearchGpu<'c> {
     pub fn options(&self) -> GgnnGpuOptions {
         self.options
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    fn run<G: GraphView + ?Sized, T: Element>(
+/// A graph the GPU GGNN search walks: its base layer of fixed degree (searched on the device)
+/// and the entry points every query starts from.
+pub trait GgnnGpuGraph: GraphView {
+    /// The graph of fixed degree the search expands.
+    fn base_layer(&self) -> &FixedDegreeGraph;
+    /// The entry points (empty: the fallback of [`GgnnSearchParams::entry_points`]).
+    fn search_entry_points(&self) -> &[NodeId];
+}
+
+impl GgnnGpuGraph for HierGraph {
+    /// Layer 0 of the hierarchy.
+    fn base_layer(&self) -> &FixedDegreeGraph {
+        self.base()
+    }
+    /// The hierarchy's entry points.
+    fn search_entry_points(&self) -> &[NodeId] {
+        self.entry_points()
+    }
+}
+
+impl GgnnGpuGraph for FixedDegreeGraph {
+    /// The graph itself.
+    fn base_layer(&self) -> &FixedDegreeGraph {
+        self
+    }
+    /// The graph's own entry points.
+    fn search_entry_points(&self) -> &[NodeId] {
+        self.entry_points()
+    }
+}
+
+impl<G: GgnnGpuGraph> Searcher<G> for GgnnSearchGpu<'_> {
+    type Params = GgnnSearchParams;
+
+    fn name(&self) -> &'static str {
+        "ggnn_gpu"
+    }
+
+    fn search<T: Element>(
         &self,
-        view: &G,
-        base: &FixedDegreeGraph,
-        entries: &[NodeId],
+        graph: &G,
         data: DatasetView<'_, T>,
         queries: DatasetView<'_, T>,
         metric: Metric,
         params: &GgnnSearchParams,
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
-        check_search_inputs(view, data, queries, &out, |n, dim| params.validate(n, dim))?;
+        check_search_inputs(graph, data, queries, &out, |n, dim| params.validate(n, dim))?;
         data.check_finite()?;
         queries.check_finite()?;
+        let base = graph.base_layer();
         if base.n() != data.rows() {
             return Err(Error::dim_mismatch(
                 "graph vertices vs data rows",
@@ -730,6 +758,7 @@ impl<'c> GgnnSearchGpu<'c> {
                 base.n(),
             ));
         }
+        let entries = graph.search_entry_points();
         let spread = if entries.is_empty() {
             fallback_entry_points(data, metric, params)?
         } else {
@@ -744,64 +773,6 @@ impl<'c> GgnnSearchGpu<'c> {
             metric,
             params,
             &self.options,
-            out,
-        )
-    }
-}
-
-impl Searcher<HierGraph> for GgnnSearchGpu<'_> {
-    type Params = GgnnSearchParams;
-
-    fn name(&self) -> &'static str {
-        "ggnn_gpu"
-    }
-
-    fn search<T: Element>(
-        &self,
-        graph: &HierGraph,
-        data: DatasetView<'_, T>,
-        queries: DatasetView<'_, T>,
-        metric: Metric,
-        params: &GgnnSearchParams,
-        out: NeighborsMut<'_>,
-    ) -> Result<SearchStats> {
-        self.run(
-            graph,
-            graph.base(),
-            graph.entry_points(),
-            data,
-            queries,
-            metric,
-            params,
-            out,
-        )
-    }
-}
-
-impl Searcher<FixedDegreeGraph> for GgnnSearchGpu<'_> {
-    type Params = GgnnSearchParams;
-
-    fn name(&self) -> &'static str {
-        "ggnn_gpu"
-    }
-
-    fn search<T: Element>(
-        &self,
-        graph: &FixedDegreeGraph,
-        data: DatasetView<'_, T>,
-        queries: DatasetView<'_, T>,
-        metric: Metric,
-        params: &GgnnSearchParams,
-        out: NeighborsMut<'_>,
-    ) -> Result<SearchStats> {
-        self.run(
-            graph,
-            graph,
-            graph.entry_points(),
-            data,
-            queries,
-            metric,
-            params,
             out,
         )
     }
