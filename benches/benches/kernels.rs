@@ -105,7 +105,7 @@ fn beam(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     let one_hop = BeamSearchParams {
         max_hops: Some(1),
-        ..BeamSearchParams::with_l(32)
+        ..BeamSearchParams::with_beam_width(32)
     };
     g.bench_function("one_hop", |b| run(b, &one_hop, 10));
     g.finish();
@@ -113,7 +113,7 @@ fn beam(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for l in [32usize, 128] {
         g.bench_function(format!("l{l}"), |b| {
-            run(b, &BeamSearchParams::with_l(l), 10)
+            run(b, &BeamSearchParams::with_beam_width(l), 10)
         });
     }
     g.finish();

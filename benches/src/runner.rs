@@ -356,8 +356,10 @@ pub fn run_dataset(
 }
 
 /// The algorithm part of a record of weft's algorithm `name` on `backend`.
-/// `search_param` names the swept list size: `beam_width` (CPU beam search), `itopk` (GPU
-/// CAGRA search) or `ggnn_queue` (GPU GGNN search of a hierarchical graph, tau 0.5).
+/// `search_param` names the swept list size: `beam_width`, on every back end (the CPU beam
+/// search's list, the GPU CAGRA search's list, the GPU GGNN search's queue at tau 0.5). Records
+/// written before the one name say `itopk` (GPU CAGRA) or `ggnn_queue` (GPU GGNN) for the same
+/// value; the reports read them as they are.
 fn weft_run(
     name: &str,
     backend: Backend,
@@ -498,16 +500,15 @@ fn run_one(
         } else {
             tag.clone()
         };
-        let (sweep, searched_on, error) =
-            match sweep(&index, data, cfg, &ctx, &tag, backend, precision) {
-                Ok((s, on)) => (s, on, None),
-                // The exact sweep's failure fails the run; a further precision's is its record.
-                Err(e) if f16 => {
-                    eprintln!("{tag}: failed: {e:#}");
-                    (Vec::new(), "gpu", Some(format!("{e:#}")))
-                }
-                Err(e) => return Err(e),
-            };
+        let (sweep, error) = match sweep(&index, data, cfg, &ctx, &tag, backend, precision) {
+            Ok(s) => (s, None),
+            // The exact sweep's failure fails the run; a further precision's is its record.
+            Err(e) if f16 => {
+                eprintln!("{tag}: failed: {e:#}");
+                (Vec::new(), Some(format!("{e:#}")))
+            }
+            Err(e) => return Err(e),
+        };
         let mut run_params = serde_json::json!({ "k": k, "params": params });
         if f16 {
             run_params["search_precision"] = precision.name().into();
@@ -522,12 +523,8 @@ fn run_one(
                 backend,
                 run_params,
                 cfg,
-                match (searched_on, index.graph()) {
-                    // The GGNN GPU search: the list size is its queue, tau its default 0.5.
-                    ("gpu", weft::graph::storage::StoredGraph::Hier(_)) => "ggnn_queue",
-                    ("gpu", _) => "itopk",
-                    _ => "beam_width",
-                },
+                // Every search's list size (the GGNN GPU search's queue, at tau 0.5).
+                "beam_width",
             ),
             build: Some(build.clone()),
             memory: Some(Memory {
@@ -560,13 +557,13 @@ fn recalls(
     Ok((at(1)?.unwrap_or(f64::NAN), at(10)?, at(100)?))
 }
 
-/// The search parameters of one sweep point: the list size `beam`; graphs built on the GPU are
-/// searched on the GPU when one is usable (`itopk` = `beam`; for a hierarchical GGNN graph the
-/// GGNN search with queue `beam` and tau 0.5), else with the CPU beam search. With
-/// `precision` F16 the GPU CAGRA search traverses in f16 and reranks in f32 (the GPU is then
-/// required: a CPU search would not be what the record says).
-fn search_params(beam: usize, backend: Backend, precision: SearchPrecision) -> SearchParams {
-    let mut p = SearchParams::with_beam_width(beam);
+/// The search parameters of one sweep point: the beam width `beam_width`; graphs built on the
+/// GPU are searched on the GPU when one is usable (for a hierarchical GGNN graph the GGNN search
+/// with tau 0.5), else with the CPU beam search. With `precision` F16 the GPU CAGRA search
+/// traverses in f16 and reranks in f32 (the GPU is then required: a CPU search would not be what
+/// the record says).
+fn search_params(beam_width: usize, backend: Backend, precision: SearchPrecision) -> SearchParams {
+    let mut p = SearchParams::with_beam_width(beam_width);
     p.backend = match backend {
         _ if precision == SearchPrecision::F16 => SearchBackend::Gpu,
         Backend::Gpu | Backend::Auto => SearchBackend::Auto,
@@ -576,8 +573,7 @@ fn search_params(beam: usize, backend: Backend, precision: SearchPrecision) -> S
     p
 }
 
-/// Sweeps the list size at batch = all queries and at batch = 1. Returns the points and where
-/// the searches ran (`cpu` or `gpu`).
+/// Sweeps the beam width at batch = all queries and at batch = 1. Returns the points.
 fn sweep(
     index: &Index,
     data: &Prepared,
@@ -586,19 +582,17 @@ fn sweep(
     tag: &str,
     backend: Backend,
     precision: SearchPrecision,
-) -> Result<(Vec<SweepPoint>, &'static str)> {
+) -> Result<Vec<SweepPoint>> {
     let queries = &data.queries;
     let nq = queries.rows();
     let n = data.base.rows();
     let mut points = Vec::new();
     let k_for = |beam: usize| beam.min(100).min(n).min(data.gt.cols());
     // Warm pass: pages in the data and the graph (and uploads them for a GPU search).
-    let mut searched_on = "cpu";
     if let Some(&b) = cfg.beams.first() {
-        let out = ctx.install(|| {
+        ctx.install(|| {
             index.search_any(queries, k_for(b), &search_params(b, backend, precision))
         })??;
-        searched_on = out.backend;
     }
     for &beam in &cfg.beams {
         let k = k_for(beam);
@@ -615,7 +609,7 @@ fn sweep(
         let (r1, r10, r100) = recalls(&out.neighbors, data, nq)?;
         let qps = nq as f64 / median(&times);
         eprintln!(
-            "{tag}: L={beam} batch {nq}: {qps:.0} QPS, recall@1 {r1:.4} @10 {} @100 {}",
+            "{tag}: beam width {beam} batch {nq}: {qps:.0} QPS, recall@1 {r1:.4} @10 {} @100 {}",
             r10.map_or("-".into(), |r| format!("{r:.4}")),
             r100.map_or("-".into(), |r| format!("{r:.4}"))
         );
@@ -676,5 +670,5 @@ fn sweep(
         }
         eprintln!("{tag}: batch-1 sweep on {m} queries done");
     }
-    Ok((points, searched_on))
+    Ok(points)
 }

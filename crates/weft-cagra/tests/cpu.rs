@@ -174,7 +174,7 @@ fn recall<G: weft_core::GraphView>(
 ) -> f64 {
     let mut found = Neighbors::new(queries.rows(), 10);
     let params = BeamSearchParams {
-        l,
+        beam_width: l,
         entry_points: weft_search::EntryPoints::Random { count: 4 },
         ..Default::default()
     };

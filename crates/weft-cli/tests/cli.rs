@@ -830,7 +830,7 @@ fn search_backends_cpu_and_gpu() {
     gpu.extend([
         "--backend",
         "gpu",
-        "--itopk",
+        "--beam-width",
         "32",
         "--search-width",
         "1",

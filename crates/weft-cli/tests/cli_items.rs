@@ -54,7 +54,7 @@ fn k_100_works_with_the_default_beams() {
         "100",
     ]);
     assert_eq!(found["ids"][0].as_array().unwrap().len(), 100);
-    assert_eq!(found["beam"], 128);
+    assert_eq!(found["beam_width"], 128);
     assert_eq!(found["seed"], 0);
     let eval = ok_json(&[
         "eval",
@@ -73,7 +73,7 @@ fn k_100_works_with_the_default_beams() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| p["beam"].as_u64().unwrap())
+        .map(|p| p["beam_width"].as_u64().unwrap())
         .collect();
     assert_eq!(beams, [100, 128, 256, 512]);
     // A width below k is refused by the user's own option names, never a GPU parameter.
@@ -89,12 +89,12 @@ fn k_100_works_with_the_default_beams() {
                 &queries,
                 "-k",
                 "100",
-                "--beam",
+                "--beam-width",
                 "50",
             ],
-            &["--beam 50 is below -k 100"],
+            &["--beam-width 50 is below -k 100"],
         );
-        assert!(!err.contains("itopk ="), "{err}");
+        assert!(!err.contains("itopk"), "{err}");
         assert!(!err.contains("invalid parameter"), "{err}");
     }
 }

@@ -107,6 +107,72 @@ pub trait Element:
 
     /// The distance kernels for this type, chosen for the CPU this runs on.
     fn kernels() -> KernelSet<Self>;
+
+    /// `value` in its variant of [`PerElement`] (what [`PerElement::new`] calls).
+    #[doc(hidden)]
+    fn wrap<F: ElementFamily>(value: F::Of<Self>) -> PerElement<F>;
+
+    /// The value of `p` when it is this type's variant (what [`PerElement::get_mut`] calls).
+    #[doc(hidden)]
+    fn project_mut<F: ElementFamily>(p: &mut PerElement<F>) -> Option<&mut F::Of<Self>>;
+}
+
+/// A family of types with one member per element type (a GPU search session of `f32` data,
+/// of `f16` data, ...), held by a [`PerElement`].
+pub trait ElementFamily {
+    /// The member for elements `T`.
+    type Of<T: Element>;
+}
+
+/// One member of the family `F`, of whichever element type it was made for: a typed holder
+/// for state whose element type is known only at run time (instead of `Box<dyn Any>` and a
+/// downcast). [`PerElement::get_mut`] asks for it by element type.
+pub enum PerElement<F: ElementFamily> {
+    /// The `f32` member.
+    F32(F::Of<f32>),
+    /// The `f16` member.
+    F16(F::Of<f16>),
+    /// The `u8` member.
+    U8(F::Of<u8>),
+    /// The `i8` member.
+    I8(F::Of<i8>),
+}
+
+impl<F: ElementFamily> PerElement<F> {
+    /// `value`, the member for elements `T`.
+    pub fn new<T: Element>(value: F::Of<T>) -> Self {
+        T::wrap(value)
+    }
+
+    /// The member, when it was made for elements `T` (`None` for another element type).
+    pub fn get_mut<T: Element>(&mut self) -> Option<&mut F::Of<T>> {
+        T::project_mut(self)
+    }
+
+    /// The element type the member was made for.
+    pub fn dtype(&self) -> DType {
+        match self {
+            PerElement::F32(_) => DType::F32,
+            PerElement::F16(_) => DType::F16,
+            PerElement::U8(_) => DType::U8,
+            PerElement::I8(_) => DType::I8,
+        }
+    }
+}
+
+/// The [`Element::wrap`] and [`Element::project_mut`] of a type with variant `$variant`.
+macro_rules! per_element_variant {
+    ($variant:ident) => {
+        fn wrap<F: ElementFamily>(value: F::Of<Self>) -> PerElement<F> {
+            PerElement::$variant(value)
+        }
+        fn project_mut<F: ElementFamily>(p: &mut PerElement<F>) -> Option<&mut F::Of<Self>> {
+            match p {
+                PerElement::$variant(v) => Some(v),
+                _ => None,
+            }
+        }
+    };
 }
 
 impl Element for f32 {
@@ -126,6 +192,7 @@ impl Element for f32 {
     fn kernels() -> KernelSet<Self> {
         distance::f32_kernels()
     }
+    per_element_variant!(F32);
 }
 
 impl Element for f16 {
@@ -145,6 +212,7 @@ impl Element for f16 {
     fn kernels() -> KernelSet<Self> {
         distance::f16_kernels()
     }
+    per_element_variant!(F16);
 }
 
 impl Element for u8 {
@@ -164,6 +232,7 @@ impl Element for u8 {
     fn kernels() -> KernelSet<Self> {
         distance::u8_kernels()
     }
+    per_element_variant!(U8);
 }
 
 impl Element for i8 {
@@ -183,4 +252,5 @@ impl Element for i8 {
     fn kernels() -> KernelSet<Self> {
         distance::i8_kernels()
     }
+    per_element_variant!(I8);
 }

@@ -32,7 +32,7 @@ pub mod traits;
 pub use buffer::{ByteSource, SharedSlice};
 pub use ctx::{BuildCtx, CancelToken, NoProgress, Progress};
 pub use dataset::{Dataset, DatasetView};
-pub use element::{DType, Element};
+pub use element::{DType, Element, ElementFamily, PerElement};
 pub use error::{Error, Result};
 pub use graph::{FixedDegreeGraph, GraphView, KnnGraph};
 pub use metric::Metric;

@@ -71,7 +71,7 @@ fn sweep(
                 base.view(),
                 queries.view(),
                 Metric::L2Squared,
-                &BeamSearchParams::with_l(l),
+                &BeamSearchParams::with_beam_width(l),
                 found.as_mut(),
             )?;
             best = best.min(t.elapsed().as_secs_f64());

@@ -82,7 +82,7 @@ fn recall_of<G: GraphView>(
             base.view(),
             queries.view(),
             Metric::L2Squared,
-            &BeamSearchParams::with_l(l),
+            &BeamSearchParams::with_beam_width(l),
             out.as_mut(),
         )
         .unwrap();

@@ -75,7 +75,7 @@ def main() -> None:
         if beam < args.k:
             continue
         t = time.perf_counter()
-        ids, _ = index.search(queries, args.k, beam=beam, backend=args.backend)
+        ids, _ = index.search(queries, args.k, beam_width=beam, backend=args.backend)
         elapsed = time.perf_counter() - t
         print(f"{beam:>6} {weft.recall(ids, truth):>10.4f} {len(queries) / elapsed:>12.0f} "
               f"{elapsed / len(queries) * 1e3:>9.3f}")

@@ -2,7 +2,7 @@
 
 Builds one index, then times, on the same index and queries:
 
-- batch: ``Index.search(queries, k, beam=...)`` on the whole batch from Python, against
+- batch: ``Index.search(queries, k, beam_width=...)`` on the whole batch from Python, against
   ``weft::Index::search`` on the same batch timed inside the extension (GIL released, no Python
   in the loop: ``weft._weft._rust_search_seconds``), alternating; medians of the rounds and of
   the per-round ratios (and, for reference, the library's cancellable search, which looks at its
@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--beam", type=int, default=64)
+    ap.add_argument("--beam-width", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--single-calls", type=int, default=5_000)
     args = ap.parse_args()
@@ -55,17 +55,17 @@ def main() -> None:
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
           f"weft {weft.__version__}; GPU: {weft.gpu_available()}")
     print(f"rnndescent degree 32 on {args.n} x {args.dim} float32: built in "
-          f"{time.perf_counter() - t:.1f} s; k={args.k}, beam={args.beam}")
-    index.search(queries[:256], args.k, beam=args.beam)  # entry layer, huge-page copies
-    _weft._rust_search_seconds(index, queries[:256], args.k, args.beam, 1)
+          f"{time.perf_counter() - t:.1f} s; k={args.k}, beam_width={args.beam_width}")
+    index.search(queries[:256], args.k, beam_width=args.beam_width)  # entry layer, huge-page copies
+    _weft._rust_search_seconds(index, queries[:256], args.k, args.beam_width, 1)
 
     py, rust, rust_cancel = [], [], []
     for _ in range(args.rounds):
         t = time.perf_counter()
-        index.search(queries, args.k, beam=args.beam)
+        index.search(queries, args.k, beam_width=args.beam_width)
         py.append(time.perf_counter() - t)
-        rust += _weft._rust_search_seconds(index, queries, args.k, args.beam, 1)
-        rust_cancel += _weft._rust_search_seconds(index, queries, args.k, args.beam, 1, True)
+        rust += _weft._rust_search_seconds(index, queries, args.k, args.beam_width, 1)
+        rust_cancel += _weft._rust_search_seconds(index, queries, args.k, args.beam_width, 1, True)
     p, r, rc = statistics.median(py), statistics.median(rust), statistics.median(rust_cancel)
     # Each round's two calls ran back to back: their ratio is robust to load that drifts
     # between rounds on a shared machine.
@@ -86,10 +86,10 @@ def main() -> None:
             search = index.search
             t = time.perf_counter()
             for q in items:
-                search(q, args.k, beam=args.beam)
+                search(q, args.k, beam_width=args.beam_width)
             results[name].append((time.perf_counter() - t) / m)
         results["rust"].append(
-            sum(sum(_weft._rust_search_seconds(index, q, args.k, args.beam, 1)) for q in rows) / m
+            sum(sum(_weft._rust_search_seconds(index, q, args.k, args.beam_width, 1)) for q in rows) / m
         )
     r1 = statistics.median(results["rust"])
     for name in ("rows", "vectors"):

@@ -11,24 +11,24 @@ use crate::errors::err;
 use crate::index::PyIndex;
 
 /// Times `calls` calls of `weft::Index::search` (the facade's Rust call, results allocated by
-/// the library) on `queries` with the parameters `Index.search(queries, k, beam=beam)` uses,
+/// the library) on `queries` with the parameters `Index.search(queries, k, beam_width=beam)` uses,
 /// with the GIL released, and returns the seconds of each call. The search results are dropped.
 /// `with_cancel`: with a cancel token in the parameters, as the Python search passes one to
 /// long searches (the library then searches in batches of `CANCEL_CHECK_ROWS` queries).
 #[pyfunction]
-#[pyo3(signature = (index, queries, k, beam, calls, with_cancel = false))]
+#[pyo3(signature = (index, queries, k, beam_width, calls, with_cancel = false))]
 pub(crate) fn _rust_search_seconds(
     py: Python<'_>,
     index: &Bound<'_, PyIndex>,
     queries: &Bound<'_, PyAny>,
     k: usize,
-    beam: usize,
+    beam_width: usize,
     calls: usize,
     with_cancel: bool,
 ) -> PyResult<Vec<f64>> {
     let index = index.get().inner();
     let queries = input(queries, Some(index.data().dtype()), "queries")?;
-    let mut params = SearchParams::with_beam_width(beam);
+    let mut params = SearchParams::with_beam_width(beam_width);
     if with_cancel {
         params = params.with_cancel(weft::CancelToken::new());
     }

@@ -136,7 +136,8 @@ impl PyIndex {
     /// The `k` nearest neighbours of each query: `(ids, distances)`, queries x k (k for a 1-D
     /// query), nearest first, as uint32 and float32 arrays.
     ///
-    /// `beam`: the graph search's candidate list size (at least k; default max(k, 64)).
+    /// `beam_width`: the graph search's candidate list size (at least k; default max(k, 64)),
+    /// on every back end.
     /// `exact=True`: compare with every vector instead. `backend`: `auto` (the GPU when usable),
     /// `cpu` or `gpu`. `threads`: a pool of that many threads for this call. `seed`: the seed of
     /// the search's random choices. `max_hops`: stop each query after that many expanded
@@ -144,14 +145,14 @@ impl PyIndex {
     /// array of allowed ids (filtered-out points are still traversed; rows with fewer than k
     /// allowed neighbours found are padded with `weft.INVALID` and `inf`). C-contiguous
     /// queries are read in place; the GIL is released; Ctrl-C cancels a long search.
-    #[pyo3(signature = (queries, k = 10, *, beam = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None))]
+    #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
         py: Python<'py>,
         queries: &Bound<'py, PyAny>,
         k: usize,
-        beam: Option<usize>,
+        beam_width: Option<usize>,
         exact: bool,
         backend: &str,
         threads: Option<usize>,
@@ -166,7 +167,7 @@ impl PyIndex {
         let mut params = if exact {
             SearchParams::exact()
         } else {
-            SearchParams::with_beam_width(beam.unwrap_or(k.max(64)))
+            SearchParams::with_beam_width(beam_width.unwrap_or(k.max(64)))
         };
         params.backend = convert::backend(backend)?;
         params.threads = threads;

@@ -138,9 +138,9 @@ def test_the_gil_is_released_during_a_search(big):
 def test_searches_from_several_threads_agree(index, queries):
     from concurrent.futures import ThreadPoolExecutor
 
-    want = index.search(queries, 10, beam=48, backend="cpu")
+    want = index.search(queries, 10, beam_width=48, backend="cpu")
     with ThreadPoolExecutor(4) as pool:
-        got = list(pool.map(lambda _: index.search(queries, 10, beam=48, backend="cpu"), range(8)))
+        got = list(pool.map(lambda _: index.search(queries, 10, beam_width=48, backend="cpu"), range(8)))
     for ids, dists in got:
         np.testing.assert_array_equal(ids, want[0])
         np.testing.assert_array_equal(dists, want[1])

@@ -26,7 +26,7 @@ def test_every_element_type(dtype):
     truth, tdist = weft.ground_truth(data, queries, 10)
     ref = ((queries.astype(np.float64)[:, None] - data.astype(np.float64)[None]) ** 2).sum(-1)
     np.testing.assert_allclose(tdist, np.sort(ref, 1)[:, :10], rtol=2e-3, atol=1e-2)
-    found, dists = index.search(queries, 10, beam=96)
+    found, dists = index.search(queries, 10, beam_width=96)
     assert weft.recall(found, truth) >= 0.9
     exact_ids, _ = index.search(queries, 10, exact=True)
     assert weft.recall(exact_ids, truth) == 1.0

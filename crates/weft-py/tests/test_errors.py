@@ -64,7 +64,7 @@ def test_search_errors(index, queries):
     with pytest.raises(weft.InvalidParamsError):
         index.search(queries, len(index) + 1)
     with pytest.raises(weft.InvalidParamsError):
-        index.search(queries, 10, beam=5)
+        index.search(queries, 10, beam_width=5)
 
 
 def test_non_finite_values_name_their_place():

@@ -34,8 +34,8 @@ def check_rows(ids: np.ndarray, dists: np.ndarray, allowed: np.ndarray) -> None:
 def test_mask_and_ids_give_the_same_filtered_results(index, base, queries, backend):
     rng = np.random.default_rng(3)
     allowed = rng.random(len(base)) < 0.3
-    by_mask = index.search(queries, 10, beam=64, backend=backend, filter=allowed)
-    by_ids = index.search(queries, 10, beam=64, backend=backend, filter=np.flatnonzero(allowed))
+    by_mask = index.search(queries, 10, beam_width=64, backend=backend, filter=allowed)
+    by_ids = index.search(queries, 10, beam_width=64, backend=backend, filter=np.flatnonzero(allowed))
     np.testing.assert_array_equal(by_mask[0], by_ids[0])
     check_rows(*by_mask, allowed)
     truth = filtered_truth(base, queries, allowed, 10)

@@ -35,6 +35,6 @@ def test_gpu_build_and_search(algorithm):
     index = weft.build(data, algorithm=algorithm, backend="gpu")
     assert index.build_info["backend"] == "gpu"
     for backend in ("gpu", "cpu"):
-        found, dists = index.search(queries, 10, beam=128, backend=backend)
+        found, dists = index.search(queries, 10, beam_width=128, backend=backend)
         assert weft.recall(found, truth) >= 0.95, backend
         assert (np.diff(dists, axis=1) >= -1e-4).all()

@@ -74,8 +74,8 @@ def test_save_and_load_give_the_same_answers(tmp_path, index, queries):
             len(index), index.dim, index.metric, index.algorithm)
         np.testing.assert_array_equal(loaded.graph(), index.graph())
         # On the CPU, whose search is deterministic (the GPU's automatic mode is not).
-        a = loaded.search(queries, 10, beam=40, backend="cpu")
-        b = index.search(queries, 10, beam=40, backend="cpu")
+        a = loaded.search(queries, 10, beam_width=40, backend="cpu")
+        b = index.search(queries, 10, beam_width=40, backend="cpu")
         np.testing.assert_array_equal(a[0], b[0])
         np.testing.assert_array_equal(a[1], b[1])
 

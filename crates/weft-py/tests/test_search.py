@@ -33,7 +33,7 @@ def test_exact_search_equals_ground_truth(index, queries, truth):
 
 
 def test_graph_search_distances_are_exact_and_sorted(index, base, queries):
-    ids, dists = index.search(queries, 10, beam=64)
+    ids, dists = index.search(queries, 10, beam_width=64)
     assert ids.shape == (len(queries), 10)
     assert (ids != weft.INVALID).all()
     np.testing.assert_allclose(dists, exact_distances(base, queries, ids), rtol=1e-4, atol=1e-3)
@@ -41,10 +41,25 @@ def test_graph_search_distances_are_exact_and_sorted(index, base, queries):
     assert all(len(set(row)) == 10 for row in ids)
 
 
-def test_recall_grows_with_the_beam(index, queries, truth):
-    recalls = [weft.recall(index.search(queries, 10, beam=b)[0], truth[0]) for b in (10, 32, 128)]
+def test_recall_grows_with_the_beam_width(index, queries, truth):
+    recalls = [
+        weft.recall(index.search(queries, 10, beam_width=b)[0], truth[0]) for b in (10, 32, 128)
+    ]
     assert recalls == sorted(recalls)
     assert recalls[-1] >= 0.97, recalls
+
+
+def test_beam_width_is_the_one_name_of_the_list_size(index, queries):
+    # The default is max(k, 64): the same results as beam_width=64 for k = 10.
+    default = index.search(queries, 10, backend="cpu")
+    named = index.search(queries, 10, beam_width=64, backend="cpu")
+    np.testing.assert_array_equal(default[0], named[0])
+    # Below k it is refused by its name; the former keyword is gone.
+    with pytest.raises(weft.InvalidParamsError) as e:
+        index.search(queries, 10, beam_width=5, backend="cpu")
+    assert e.value.param == "beam_width"
+    with pytest.raises(TypeError):
+        index.search(queries, 10, beam=64)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +79,7 @@ def test_every_cpu_algorithm_on_clustered_data(algorithm, params, min_recall):
     truth, _ = weft.ground_truth(data, queries, 10)
     index = weft.build(data, algorithm=algorithm, backend="cpu", seed=1, **params)
     assert index.algorithm == algorithm and len(index) == 3000 and index.dim == 16
-    found, _ = index.search(queries, 10, beam=96, backend="cpu")
+    found, _ = index.search(queries, 10, beam_width=96, backend="cpu")
     assert weft.recall(found, truth) >= min_recall
 
 
@@ -79,7 +94,7 @@ def test_other_metrics(metric):
         )
     index = weft.build(data, metric=metric, degree=24)
     assert index.metric == metric
-    found, _ = index.search(queries, 10, beam=128)
+    found, _ = index.search(queries, 10, beam_width=128)
     assert weft.recall(found, truth) >= 0.9
 
 
@@ -90,9 +105,9 @@ def test_same_seed_same_graph_any_thread_count(base):
 
 
 def test_single_vector_query(index, queries):
-    ids, dists = index.search(queries[3], 5, beam=64)
+    ids, dists = index.search(queries[3], 5, beam_width=64)
     assert ids.shape == dists.shape == (5,)
-    batch_ids, batch_dists = index.search(queries[:10], 5, beam=64)
+    batch_ids, batch_dists = index.search(queries[:10], 5, beam_width=64)
     np.testing.assert_array_equal(ids, batch_ids[3])
     np.testing.assert_array_equal(dists, batch_dists[3])
 
@@ -100,9 +115,9 @@ def test_single_vector_query(index, queries):
 def test_results_do_not_depend_on_the_batch_or_threads(index, queries):
     # The CPU search: a query's answer depends on nothing else. (The GPU's automatic mode picks
     # multi-CTA for small batches, whose answers may differ slightly between runs.)
-    whole = index.search(queries, 10, beam=48, backend="cpu")
+    whole = index.search(queries, 10, beam_width=48, backend="cpu")
     halves = [
-        index.search(q, 10, beam=48, threads=1, backend="cpu") for q in (queries[:77], queries[77:])
+        index.search(q, 10, beam_width=48, threads=1, backend="cpu") for q in (queries[:77], queries[77:])
     ]
     np.testing.assert_array_equal(whole[0], np.concatenate([h[0] for h in halves]))
     np.testing.assert_array_equal(whole[1], np.concatenate([h[1] for h in halves]))

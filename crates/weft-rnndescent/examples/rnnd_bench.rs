@@ -119,7 +119,7 @@ fn main() {
             } else {
                 EntryPoints::Random { count: entries }
             },
-            ..BeamSearchParams::with_l(l.max(k))
+            ..BeamSearchParams::with_beam_width(l.max(k))
         };
         let mut out = Neighbors::new(nq, k);
         let mut times = Vec::new();

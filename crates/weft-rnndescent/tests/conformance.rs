@@ -118,7 +118,7 @@ fn reference_variants_build_valid_graphs() {
                 base.view(),
                 queries.view(),
                 Metric::L2Squared,
-                &BeamSearchParams::with_l(64),
+                &BeamSearchParams::with_beam_width(64),
                 out.as_mut(),
             )
             .unwrap();
@@ -155,7 +155,7 @@ fn builds_end_to_end_with_beam_search_and_rows_are_sorted() {
             base.view(),
             queries.view(),
             Metric::L2Squared,
-            &BeamSearchParams::with_l(48),
+            &BeamSearchParams::with_beam_width(48),
             out.as_mut(),
         )
         .unwrap();
@@ -229,7 +229,7 @@ fn filled_rows_add_pruned_candidates_to_the_same_kept_rows() {
                 base.view(),
                 queries.view(),
                 Metric::L2Squared,
-                &BeamSearchParams::with_l(16),
+                &BeamSearchParams::with_beam_width(16),
                 out.as_mut(),
             )
             .unwrap();

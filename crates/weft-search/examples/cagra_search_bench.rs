@@ -2,21 +2,21 @@
 //!
 //! ```text
 //! cagra_search_bench [--preset sift|gist] [--n 1000000] [--nq 10000] [--knn-degree 128]
-//!     [--degree 64] [--itopk 32,48,64,96,128,192,256] [--runs 3] [--batch1 200]
-//!     [--batch1-itopk 32,64,128] [--f16]
-//! e.g. cagra_search_bench --runs 3 --batch1 200 --itopk 16,17,18,19,20,24 --batch1-itopk 16,32
+//!     [--degree 64] [--beam-width 32,48,64,96,128,192,256] [--runs 3] [--batch1 200]
+//!     [--batch1-beam-width 32,64,128] [--f16]
+//! e.g. cagra_search_bench --runs 3 --batch1 200 --beam-width 16,17,18,19,20,24 --batch1-beam-width 16,32
 //! ```
 //!
 //! Generates the weft-io synthetic preset (seed 1: base and queries), uploads it, builds the
 //! search graph on the GPU as the `cagra` gpu registry entry does (GNND k-NN graph of degree
 //! `--knn-degree`, then `CagraOptimizer::optimize_device` to `--degree`, no host round trip),
 //! computes the exact top 10 with `ExactGpu`, then prints one JSON line per measurement:
-//! single-CTA QPS and recall@10 per itopk at batch `--nq` (data, graph and queries resident;
+//! single-CTA QPS and recall@10 per beam_width at batch `--nq` (data, graph and queries resident;
 //! median of `--runs` per batch, each covering the kernels and the download of the results to the
 //! host): `qps` / `seconds_median` through one session (a `CagraSearchBuffers` allocated on a
 //! warm-up call and reused: steady state, no allocation), `qps_one_shot` /
 //! `seconds_median_one_shot` through `search_device` (work buffers allocated per call); the
-//! batch-1 latency per itopk (multi-CTA, the first `--batch1` queries one at a time, again
+//! batch-1 latency per beam_width (multi-CTA, the first `--batch1` queries one at a time, again
 //! through one session and one-shot), and with `--f16` the same sweep on f16 copies of base and queries (recall against the
 //! f32 truth). Each search line also gives the memory-bandwidth floor of its iterations: the
 //! bytes of vectors and graph rows one query reads (distances computed x row bytes + expanded
@@ -91,15 +91,15 @@ fn sweep<T: Element>(
     graph: &DeviceFixedGraph,
     queries: &DeviceMatrix<T>,
     truth: &Neighbors,
-    itopks: &[usize],
+    beam_widths: &[usize],
     runs: usize,
 ) -> weft_core::Result<()> {
     let search = CagraSearchDevice::new(ctx);
     let nq = queries.rows();
     let row_bytes = data.stride() * std::mem::size_of::<T>();
-    for &itopk in itopks {
+    for &beam_width in beam_widths {
         let cfg = CagraSearchParams {
-            itopk,
+            beam_width,
             mode: CagraSearchMode::SingleCta,
             ..Default::default()
         };
@@ -161,7 +161,7 @@ fn sweep<T: Element>(
         println!(
             "{}",
             serde_json::json!({
-                "what": "batch", "data": label, "mode": "single_cta", "itopk": itopk,
+                "what": "batch", "data": label, "mode": "single_cta", "beam_width": beam_width,
                 "queries": nq, "recall@10": recall(&found, truth, nq), "qps": nq as f64 / t,
                 "seconds_median": t, "qps_one_shot": nq as f64 / t_one,
                 "seconds_median_one_shot": t_one, "session_same_ids": again.ids == found.ids,
@@ -185,7 +185,7 @@ fn batch1<T: Element>(
     graph: &DeviceFixedGraph,
     queries: &Dataset<T>,
     truth: &Neighbors,
-    itopks: &[usize],
+    beam_widths: &[usize],
     count: usize,
 ) -> weft_core::Result<()> {
     let search = CagraSearchDevice::new(ctx);
@@ -193,9 +193,9 @@ fn batch1<T: Element>(
     let singles: Vec<DeviceMatrix<T>> = (0..count)
         .map(|q| DeviceMatrix::upload(ctx, queries.view().slice_rows(q..q + 1)?))
         .collect::<weft_core::Result<_>>()?;
-    for &itopk in itopks {
+    for &beam_width in beam_widths {
         let cfg = CagraSearchParams {
-            itopk,
+            beam_width,
             mode: CagraSearchMode::MultiCta,
             ..Default::default()
         };
@@ -244,7 +244,7 @@ fn batch1<T: Element>(
         println!(
             "{}",
             serde_json::json!({
-                "what": "batch1", "data": label, "mode": "multi_cta", "itopk": itopk,
+                "what": "batch1", "data": label, "mode": "multi_cta", "beam_width": beam_width,
                 "queries": count, "recall@10": recall(&sfound, truth, count),
                 "latency_ms_median": 1e3 * slat[slat.len() / 2],
                 "checksum": checksum(&sfound),
@@ -260,26 +260,26 @@ fn batch1<T: Element>(
 }
 
 /// The sweep through a `CagraSearchSession` from host queries to host results (what
-/// `weft::Index` does), at k = 10 and k = itopk, beside the same session on resident queries.
+/// `weft::Index` does), at k = 10 and k = beam_width, beside the same session on resident queries.
 fn host_sweep(
     ctx: GpuContext,
     data: DeviceMatrix<f32>,
     graph: DeviceFixedGraph,
     queries: &Dataset<f32>,
     truth: &Neighbors,
-    itopks: &[usize],
+    beam_widths: &[usize],
     runs: usize,
 ) -> weft_core::Result<()> {
     let qdev = DeviceMatrix::upload(&ctx, queries.view())?;
     let mut session = CagraSearchSession::from_device(ctx, data, graph, &[], None)?;
     let nq = queries.rows();
-    for &itopk in itopks {
+    for &beam_width in beam_widths {
         let cfg = CagraSearchParams {
-            itopk,
+            beam_width,
             mode: CagraSearchMode::SingleCta,
             ..Default::default()
         };
-        for k in [10, itopk.min(100)] {
+        for k in [10, beam_width.min(100)] {
             let mut out = Neighbors::new(nq, k);
             session.search_into(queries.view(), Metric::L2Squared, &cfg, out.as_mut())?;
             let median = |mut v: Vec<f64>| {
@@ -302,7 +302,7 @@ fn host_sweep(
             println!(
                 "{}",
                 serde_json::json!({
-                    "what": "host_batch", "itopk": itopk, "k": k, "queries": nq,
+                    "what": "host_batch", "beam_width": beam_width, "k": k, "queries": nq,
                     "recall@10": recall(&out, truth, nq), "qps_host": nq as f64 / h,
                     "qps_resident_queries": nq as f64 / d, "seconds_host": h,
                     "seconds_resident_queries": d,
@@ -325,8 +325,8 @@ fn main() -> weft_core::Result<()> {
     let degree = num(&args, "--degree", 64);
     let runs = num(&args, "--runs", 3).max(1);
     let b1 = num(&args, "--batch1", 200);
-    let itopks = list(&args, "--itopk", "32,48,64,96,128,192,256");
-    let b1_itopks = list(&args, "--batch1-itopk", "32,64,128");
+    let beam_widths = list(&args, "--beam-width", "32,48,64,96,128,192,256");
+    let b1_beam_widths = list(&args, "--batch1-beam-width", "32,64,128");
     let f16 = args.iter().any(|a| a == "--f16");
     let host = args.iter().any(|a| a == "--host");
 
@@ -364,12 +364,30 @@ fn main() -> weft_core::Result<()> {
         })
     );
     let label = format!("{}-f32", preset.name());
-    sweep(&ctx, &label, &dev, &graph, &qdev, &truth, &itopks, runs)?;
+    sweep(
+        &ctx,
+        &label,
+        &dev,
+        &graph,
+        &qdev,
+        &truth,
+        &beam_widths,
+        runs,
+    )?;
     if b1 > 0 {
-        batch1(&ctx, &label, &dev, &graph, &queries, &truth, &b1_itopks, b1)?;
+        batch1(
+            &ctx,
+            &label,
+            &dev,
+            &graph,
+            &queries,
+            &truth,
+            &b1_beam_widths,
+            b1,
+        )?;
     }
     if host {
-        host_sweep(ctx, dev, graph, &queries, &truth, &itopks, runs)?;
+        host_sweep(ctx, dev, graph, &queries, &truth, &beam_widths, runs)?;
         return Ok(());
     }
     if f16 {
@@ -389,7 +407,16 @@ fn main() -> weft_core::Result<()> {
         let dev16 = DeviceMatrix::upload(&ctx, base16.view())?;
         let qdev16 = DeviceMatrix::upload(&ctx, q16.view())?;
         let label = format!("{}-f16", preset.name());
-        sweep(&ctx, &label, &dev16, &graph, &qdev16, &truth, &itopks, runs)?;
+        sweep(
+            &ctx,
+            &label,
+            &dev16,
+            &graph,
+            &qdev16,
+            &truth,
+            &beam_widths,
+            runs,
+        )?;
     }
     Ok(())
 }

@@ -3,9 +3,9 @@
 //!
 //! ```text
 //! ggnn_gpu_search_bench [--preset sift|gist] [--n 1000000] [--queries 10000] [--k 24]
-//!     [--taus 0.0,0.2,0.3,0.4,0.5,0.6,0.7,0.8,1.0] [--prioq 54] [--visited 384]
+//!     [--taus 0.0,0.2,0.3,0.4,0.5,0.6,0.7,0.8,1.0] [--prioq 54 (the GGNN beam width)] [--visited 384]
 //!     [--iterations 400] [--blocks 32,64] [--teams 0] [--runs 3] [--extra "prioq:iters[:visited],..."]
-//!     [--compare] [--itopk 16,24,32,48,64] [--f16] [--prefetch 1,0]
+//!     [--compare] [--beam-width 16,24,32,48,64] [--f16] [--prefetch 1,0]
 //! ```
 //!
 //! Generates the weft-io synthetic preset (seed 1: base and queries) and uploads it; builds the
@@ -22,8 +22,8 @@
 //! With `--compare`: builds a CAGRA graph (GNND k = 64, optimised to degree 32) and a GRNND
 //! graph (defaults, degree 32) of the same data on the GPU and searches the three graphs both
 //! with the GGNN query (entered from the GGNN hierarchy's entry points, tau sweep) and with the
-//! CAGRA single-CTA search (the GGNN entry points besides its random ones, itopk
-//! sweep `--itopk`). With `--f16`: the GGNN sweep (first block and team size) again on f16
+//! CAGRA single-CTA search (the GGNN entry points besides its random ones, beam_width
+//! sweep `--beam-width`). With `--f16`: the GGNN sweep (first block and team size) again on f16
 //! copies of base and queries, over the same graph (recall against the f32 truth).
 
 use std::sync::Arc;
@@ -160,7 +160,7 @@ impl<T: Element> Bench<'_, T> {
             serde_json::json!({
                 "what": "search", "search": "ggnn_gpu", "graph": graph_name, "preset": self.preset, "dtype": T::DTYPE.name(),
                 "n": self.data.rows(), "queries": nq, "tau": cfg.tau, "best": cfg.best,
-                "prioq": cfg.prioq, "visited": cfg.visited, "max_iterations": cfg.max_iterations,
+                "beam_width": cfg.beam_width, "visited": cfg.visited, "max_iterations": cfg.max_iterations,
                 "prefetch_rows": opts.prefetch_rows,
                 "block": plan.block_threads, "team": plan.team_size, "hash_bits": plan.hash_bits,
                 "shared_bytes": plan.shared_bytes,
@@ -176,12 +176,12 @@ impl<T: Element> Bench<'_, T> {
         &self,
         graph_name: &str,
         graph: &DeviceFixedGraph,
-        itopk: usize,
+        beam_width: usize,
     ) -> weft_core::Result<()> {
         let dev = CagraSearchDevice::new(self.ctx);
         let nq = self.queries.rows();
         let cfg = CagraSearchParams {
-            itopk,
+            beam_width,
             mode: CagraSearchMode::SingleCta,
             ..Default::default()
         };
@@ -220,7 +220,7 @@ impl<T: Element> Bench<'_, T> {
             "{}",
             serde_json::json!({
                 "what": "search", "search": "cagra_gpu", "graph": graph_name, "preset": self.preset, "dtype": T::DTYPE.name(),
-                "n": self.data.rows(), "queries": nq, "itopk": itopk,
+                "n": self.data.rows(), "queries": nq, "beam_width": beam_width,
                 "recall_at_1": r1, "recall_at_10": r10, "qps": nq as f64 / t, "seconds_median": t,
                 "runs": self.runs, "expanded_per_query": st.hops as f64 / nq as f64,
                 "distances_per_query": st.distance_computations as f64 / nq as f64,
@@ -261,7 +261,7 @@ fn main() -> weft_core::Result<()> {
     let compare = args.iter().any(|a| a == "--compare");
     let f16 = args.iter().any(|a| a == "--f16");
     let prefetch: Vec<usize> = list(&args, "--prefetch", "1");
-    let itopks: Vec<usize> = list(&args, "--itopk", "16,24,32,48,64");
+    let beam_widths: Vec<usize> = list(&args, "--beam-width", "16,24,32,48,64");
     let metric = Metric::L2Squared;
 
     let ctx = Arc::new(weft_gpu::probe()?);
@@ -320,7 +320,7 @@ fn main() -> weft_core::Result<()> {
                     for &tau in &taus {
                         let cfg = GgnnSearchParams {
                             tau,
-                            prioq: pq,
+                            beam_width: pq,
                             visited: vis,
                             max_iterations: it,
                             max_nn1: Some(stats.max_nn1),
@@ -361,7 +361,7 @@ fn main() -> weft_core::Result<()> {
         for &tau in &taus {
             let cfg = GgnnSearchParams {
                 tau,
-                prioq,
+                beam_width: prioq,
                 visited,
                 max_iterations: iterations,
                 max_nn1: Some(stats.max_nn1),
@@ -376,8 +376,8 @@ fn main() -> weft_core::Result<()> {
         }
     }
     if compare {
-        for &itopk in &itopks {
-            bench.cagra("ggnn", &ggnn_graph, itopk)?;
+        for &beam_width in &beam_widths {
+            bench.cagra("ggnn", &ggnn_graph, beam_width)?;
         }
         let t = Instant::now();
         let (knn, _) = Gnnd::new(&ctx).build_device(
@@ -412,7 +412,7 @@ fn main() -> weft_core::Result<()> {
             for &tau in &taus {
                 let cfg = GgnnSearchParams {
                     tau,
-                    prioq,
+                    beam_width: prioq,
                     visited,
                     max_iterations: iterations,
                     max_nn1: Some(stats.max_nn1),
@@ -424,8 +424,8 @@ fn main() -> weft_core::Result<()> {
                 };
                 bench.ggnn(gname, g, &cfg, &opts)?;
             }
-            for &itopk in &itopks {
-                bench.cagra(gname, g, itopk)?;
+            for &beam_width in &beam_widths {
+                bench.cagra(gname, g, beam_width)?;
             }
         }
     }

@@ -65,9 +65,11 @@ pub enum EntryPoints {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BeamSearchParams {
-    /// Candidate-list (beam) size `L`; must be at least the `k` of the search. Larger is slower
-    /// and more accurate. Default 64.
-    pub l: usize,
+    /// Beam width: the candidate list size (the papers' `L`); must be at least the `k` of the
+    /// search. Larger is slower and more accurate. Default 64. Read from JSON also under its
+    /// former name `l`.
+    #[serde(alias = "l")]
+    pub beam_width: usize,
     /// Where searches start. Default: the graph's entry points.
     pub entry_points: EntryPoints,
     /// Seed of the random and the spread entry points. Default 0.
@@ -88,22 +90,23 @@ pub struct BeamSearchParams {
     /// behind them; every allowed vertex the search scores is offered to a separate list of
     /// the `k` best, which is the answer (padded with [`INVALID`] / `+inf` when fewer than `k`
     /// allowed vertices were reached). A filter that allows at most
-    /// [`FILTER_EXACT_PER_L`]` * l` ids is answered by scoring those ids directly (exact, and
-    /// no dearer than the graph search). A selective filter needs a larger `l` for the same
+    /// [`FILTER_EXACT_PER_L`]` * beam_width` ids is answered by scoring those ids directly
+    /// (exact, and no dearer than the graph search). A selective filter needs a larger
+    /// `beam_width` for the same
     /// recall. Its length must be the data's row count. Not serialised.
     #[serde(skip)]
     pub filter: Option<Filter>,
 }
 
 /// A filtered [`BeamSearch`] whose filter allows at most this many ids per unit of the beam
-/// size `l` scores the allowed ids exactly instead of searching the graph (a graph search of
-/// width `l` scores about that many vertices anyway).
+/// width scores the allowed ids exactly instead of searching the graph (a graph search of
+/// beam width `L` scores about that many vertices anyway).
 pub const FILTER_EXACT_PER_L: usize = 16;
 
 impl Default for BeamSearchParams {
     fn default() -> Self {
         BeamSearchParams {
-            l: 64,
+            beam_width: 64,
             entry_points: EntryPoints::Graph,
             seed: 0,
             max_hops: None,
@@ -115,10 +118,10 @@ impl Default for BeamSearchParams {
 }
 
 impl BeamSearchParams {
-    /// Default parameters with beam size `l`.
-    pub fn with_l(l: usize) -> Self {
+    /// Default parameters with beam width `beam_width`.
+    pub fn with_beam_width(beam_width: usize) -> Self {
         BeamSearchParams {
-            l,
+            beam_width,
             ..Default::default()
         }
     }
@@ -126,10 +129,10 @@ impl BeamSearchParams {
 
 impl Params for BeamSearchParams {
     fn validate(&self, rows: usize, _dim: usize) -> Result<()> {
-        if self.l == 0 {
+        if self.beam_width == 0 {
             return Err(Error::invalid_param(
-                "l",
-                "the beam size L must be at least 1",
+                "beam_width",
+                "the beam width must be at least 1",
             ));
         }
         match &self.entry_points {
@@ -333,10 +336,10 @@ impl BeamSearch {
         out: &NeighborsMut<'_>,
     ) -> Result<()> {
         let k = check_search_inputs(graph, data, queries, out, |n, dim| params.validate(n, dim))?;
-        if params.l < k {
+        if params.beam_width < k {
             return Err(Error::invalid_param(
-                "l",
-                format!("the beam size L = {} is below k = {k}", params.l),
+                "beam_width",
+                format!("the beam width {} is below k = {k}", params.beam_width),
             ));
         }
         Ok(())
@@ -376,7 +379,7 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
     /// Searches for `query` (number `qi`), leaving the candidate list in `s.pool`.
     fn run(&self, s: &mut Scratch, qi: usize, query: &[T]) {
         let n = self.data.rows();
-        let l = self.params.l;
+        let l = self.params.beam_width;
         let max_hops = self.params.max_hops.unwrap_or(usize::MAX);
         let budget = self.params.max_distance_computations.unwrap_or(usize::MAX);
         s.next_query();
@@ -524,8 +527,8 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
         query: &[T],
         budget: usize,
     ) -> usize {
-        let l = self.params.l;
-        let beam = layer.params().beam;
+        let l = self.params.beam_width;
+        let beam = layer.params().beam_width;
         let ids = layer.ids();
         let row = |local: u32| self.data.row(ids[local as usize] as usize);
         let d0 = self.dist.eval(query, row(0));
@@ -650,7 +653,7 @@ impl BeamSearch {
         let n = data.rows();
         let k = out.k();
         if let Some(filter) = &params.filter
-            && filter.count() <= FILTER_EXACT_PER_L.saturating_mul(params.l)
+            && filter.count() <= FILTER_EXACT_PER_L.saturating_mul(params.beam_width)
         {
             return exact_search_filtered(data, queries, metric, filter, out);
         }
@@ -713,7 +716,7 @@ impl BeamSearch {
             .for_each(|(qi, (ids, dists))| {
                 let t = rayon::current_thread_index().unwrap_or(0) % slots.len();
                 let mut guard = slots[t].lock().unwrap_or_else(|e| e.into_inner());
-                let s = guard.get_or_insert_with(|| Scratch::new(n, params.l, layer_len));
+                let s = guard.get_or_insert_with(|| Scratch::new(n, params.beam_width, layer_len));
                 ctx.run(s, qi, queries.row(qi));
                 if params.filter.is_some() {
                     write_row(&s.found, ids, dists);
@@ -786,7 +789,7 @@ mod tests {
         let params = BeamSearchParams {
             entry_points,
             seed: 5,
-            ..BeamSearchParams::with_l(128) // more than an island: exhaustive within it
+            ..BeamSearchParams::with_beam_width(128) // more than an island: exhaustive within it
         };
         BeamSearch.search(
             graph,

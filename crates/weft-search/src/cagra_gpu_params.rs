@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Params, Result};
 
-/// The largest `itopk` (and so `k`) of the GPU search.
-pub const CAGRA_GPU_MAX_ITOPK: usize = 1024;
+/// The largest `beam_width` (and so `k`) of the GPU search.
+pub const CAGRA_GPU_MAX_BEAM_WIDTH: usize = 1024;
 /// The largest `search_width` (parents expanded per iteration) of the GPU search.
 pub const CAGRA_GPU_MAX_SEARCH_WIDTH: usize = 32;
 
@@ -13,14 +13,14 @@ pub const CAGRA_GPU_MAX_SEARCH_WIDTH: usize = 32;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CagraSearchMode {
-    /// Multi-CTA for batches smaller than twice the GPU's SM count or `itopk > 512`, else
+    /// Multi-CTA for batches smaller than twice the GPU's SM count or `beam_width > 512`, else
     /// single-CTA. Results of the two modes differ: fix the mode when results must not depend on
     /// the batch size.
     #[default]
     Auto,
     /// One block per query: deterministic, independent of the batch.
     SingleCta,
-    /// Several blocks per query sharing a visited table (small batches, large `itopk`).
+    /// Several blocks per query sharing a visited table (small batches, large `beam_width`).
     MultiCta,
 }
 
@@ -77,12 +77,15 @@ impl std::str::FromStr for SearchPrecision {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CagraSearchParams {
-    /// Internal list size: at least the search's `k`, at most 1024. The main recall knob, the
-    /// counterpart of the beam search's `l`. Default 64.
-    pub itopk: usize,
+    /// Beam width: the search's candidate list size, at least the search's `k`, at most
+    /// [`CAGRA_GPU_MAX_BEAM_WIDTH`]. The main recall knob, the same as the CPU beam search's
+    /// `beam_width` (multi-CTA mode splits it over blocks of 32 entries). Default 64. Read
+    /// from JSON also under its former name `itopk`.
+    #[serde(alias = "itopk")]
+    pub beam_width: usize,
     /// Parents expanded per iteration (1..=[`CAGRA_GPU_MAX_SEARCH_WIDTH`]). Default 1.
     pub search_width: usize,
-    /// Iteration cap; 0 = automatic (single-CTA `1 + min(ceil(1.1 itopk / w), itopk / w + 10)`,
+    /// Iteration cap; 0 = automatic (single-CTA `1 + min(ceil(1.1 beam_width / w), beam_width / w + 10)`,
     /// multi-CTA 36, at least `min_iterations`). The batches that score the entry points before
     /// the first expansion are not iterations. Default 0.
     pub max_iterations: usize,
@@ -104,7 +107,7 @@ pub struct CagraSearchParams {
     /// data, [`SearchPrecision::F16`] (traverse in f16, rerank in f32).
     pub traversal: SearchPrecision,
     /// With [`SearchPrecision::F16`]: how many entries of each query's list are reranked with
-    /// exact distances (`k..=itopk`); 0 = the whole list (`itopk`). Must be 0 with
+    /// exact distances (`k..=beam_width`); 0 = the whole list (`beam_width`). Must be 0 with
     /// [`SearchPrecision::Exact`]. Default 0.
     pub rerank: usize,
 }
@@ -112,7 +115,7 @@ pub struct CagraSearchParams {
 impl Default for CagraSearchParams {
     fn default() -> Self {
         CagraSearchParams {
-            itopk: 64,
+            beam_width: 64,
             search_width: 1,
             max_iterations: 0,
             min_iterations: 0,
@@ -127,10 +130,10 @@ impl Default for CagraSearchParams {
 }
 
 impl CagraSearchParams {
-    /// Default parameters with list size `itopk`.
-    pub fn with_itopk(itopk: usize) -> Self {
+    /// Default parameters with beam width (list size) `beam_width`.
+    pub fn with_beam_width(beam_width: usize) -> Self {
         CagraSearchParams {
-            itopk,
+            beam_width,
             ..Default::default()
         }
     }
@@ -144,10 +147,10 @@ impl CagraSearchParams {
     }
 
     /// The number of list entries reranked per query for `k` results: `rerank`, or the whole
-    /// list (`itopk`) when it is 0; `InvalidParams` on `rerank` unless `k <= rerank <= itopk`
+    /// list (`beam_width`) when it is 0; `InvalidParams` on `rerank` unless `k <= rerank <= beam_width`
     /// (checked for [`SearchPrecision::F16`] only; with `Exact` it must be 0).
     pub fn rerank_len(&self, k: usize) -> Result<usize> {
-        let list = self.itopk;
+        let list = self.beam_width;
         match self.traversal {
             SearchPrecision::Exact if self.rerank != 0 => Err(Error::invalid_param(
                 "rerank",
@@ -184,12 +187,12 @@ impl CagraSearchParams {
 
 impl Params for CagraSearchParams {
     fn validate(&self, rows: usize, _dim: usize) -> Result<()> {
-        if self.itopk == 0 || self.itopk > CAGRA_GPU_MAX_ITOPK {
+        if self.beam_width == 0 || self.beam_width > CAGRA_GPU_MAX_BEAM_WIDTH {
             return Err(Error::invalid_param(
-                "itopk",
+                "beam_width",
                 format!(
-                    "the list size {} must be between 1 and {CAGRA_GPU_MAX_ITOPK}",
-                    self.itopk
+                    "the beam width {} must be between 1 and {CAGRA_GPU_MAX_BEAM_WIDTH}",
+                    self.beam_width
                 ),
             ));
         }
@@ -226,27 +229,34 @@ impl Params for CagraSearchParams {
                 ),
             ));
         }
-        if self.rerank > self.itopk {
+        if self.rerank > self.beam_width {
             return Err(Error::invalid_param(
                 "rerank",
                 format!(
                     "{} entries to rerank exceed the list size {}",
-                    self.rerank, self.itopk
+                    self.rerank, self.beam_width
                 ),
             ));
         }
-        if let Some(f) = &self.filter
-            && f.len() < rows.div_ceil(32)
-        {
-            return Err(Error::invalid_param(
-                "filter",
-                format!(
-                    "a bitset of {} words cannot cover {rows} points (needs {})",
-                    f.len(),
-                    rows.div_ceil(32)
-                ),
-            ));
-        }
-        Ok(())
+        check_filter_words(self.filter.as_deref(), rows)
     }
+}
+
+/// Checks a filter bitset (the layout of [`CagraSearchParams::filter`]: bit `i % 32` of word
+/// `i / 32` set = id `i` allowed) against `rows` points: it needs at least `ceil(rows / 32)`
+/// words.
+pub(crate) fn check_filter_words(filter: Option<&[u32]>, rows: usize) -> Result<()> {
+    if let Some(f) = filter
+        && f.len() < rows.div_ceil(32)
+    {
+        return Err(Error::invalid_param(
+            "filter",
+            format!(
+                "a bitset of {} words cannot cover {rows} points (needs {})",
+                f.len(),
+                rows.div_ceil(32)
+            ),
+        ));
+    }
+    Ok(())
 }

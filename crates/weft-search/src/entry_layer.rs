@@ -32,9 +32,10 @@ pub struct EntryLayerParams {
     /// up with the nearest skipped ones), before reverse edges and bridges are added. At least
     /// 1. Default 8.
     pub degree: usize,
-    /// Candidate-list size of the per-query layer search: larger scores more entry points and
+    /// Beam width (candidate-list size) of the per-query layer search: larger scores more entry points and
     /// misses the query's region less often. At least 1. Default 8.
-    pub beam: usize,
+    #[serde(alias = "beam")]
+    pub beam_width: usize,
 }
 
 impl Default for EntryLayerParams {
@@ -42,7 +43,7 @@ impl Default for EntryLayerParams {
         EntryLayerParams {
             min_entries: 64,
             degree: 8,
-            beam: 8,
+            beam_width: 8,
         }
     }
 }
@@ -62,10 +63,10 @@ impl EntryLayerParams {
                 "the entry layer's degree must be at least 1",
             ));
         }
-        if self.beam == 0 {
+        if self.beam_width == 0 {
             return Err(Error::invalid_param(
-                format!("{prefix}beam"),
-                "the entry layer's beam must be at least 1",
+                format!("{prefix}beam_width"),
+                "the entry layer's beam width must be at least 1",
             ));
         }
         Ok(())

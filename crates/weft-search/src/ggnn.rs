@@ -16,7 +16,7 @@ use crate::exact::write_row;
 use crate::filter::Filter;
 
 /// Parameters of [`GgnnSearch`]. Defaults: the paper's SIFT1M k = 10 configuration (Table 6:
-/// prioq 54, visited 384, 400 iterations) with `tau = 0.5`.
+/// prioq 54, here `beam_width`; visited 384, 400 iterations) with `tau = 0.5`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct GgnnSearchParams {
@@ -24,8 +24,10 @@ pub struct GgnnSearchParams {
     pub tau: f32,
     /// Size of the sorted best list: `max(best, k)` is used (the paper keeps at least 10).
     pub best: usize,
-    /// Size of the bounded priority queue (at least 1).
-    pub prioq: usize,
+    /// Beam width: the size of the bounded priority queue (the paper's `prioq`; at least 1).
+    /// Read from JSON also under its former name `prioq`.
+    #[serde(alias = "prioq")]
+    pub beam_width: usize,
     /// Size of the FIFO visited ring (0 allowed: then only best and queue deduplicate).
     pub visited: usize,
     /// Most vertices expanded per query (at least 1).
@@ -76,7 +78,7 @@ impl Default for GgnnSearchParams {
         GgnnSearchParams {
             tau: 0.5,
             best: 10,
-            prioq: 54,
+            beam_width: 54,
             visited: 384,
             max_iterations: 400,
             max_nn1: None,
@@ -101,8 +103,8 @@ impl Params for GgnnSearchParams {
         if self.best == 0 {
             return Err(Error::invalid_param("best", "must be at least 1"));
         }
-        if self.prioq == 0 {
-            return Err(Error::invalid_param("prioq", "must be at least 1"));
+        if self.beam_width == 0 {
+            return Err(Error::invalid_param("beam_width", "must be at least 1"));
         }
         if self.max_iterations == 0 {
             return Err(Error::invalid_param("max_iterations", "must be at least 1"));
@@ -259,7 +261,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                 let mut guard_lock = slots[t].lock().unwrap_or_else(|e| e.into_inner());
                 let c = guard_lock.get_or_insert_with(|| Cache {
                     best: Vec::with_capacity(best_cap + 1),
-                    prioq: Vec::with_capacity(params.prioq + 1),
+                    prioq: Vec::with_capacity(params.beam_width + 1),
                     res: Vec::with_capacity(k + 1),
                     visited: Vec::with_capacity(params.visited),
                     head: 0,
@@ -289,7 +291,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                     *dc += 1;
                     if d < criterion(c, best_cap, tau, guard, squared) {
                         Cache::insert(&mut c.best, best_cap, &mut c.present, d, v);
-                        Cache::insert(&mut c.prioq, params.prioq, &mut c.present, d, v);
+                        Cache::insert(&mut c.prioq, params.beam_width, &mut c.present, d, v);
                     }
                     if let Some(f) = filter
                         && f.contains(v)

@@ -35,7 +35,7 @@ pub mod gpu;
 
 pub use beam::{BeamSearch, BeamSearchParams, EntryPoints, FILTER_EXACT_PER_L};
 pub use cagra_gpu_params::{
-    CAGRA_GPU_MAX_ITOPK, CAGRA_GPU_MAX_SEARCH_WIDTH, CagraSearchMode, CagraSearchParams,
+    CAGRA_GPU_MAX_BEAM_WIDTH, CAGRA_GPU_MAX_SEARCH_WIDTH, CagraSearchMode, CagraSearchParams,
 };
 pub use cagra_gpu_params::{F16_OVERFLOW, SearchPrecision};
 pub use entry::medoid;
@@ -46,4 +46,4 @@ pub use ggnn::{GgnnSearch, GgnnSearchParams};
 #[cfg(feature = "cuda")]
 pub use gpu::cagra::{CagraSearchDevice, CagraSearchGpu, CagraSearchSession};
 #[cfg(feature = "cuda")]
-pub use gpu::ggnn::{GgnnSearchDevice, GgnnSearchGpu, GgnnSearchSession};
+pub use gpu::ggnn::{GgnnGpuGraph, GgnnSearchDevice, GgnnSearchGpu, GgnnSearchSession};

@@ -12,10 +12,10 @@ use weft_testkit::search::{SearchSuite, check_searcher, known_good_graph, run_se
 
 #[test]
 fn beam_search_passes_the_suite() {
-    let mut suite = SearchSuite::new(BeamSearchParams::with_l(24), 0.9);
+    let mut suite = SearchSuite::new(BeamSearchParams::with_beam_width(24), 0.9);
     suite.invalid_params = vec![
-        BeamSearchParams::with_l(0),
-        BeamSearchParams::with_l(5), // below k = 10
+        BeamSearchParams::with_beam_width(0),
+        BeamSearchParams::with_beam_width(5), // below k = 10
         BeamSearchParams {
             entry_points: EntryPoints::Random { count: 0 },
             ..Default::default()
@@ -74,7 +74,7 @@ fn entry_point_choices_all_work_and_random_ones_are_seeded() {
         let params = BeamSearchParams {
             entry_points: entry.clone(),
             seed: 11,
-            ..BeamSearchParams::with_l(64)
+            ..BeamSearchParams::with_beam_width(64)
         };
         let (a, stats) = search(g, &base, &queries, &params, 10);
         assert_eq!(stats.queries, queries.rows() as u64);
@@ -91,20 +91,32 @@ fn larger_beams_do_not_lose_recall_and_budgets_cut_work() {
     let (base, queries, graph, truth) = fixture();
     let mut last = 0.0;
     for l in [10, 20, 40, 80] {
-        let (out, _) = search(&graph, &base, &queries, &BeamSearchParams::with_l(l), 10);
+        let (out, _) = search(
+            &graph,
+            &base,
+            &queries,
+            &BeamSearchParams::with_beam_width(l),
+            10,
+        );
         let r = recall_at_k(&out, &truth, 10);
         assert!(r + 0.02 >= last, "L = {l}: recall {r} after {last}");
         last = r;
     }
-    let (_, full) = search(&graph, &base, &queries, &BeamSearchParams::with_l(64), 10);
+    let (_, full) = search(
+        &graph,
+        &base,
+        &queries,
+        &BeamSearchParams::with_beam_width(64),
+        10,
+    );
     for params in [
         BeamSearchParams {
             max_hops: Some(3),
-            ..BeamSearchParams::with_l(64)
+            ..BeamSearchParams::with_beam_width(64)
         },
         BeamSearchParams {
             max_distance_computations: Some(40),
-            ..BeamSearchParams::with_l(64)
+            ..BeamSearchParams::with_beam_width(64)
         },
     ] {
         let (out, stats) = search(&graph, &base, &queries, &params, 10);
@@ -133,7 +145,13 @@ fn disconnected_graphs_pad_short_answers() {
     let empty = FixedDegreeGraph::new(base.rows(), 4, vec![INVALID; base.rows() * 4])
         .unwrap()
         .with_entry_points(vec![7]);
-    let (out, stats) = search(&empty, &base, &queries, &BeamSearchParams::with_l(16), 10);
+    let (out, stats) = search(
+        &empty,
+        &base,
+        &queries,
+        &BeamSearchParams::with_beam_width(16),
+        10,
+    );
     assert_eq!(stats.distance_computations, queries.rows() as u64);
     for q in 0..out.rows() {
         assert_eq!(out.row_ids(q)[0], 7);
@@ -173,7 +191,7 @@ fn thread_count_does_not_change_results() {
     let (base, queries, graph, _) = fixture();
     let params = BeamSearchParams {
         entry_points: EntryPoints::Random { count: 4 },
-        ..BeamSearchParams::with_l(32)
+        ..BeamSearchParams::with_beam_width(32)
     };
     let run = |threads| {
         BuildCtx::new(0)

@@ -45,7 +45,7 @@ fn params(ids: &[NodeId], l: usize, layer: Option<EntryLayerParams>) -> BeamSear
     BeamSearchParams {
         entry_points: EntryPoints::Fixed { ids: ids.to_vec() },
         entry_layer: layer,
-        ..BeamSearchParams::with_l(l)
+        ..BeamSearchParams::with_beam_width(l)
     }
 }
 
@@ -212,7 +212,10 @@ fn layer_is_used_only_where_asked_and_checked_against_the_search() {
             ..dflt
         },
         EntryLayerParams { degree: 0, ..dflt },
-        EntryLayerParams { beam: 0, ..dflt },
+        EntryLayerParams {
+            beam_width: 0,
+            ..dflt
+        },
     ] {
         let mut out = Neighbors::new(queries.rows(), 10);
         let r = BeamSearch.search(
@@ -245,7 +248,7 @@ proptest! {
     ) {
         let (base, queries) = clustered_set(n, seed);
         let ids: Vec<NodeId> = picks.iter().map(|&p| (p % n) as NodeId).collect();
-        let lp = EntryLayerParams { min_entries: 2, degree, beam: 4 };
+        let lp = EntryLayerParams { min_entries: 2, degree, beam_width: 4 };
         let build = |threads| {
             BuildCtx::new(0)
                 .with_threads(Some(threads))
@@ -268,7 +271,7 @@ proptest! {
         }
 
         let k = 5.min(n - 1);
-        let full = EntryLayerParams { beam: distinct.len(), ..lp };
+        let full = EntryLayerParams { beam_width: distinct.len(), ..lp };
         let (all, _) = search_generic(&base, &queries, &ids, None, k);
         let (found, _) = search_generic(&base, &queries, &ids, Some(full), k);
         // The same candidates, up to rounding of the distance kernels.

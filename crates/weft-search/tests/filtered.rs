@@ -75,7 +75,7 @@ fn a_filter_of_the_wrong_length_is_a_typed_error() {
     let is_filter_error = |r: weft_core::Result<_>| matches!(r, Err(Error::InvalidParams { name, .. }) if name == "filter");
     let beam = BeamSearchParams {
         filter: Some(wrong.clone()),
-        ..BeamSearchParams::with_l(32)
+        ..BeamSearchParams::with_beam_width(32)
     };
     let r = run_search(
         &BeamSearch,
@@ -131,7 +131,7 @@ fn filtered_recalls(
     assert_eq!(check_filtered("exact", &truth, filter), wanted);
     let beam = BeamSearchParams {
         filter: Some(filter.clone()),
-        ..BeamSearchParams::with_l(l)
+        ..BeamSearchParams::with_beam_width(l)
     };
     let (found, _) = run_search(
         &BeamSearch,
@@ -146,7 +146,7 @@ fn filtered_recalls(
     check_filtered("beam", &found, filter);
     let ggnn = GgnnSearchParams {
         filter: Some(filter.clone()),
-        prioq: l.max(54),
+        beam_width: l.max(54),
         ..Default::default()
     };
     let (g, _) = run_search(
@@ -264,7 +264,7 @@ fn fewer_allowed_than_k_pads_and_none_allowed_is_all_padding() {
     for filter in [few, Filter::none(n)] {
         let beam = BeamSearchParams {
             filter: Some(filter.clone()),
-            ..BeamSearchParams::with_l(16)
+            ..BeamSearchParams::with_beam_width(16)
         };
         let (found, _) = run_search(
             &BeamSearch,

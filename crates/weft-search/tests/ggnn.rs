@@ -144,7 +144,7 @@ proptest! {
         n in 12usize..120,
         degree in 1usize..12,
         k in 1usize..12,
-        prioq in 1usize..20,
+        beam_width in 1usize..20,
         visited in 0usize..16,
         tau in 0.0f32..2.0,
         seed in any::<u64>(),
@@ -164,7 +164,7 @@ proptest! {
         let g = FixedDegreeGraph::new(n, degree, ids).unwrap().with_entry_points(vec![rng.below(n as u64) as NodeId, 0, 0]);
         let base = weft_core::DatasetView::new(&data, n, 4).unwrap();
         let qv = weft_core::DatasetView::new(&queries, 8, 4).unwrap();
-        let p = GgnnSearchParams { tau, prioq, visited, best: 1, ..Default::default() };
+        let p = GgnnSearchParams { tau, beam_width, visited, best: 1, ..Default::default() };
         let (out, _) = run_search(&GgnnSearch, &g, base, qv, metric, k, &p).unwrap();
         check_result_rows("ggnn", &out, n);
         // The distances are the metric's, exactly.

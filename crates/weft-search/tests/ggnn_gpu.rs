@@ -44,7 +44,7 @@ fn ggnn_gpu_passes_the_suite() {
     suite.invalid_params.extend([
         // More than a block can merge, and a visited table beyond shared memory.
         GgnnSearchParams {
-            prioq: 5000,
+            beam_width: 5000,
             ..Default::default()
         },
         GgnnSearchParams {
@@ -117,7 +117,7 @@ fn oracle_case<T: Element>(
     let p = GgnnSearchParams {
         tau,
         best,
-        prioq: n,
+        beam_width: n,
         visited: iters,
         max_iterations: iters,
         max_nn1: None,
@@ -216,7 +216,7 @@ proptest! {
         clusters in 1usize..6,
         metric_i in 0usize..3,
         tau in 0.0f32..1.2,
-        prioq in 8usize..64,
+        beam_width in 8usize..64,
         visited in prop::sample::select(vec![0usize, 16, 64, 384]),
         iters in 20usize..400,
         seed in 0u64..1000,
@@ -227,7 +227,7 @@ proptest! {
         let metric = [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine][metric_i];
         let (base, queries) = gaussian_mixture::<f32>(n, 50, dim, clusters, seed);
         let graph = known_good_graph(base.view(), metric, seed);
-        let p = GgnnSearchParams { tau, prioq, visited, max_iterations: iters, seed, ..Default::default() };
+        let p = GgnnSearchParams { tau, beam_width, visited, max_iterations: iters, seed, ..Default::default() };
         let k = 10;
         let truth = ground_truth(base.view(), queries.view(), metric, k).unwrap();
         let (cpu, _) = run_search(&GgnnSearch, &graph, base.view(), queries.view(), metric, k, &p).unwrap();
@@ -247,7 +247,7 @@ proptest! {
         degree in 1usize..40,
         tau in 0.0f32..2.0,
         visited in prop::sample::select(vec![0usize, 8, 64]),
-        prioq in 1usize..40,
+        beam_width in 1usize..40,
         k in 1usize..12,
         seed in 0u64..1000,
     ) {
@@ -270,7 +270,7 @@ proptest! {
             .collect();
         let entries: Vec<NodeId> = (0..12).map(|j| (j * 7 % n) as NodeId).chain([0, 0]).collect();
         let graph = FixedDegreeGraph::new(n, degree, ids).unwrap().with_entry_points(entries);
-        let p = GgnnSearchParams { tau, prioq, visited, max_iterations: 200, best: k, ..Default::default() };
+        let p = GgnnSearchParams { tau, beam_width, visited, max_iterations: 200, best: k, ..Default::default() };
         let s = GgnnSearchGpu::new(&ctx);
         let (gpu, _) = run_search(&s, &graph, base.view(), queries.view(), Metric::L2Squared, k, &p).unwrap();
         check_results("ggnn_gpu", &gpu, base.view(), queries.view(), Metric::L2Squared);

@@ -37,7 +37,7 @@ proptest! {
         metric_i in 0usize..3,
         frac in prop::sample::select(vec![0.01f64, 0.1, 0.5, 0.9]),
         k in 1usize..32,
-        prioq in 16usize..96,
+        beam_width in 16usize..96,
         visited in prop::sample::select(vec![0usize, 16, 64, 384]),
         block in prop::sample::select(vec![0usize, 32, 64, 128]),
         seed in 0u64..1000,
@@ -50,7 +50,7 @@ proptest! {
         let graph = known_good_graph(base.view(), metric, seed);
         let filter = random_filter(n, frac, seed ^ 3);
         let p = GgnnSearchParams {
-            prioq,
+            beam_width,
             visited,
             max_iterations: 400,
             seed,

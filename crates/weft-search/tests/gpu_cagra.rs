@@ -22,17 +22,17 @@ use weft_testkit::search::{
 /// the entry point, so on small sets it can differ by a query or two.
 const RECALL_TOLERANCE: f64 = 0.02;
 
-fn single(itopk: usize) -> CagraSearchParams {
+fn single(beam_width: usize) -> CagraSearchParams {
     CagraSearchParams {
         mode: CagraSearchMode::SingleCta,
-        ..CagraSearchParams::with_itopk(itopk)
+        ..CagraSearchParams::with_beam_width(beam_width)
     }
 }
 
-fn multi(itopk: usize) -> CagraSearchParams {
+fn multi(beam_width: usize) -> CagraSearchParams {
     CagraSearchParams {
         mode: CagraSearchMode::MultiCta,
-        ..CagraSearchParams::with_itopk(itopk)
+        ..CagraSearchParams::with_beam_width(beam_width)
     }
 }
 
@@ -66,9 +66,9 @@ fn gpu_cagra_search_passes_the_suite() {
     for params in [single(32), multi(32)] {
         let mut suite = SearchSuite::new(params.clone(), 0.9);
         suite.invalid_params = vec![
-            CagraSearchParams::with_itopk(0),
-            CagraSearchParams::with_itopk(5), // below k = 10
-            CagraSearchParams::with_itopk(2048),
+            CagraSearchParams::with_beam_width(0),
+            CagraSearchParams::with_beam_width(5), // below k = 10
+            CagraSearchParams::with_beam_width(2048),
             CagraSearchParams {
                 search_width: 0,
                 ..Default::default()
@@ -117,7 +117,7 @@ proptest! {
         let truth = ground_truth(base.view(), queries.view(), metric, k).unwrap();
         let mut cpu = Neighbors::new(queries.rows(), k);
         BeamSearch
-            .search(&graph, base.view(), queries.view(), metric, &BeamSearchParams::with_l(l), cpu.as_mut())
+            .search(&graph, base.view(), queries.view(), metric, &BeamSearchParams::with_beam_width(l), cpu.as_mut())
             .unwrap();
         let params = CagraSearchParams { search_width: width, seed, ..single(l) };
         let gpu = search(&ctx, &graph, &base, &queries, metric, k, &params);
@@ -182,8 +182,10 @@ fn gpu_cagra_filtered_search_never_returns_filtered_ids() {
     let n = 5000;
     let (base, queries) = gaussian_mixture::<f32>(n, 100, 16, 4, 21);
     let graph = known_good_graph(base.view(), Metric::L2Squared, 21);
-    // The list must hold enough points to reach k allowed ones: itopk 128 at 90%, 512 at 99%.
-    for (rate, keep_every, itopk, min_recall) in [(0.9, 10usize, 128, 0.9), (0.99, 100, 512, 0.7)] {
+    // The list must hold enough points to reach k allowed ones: beam_width 128 at 90%, 512 at 99%.
+    for (rate, keep_every, beam_width, min_recall) in
+        [(0.9, 10usize, 128, 0.9), (0.99, 100, 512, 0.7)]
+    {
         let allowed =
             |i: usize| weft_core::rng::hash3(5, i as u64, 0).is_multiple_of(keep_every as u64);
         let filter = CagraSearchParams::filter_from(n, allowed);
@@ -199,7 +201,7 @@ fn gpu_cagra_filtered_search_never_returns_filtered_ids() {
         for x in truth.ids.iter_mut() {
             *x = ids[*x as usize] as u32;
         }
-        for params in [single(itopk), multi(itopk)] {
+        for params in [single(beam_width), multi(beam_width)] {
             let params = CagraSearchParams {
                 filter: Some(filter.clone()),
                 min_iterations: 64,
@@ -283,7 +285,7 @@ fn gpu_cagra_search_rejects_bad_params() {
     let (base, queries) = gaussian_mixture::<f32>(500, 4, 8, 2, 51);
     let graph = known_good_graph(base.view(), Metric::L2Squared, 51);
     let bad = [
-        CagraSearchParams::with_itopk(8),
+        CagraSearchParams::with_beam_width(8),
         CagraSearchParams {
             search_width: 33,
             ..Default::default()

@@ -35,9 +35,9 @@ fn invalid_name<T: std::fmt::Debug>(r: weft_core::Result<T>) -> String {
     }
 }
 
-fn f16_params(itopk: usize, mode: CagraSearchMode) -> CagraSearchParams {
+fn f16_params(beam_width: usize, mode: CagraSearchMode) -> CagraSearchParams {
     CagraSearchParams {
-        itopk,
+        beam_width,
         mode,
         traversal: SearchPrecision::F16,
         ..Default::default()
@@ -86,7 +86,7 @@ fn f16_params_are_checked_without_a_gpu() {
     assert_eq!(
         invalid_name(p.rerank_len(k)),
         "rerank",
-        "rerank above itopk"
+        "rerank above the beam width"
     );
     assert_eq!(invalid_name(p.validate(100, 8)), "rerank");
     let exact = CagraSearchParams {
@@ -379,21 +379,21 @@ fn compare_recall(
     let truth = ground_truth(base.view(), queries.view(), metric, k).unwrap();
     let mut session =
         CagraSearchSession::new(weft_gpu::probe().unwrap(), base.view(), &graph).unwrap();
-    for itopk in [32usize, 64] {
+    for beam_width in [32usize, 64] {
         let exact = CagraSearchParams {
-            itopk,
+            beam_width,
             mode: CagraSearchMode::SingleCta,
             ..Default::default()
         };
-        let half = f16_params(itopk, CagraSearchMode::SingleCta);
+        let half = f16_params(beam_width, CagraSearchMode::SingleCta);
         let (want, _) = session.search(queries.view(), metric, k, &exact).unwrap();
         let (got, stats) = session.search(queries.view(), metric, k, &half).unwrap();
         assert!(stats.distance_computations > 0);
         let (r_exact, r_half) = (recall_at_k(&want, &truth, k), recall_at_k(&got, &truth, k));
-        println!("{what} itopk {itopk}: recall@10 exact {r_exact:.4}, f16 {r_half:.4}");
+        println!("{what} beam width {beam_width}: recall@10 exact {r_exact:.4}, f16 {r_half:.4}");
         assert!(
             r_exact - r_half <= 0.005,
-            "{what} itopk {itopk}: f16 recall {r_half} vs exact {r_exact}"
+            "{what} beam width {beam_width}: f16 recall {r_half} vs exact {r_exact}"
         );
         assert_exact_distances(what, &got, base, queries, metric);
         // The one-shot search (its own f16 copy) returns the same.
@@ -410,9 +410,9 @@ fn compare_recall(
             .unwrap();
         assert_eq!(
             one.ids, got.ids,
-            "{what} itopk {itopk}: one-shot vs session"
+            "{what} beam width {beam_width}: one-shot vs session"
         );
-        assert_eq!(one.dists, got.dists, "{what} itopk {itopk}");
+        assert_eq!(one.dists, got.dists, "{what} beam width {beam_width}");
         // Reranking only part of the list: still exact distances, recall not above the whole.
         let part = CagraSearchParams {
             rerank: k,
@@ -478,7 +478,7 @@ fn f16_traversal_with_filter_and_multi_cta() {
     exact_search_filtered(base.view(), queries.view(), metric, &filter, truth.as_mut()).unwrap();
     let mut session =
         CagraSearchSession::new(weft_gpu::probe().unwrap(), base.view(), &graph).unwrap();
-    let exact = CagraSearchParams::with_itopk(64).with_filter(&filter);
+    let exact = CagraSearchParams::with_beam_width(64).with_filter(&filter);
     let half = CagraSearchParams {
         traversal: SearchPrecision::F16,
         ..exact.clone()
@@ -547,7 +547,7 @@ fn f16_traversal_errors() {
     assert_eq!(invalid_name(search(&base, &queries, &p, 10)), "rerank");
     let p = CagraSearchParams {
         rerank: 16,
-        ..CagraSearchParams::with_itopk(32)
+        ..CagraSearchParams::with_beam_width(32)
     };
     assert_eq!(invalid_name(search(&base, &queries, &p, 10)), "rerank");
     // Overflow in the data (made into its copy) and in the queries (checked per batch).

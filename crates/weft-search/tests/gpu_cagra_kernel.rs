@@ -15,9 +15,9 @@ use weft_search::gpu::cagra::{
     CagraSearchDevice, CagraSearchMode, CagraSearchParams, auto_team_size, plan, plan_with_entries,
 };
 
-fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchParams {
+fn cfg(beam_width: usize, mode: CagraSearchMode) -> CagraSearchParams {
     CagraSearchParams {
-        itopk,
+        beam_width,
         mode,
         ..Default::default()
     }
@@ -29,7 +29,7 @@ fn cagra_search_plan_rules() {
     assert_eq!(auto_team_size(960, 4), 32);
     assert_eq!(auto_team_size(128, 2), 4);
     assert_eq!(auto_team_size(3, 4), 4);
-    // Auto: multi-CTA for a batch below 2 x SMs or itopk > 512.
+    // Auto: multi-CTA for a batch below 2 x SMs or beam_width > 512.
     let p = plan(
         132,
         10_000,
@@ -43,8 +43,11 @@ fn cagra_search_plan_rules() {
     )
     .unwrap();
     assert_eq!(p.mode, CagraSearchMode::MultiCta);
-    assert_eq!((p.ctas_per_query, p.list_len, p.table_mode), (2, 32, 2));
-    // One block per query (itopk 32, width 1): nothing to share, so the table is in shared
+    assert_eq!(
+        (p.ctas_per_query, p.block_list_len, p.table_mode),
+        (2, 32, 2)
+    );
+    // One block per query (beam_width 32, width 1): nothing to share, so the table is in shared
     // memory (no fill kernel, no global atomics), and the block has one team per candidate.
     let p = plan(
         132,
@@ -306,7 +309,7 @@ proptest! {
     /// query searched alone); otherwise (random edges, or multi-CTA, whose other blocks start
     /// from random points) the i-th result is at least as near as the i-th nearest entry point.
     /// Entry counts up to 20 x C push the forgettable table through clears between entry
-    /// batches; itopk 1024 with a filter puts it in global memory.
+    /// batches; beam_width 1024 with a filter puts it in global memory.
     #[test]
     fn cagra_search_scores_every_entry_point(
         n_extra in 50usize..1500,
@@ -316,7 +319,7 @@ proptest! {
         // Up to 4 x 64 = 256 candidates: buffers of at most 128 are sorted by rank counting,
         // larger ones by the bitonic sort; both paths meet the same exact answers.
         width in 1usize..5,
-        itopk in prop::sample::select(vec![32usize, 64, 128, 1024]),
+        beam_width in prop::sample::select(vec![32usize, 64, 128, 1024]),
         mult in 1usize..21,
         extra in 1usize..40,
         k in 1usize..21,
@@ -330,7 +333,7 @@ proptest! {
         };
         let mode = if multi { CagraSearchMode::MultiCta } else { CagraSearchMode::SingleCta };
         let c = CagraSearchParams {
-            itopk,
+            beam_width,
             search_width: width,
             mode,
             seed,
@@ -451,7 +454,7 @@ fn cagra_search_entry_points_reach_every_cluster() {
         .unwrap();
     for mode in [CagraSearchMode::SingleCta, CagraSearchMode::MultiCta] {
         let c = CagraSearchParams {
-            itopk: 64,
+            beam_width: 64,
             search_width: 4,
             mode,
             ..Default::default()

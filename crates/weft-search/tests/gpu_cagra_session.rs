@@ -11,9 +11,9 @@ use weft_search::gpu::cagra::{
     CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchSession,
 };
 
-fn cfg(itopk: usize, mode: CagraSearchMode) -> CagraSearchParams {
+fn cfg(beam_width: usize, mode: CagraSearchMode) -> CagraSearchParams {
     CagraSearchParams {
-        itopk,
+        beam_width,
         mode,
         ..Default::default()
     }

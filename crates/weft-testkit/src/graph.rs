@@ -93,7 +93,7 @@ pub fn recall_at_k(found: &Neighbors, truth: &Neighbors, k: usize) -> f64 {
     hits as f64 / (rows * k) as f64
 }
 
-/// A plain, unoptimised greedy best-first beam search (beam `l >= k`) over `graph`, starting from
+/// A plain, unoptimised greedy best-first beam search (beam width at least `k`) over `graph`, starting from
 /// the graph's entry points, or vertex 0 when it has none. The yardstick the builder suite
 /// measures graphs with, independent of `weft-search`.
 pub fn reference_beam_search<G: GraphView + ?Sized, T: Element>(
@@ -102,10 +102,10 @@ pub fn reference_beam_search<G: GraphView + ?Sized, T: Element>(
     queries: DatasetView<'_, T>,
     metric: Metric,
     k: usize,
-    l: usize,
+    beam_width: usize,
 ) -> Neighbors {
     let n = data.rows();
-    let l = l.max(k);
+    let l = beam_width.max(k);
     let dist = metric.distance_fn::<T>();
     let mut out = Neighbors::new(queries.rows(), k);
     let mut visited = vec![false; n];
@@ -235,9 +235,9 @@ pub struct GraphSuite<P> {
     /// Minimum recall@10 for inner-product cases (pruned proximity graphs are not designed for
     /// maximum inner product search; default: `min_recall / 2`).
     pub min_recall_ip: f64,
-    /// Beam size of the reference search used to measure recall (default 20: small enough
+    /// Beam width of the reference search used to measure recall (default 20: small enough
     /// that a poor graph cannot reach the threshold by visiting most points).
-    pub search_l: usize,
+    pub search_beam_width: usize,
     /// Points per case (default 2000; 100 queries each).
     pub n: usize,
     /// Check that the same seed gives the same graph on 1 and 2 threads (default true).
@@ -253,7 +253,7 @@ impl<P> GraphSuite<P> {
             params,
             min_recall,
             min_recall_ip: min_recall / 2.0,
-            search_l: 20,
+            search_beam_width: 20,
             n: 2000,
             check_determinism: true,
             invalid_params: Vec::new(),
@@ -316,7 +316,7 @@ fn graph_case<B: GraphBuilder, T: Element>(
         queries.view(),
         metric,
         10,
-        suite.search_l,
+        suite.search_beam_width,
     );
     let recall = recall_at_k(&found, &truth, 10);
     let min_recall = if metric == Metric::InnerProduct {

@@ -3,13 +3,13 @@
 //!
 //! ```text
 //! cargo run --release -p weft --example batch1_latency -- [--preset sift] [--n 1000000]
-//!     [--nq 1000] [--itopk 16,32,64] [--warm 100]
+//!     [--nq 1000] [--beam-width 16,32,64] [--warm 100]
 //! ```
 //!
 //! Generates the weft-io preset (seed 0), builds `Algorithm::Cagra` with the GPU back end,
-//! computes the exact top 10 of the `--nq` queries on the CPU, then per itopk: `--warm` untimed
+//! computes the exact top 10 of the `--nq` queries on the CPU, then per beam width: `--warm` untimed
 //! calls, and one timed `Index::search` call per query (the query uploaded, the search, the
-//! results copied back into the returned `Neighbors`). Prints one JSON line per itopk: median,
+//! results copied back into the returned `Neighbors`). Prints one JSON line per beam width: median,
 //! p99 and mean latency of the calls, and recall@10.
 
 use std::time::Instant;
@@ -35,7 +35,7 @@ fn main() -> weft::Result<()> {
     let n = num("--n", 1_000_000);
     let nq = num("--nq", 1000);
     let warm = num("--warm", 100);
-    let itopks: Vec<usize> = arg(&args, "--itopk")
+    let beam_widths: Vec<usize> = arg(&args, "--beam-width")
         .unwrap_or_else(|| "16,32,64".into())
         .split(',')
         .map(|v| v.parse().expect("a number"))
@@ -61,8 +61,8 @@ fn main() -> weft::Result<()> {
             "build_s": build_s, "exact_truth_s": truth_s,
         })
     );
-    for itopk in itopks {
-        let mut params = SearchParams::with_beam_width(itopk);
+    for beam_width in beam_widths {
+        let mut params = SearchParams::with_beam_width(beam_width);
         params.backend = Backend::Gpu;
         for q in 0..warm.min(nq) {
             index.search(queries.view().slice_rows(q..q + 1)?, 10, &params)?;
@@ -90,7 +90,7 @@ fn main() -> weft::Result<()> {
         println!(
             "{}",
             serde_json::json!({
-                "what": "batch1", "itopk": itopk, "backend": backend, "queries": nq,
+                "what": "batch1", "beam_width": beam_width, "backend": backend, "queries": nq,
                 "recall@10": hits as f64 / (nq * 10) as f64,
                 "latency_ms_median": 1e3 * latency[nq / 2], "latency_ms_p99": 1e3 * p99,
                 "latency_ms_mean": 1e3 * mean,

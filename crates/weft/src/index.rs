@@ -25,8 +25,9 @@ use crate::registry::{Backend, Registry, with_view};
 /// How an [`Index`] answers queries.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchParams {
-    /// Candidate list size of the beam search (`L`, at least k): larger is slower and more
-    /// accurate.
+    /// Beam width: the candidate list size of the graph search (at least k), on every back
+    /// end: the CPU beam search's `beam_width`, the GPU CAGRA search's list size and the GPU
+    /// GGNN search's queue size. Larger is slower and more accurate.
     pub beam_width: usize,
     /// Ignore the graph and compare with every vector (exact, for ground truth and checks).
     pub exact: bool,
@@ -78,13 +79,11 @@ pub const CANCEL_CHECK_ROWS: usize = 256;
 pub type SearchBackend = Backend;
 
 /// Options of the GPU searches. Fixed-degree and k-NN graphs use `weft_search::CagraSearchGpu`
-/// (the beam width is its list size unless `itopk` is set); hierarchical (GGNN) graphs use
-/// `weft_search::GgnnSearchGpu` (the beam width is its queue size, `tau` its slack,
+/// (its list size is [`SearchParams::beam_width`]); hierarchical (GGNN) graphs use
+/// `weft_search::GgnnSearchGpu` (its queue size is the beam width, `tau` its slack,
 /// `max_iterations` its expansion cap).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuSearchOptions {
-    /// Internal list size (`None`: the beam width).
-    pub itopk: Option<usize>,
     /// Parents expanded per iteration.
     pub search_width: usize,
     /// Threads per distance (0: from the dimension).
@@ -104,7 +103,6 @@ pub struct GpuSearchOptions {
 impl Default for GpuSearchOptions {
     fn default() -> Self {
         GpuSearchOptions {
-            itopk: None,
             search_width: 1,
             team_size: 0,
             mode: weft_search::CagraSearchMode::Auto,
@@ -336,10 +334,8 @@ struct HugePageCopies {
 }
 
 /// The GPU state an [`Index`] keeps between searches: nothing before the first GPU search, then
-/// either the probe's error (no usable GPU; not probed again) or a
-/// `weft_search::CagraSearchSession` of the data's element type (for a hierarchical graph: a
-/// `weft_search::GgnnSearchSession`). Searches through it
-/// take turns.
+/// either the probe's error (no usable GPU; not probed again) or a resident [`GpuSession`] of
+/// the data's element type. Searches through it take turns.
 #[cfg(feature = "cuda")]
 #[derive(Default)]
 struct GpuCache(std::sync::Mutex<Option<GpuState>>);
@@ -348,10 +344,67 @@ struct GpuCache(std::sync::Mutex<Option<GpuState>>);
 enum GpuState {
     /// The probe failed with this message.
     Unavailable(String),
-    /// The resident search session (`CagraSearchSession<T>`, or for a hierarchical graph
-    /// `GgnnSearchSession<T>`, boxed), and the seed of the spread entry points it was made with
-    /// (`None`: the graph's own).
-    Ready(Box<dyn std::any::Any + Send>, Option<u64>),
+    /// The resident search session, of the data's element type (boxed: it is large), and the
+    /// seed of the spread entry points it was made with (`None`: the graph's own).
+    Ready(Box<weft_core::PerElement<GpuSessions>>, Option<u64>),
+}
+
+/// The resident GPU search session of an index over elements `T`: the CAGRA search's for
+/// fixed-degree and k-NN graphs, the GGNN search's for hierarchical ones.
+#[cfg(feature = "cuda")]
+// An index holds one session, already behind the cache's box: the sizes of the two variants
+// (the CAGRA session with its f16 traversal state, about 1.4 KB; the GGNN one, 0.9 KB) cost
+// nothing worth a second indirection.
+#[allow(clippy::large_enum_variant)]
+enum GpuSession<T: Element> {
+    /// `weft_search::CagraSearchSession` (fixed-degree and k-NN graphs).
+    Cagra(weft_search::CagraSearchSession<T>),
+    /// `weft_search::GgnnSearchSession` (hierarchical graphs).
+    Ggnn(weft_search::GgnnSearchSession<T>),
+}
+
+/// The family of [`GpuSession`]s, one per element type, for [`weft_core::PerElement`].
+#[cfg(feature = "cuda")]
+struct GpuSessions;
+
+#[cfg(feature = "cuda")]
+impl weft_core::ElementFamily for GpuSessions {
+    type Of<T: Element> = GpuSession<T>;
+}
+
+/// A search session type that a [`GpuSession`] holds.
+#[cfg(feature = "cuda")]
+trait ResidentSession<T: Element>: Sized {
+    /// The session as a [`GpuSession`].
+    fn into_session(self) -> GpuSession<T>;
+    /// The session of this type in `s` (`None`: `s` holds the other kind).
+    fn of(s: &mut GpuSession<T>) -> Option<&mut Self>;
+}
+
+#[cfg(feature = "cuda")]
+impl<T: Element> ResidentSession<T> for weft_search::CagraSearchSession<T> {
+    fn into_session(self) -> GpuSession<T> {
+        GpuSession::Cagra(self)
+    }
+    fn of(s: &mut GpuSession<T>) -> Option<&mut Self> {
+        match s {
+            GpuSession::Cagra(c) => Some(c),
+            GpuSession::Ggnn(_) => None,
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl<T: Element> ResidentSession<T> for weft_search::GgnnSearchSession<T> {
+    fn into_session(self) -> GpuSession<T> {
+        GpuSession::Ggnn(self)
+    }
+    fn of(s: &mut GpuSession<T>) -> Option<&mut Self> {
+        match s {
+            GpuSession::Ggnn(g) => Some(g),
+            GpuSession::Cagra(_) => None,
+        }
+    }
 }
 
 #[cfg(feature = "cuda")]
@@ -806,13 +859,12 @@ impl Index {
             Some(self.search_entry_points(params.seed)?)
         };
         let beam = |entry_points| BeamSearchParams {
-            l: params.beam_width,
             entry_points,
             seed: params.seed,
             max_hops: params.max_hops,
             entry_layer: params.entry_layer,
             filter: params.filter.clone(),
-            ..BeamSearchParams::with_l(params.beam_width)
+            ..BeamSearchParams::with_beam_width(params.beam_width)
         };
         let cpu_params = entries.as_ref().map(|e| {
             beam(match e.source {
@@ -966,32 +1018,12 @@ impl Index {
         };
         #[cfg(feature = "cuda")]
         {
-            use weft_core::{FixedDegreeGraph, Params as _};
+            use weft_core::FixedDegreeGraph;
             use weft_search::CagraSearchSession;
             if let StoredGraph::Hier(hier) = &self.graph {
                 return self.search_gpu_hier(hier, data, queries, params, required, out);
             }
-            let p = weft_search::CagraSearchParams {
-                itopk: params.gpu.itopk.unwrap_or(params.beam_width),
-                search_width: params.gpu.search_width,
-                team_size: params.gpu.team_size,
-                mode: params.gpu.mode,
-                max_iterations: params.gpu.max_iterations,
-                seed: params.seed,
-                traversal: params.gpu.precision,
-                ..Default::default()
-            };
-            let p = match &params.filter {
-                Some(f) => p.with_filter(f),
-                None => p,
-            };
-            p.validate(data.rows(), data.dim())?;
-            if p.itopk < k {
-                return Err(Error::invalid_param(
-                    "itopk",
-                    format!("the list size itopk = {} is below k = {k}", p.itopk),
-                ));
-            }
+            let p = cagra_gpu_params(params, data.rows(), data.dim(), k)?;
             let spread = match entries {
                 Some(SearchEntryPoints {
                     source: EntrySource::Spread { seed },
@@ -1058,27 +1090,7 @@ impl Index {
         required: bool,
         out: &mut NeighborsMut<'_>,
     ) -> Result<Option<SearchStats>> {
-        use weft_core::Params as _;
-        if params.gpu.precision != weft_search::SearchPrecision::Exact {
-            return Err(Error::invalid_param(
-                "precision",
-                "the GGNN search of a hierarchical graph has no f16 traversal (use exact)",
-            ));
-        }
-        let defaults = weft_search::GgnnSearchParams::default();
-        let p = weft_search::GgnnSearchParams {
-            tau: params.gpu.tau,
-            prioq: params.beam_width,
-            max_iterations: if params.gpu.max_iterations > 0 {
-                params.gpu.max_iterations
-            } else {
-                defaults.max_iterations
-            },
-            seed: params.seed,
-            filter: params.filter.clone(),
-            ..defaults
-        };
-        p.validate(data.rows(), data.dim())?;
+        let p = ggnn_gpu_params(params, data.rows(), data.dim())?;
         self.search_resident_session::<T, weft_search::GgnnSearchSession<T>>(
             required,
             None,
@@ -1106,10 +1118,10 @@ impl Index {
     /// failed probe is cached. `spread_seed` is the seed of the spread entry points
     /// `new_session` gives the session (`None`: the graph's own); a resident session made with
     /// another is dropped and made again. `None` when no GPU is usable and `required` is false;
-    /// an error when it is true, or when the resident session is not an `S` (other elements than
-    /// `T`).
+    /// an error when it is true, or when the resident session is not an `S` of elements `T`
+    /// (neither happens: an index's data and graph do not change).
     #[cfg(feature = "cuda")]
-    fn search_resident_session<T: Element, S: Send + 'static>(
+    fn search_resident_session<T: Element, S: ResidentSession<T>>(
         &self,
         required: bool,
         spread_seed: Option<u64>,
@@ -1130,11 +1142,25 @@ impl Index {
         if cache.is_none() {
             *cache = Some(match weft_gpu::probe() {
                 Err(e) => GpuState::Unavailable(e.to_string()),
-                Ok(ctx) => GpuState::Ready(Box::new(new_session(ctx)?), spread_seed),
+                Ok(ctx) => GpuState::Ready(
+                    Box::new(weft_core::PerElement::new::<T>(
+                        new_session(ctx)?.into_session(),
+                    )),
+                    spread_seed,
+                ),
             });
         }
         let session = match cache.as_mut() {
-            Some(GpuState::Ready(state, _)) => state.downcast_mut::<S>(),
+            Some(GpuState::Ready(state, _)) => {
+                let resident = state.dtype();
+                let Some(session) = state.get_mut::<T>() else {
+                    return Err(Error::InvalidInput(format!(
+                        "the resident GPU data holds {resident} elements, not {}",
+                        T::DTYPE
+                    )));
+                };
+                S::of(session)
+            }
             Some(GpuState::Unavailable(e)) if required => {
                 return Err(Error::Unsupported(format!(
                     "the GPU search backend needs a usable CUDA GPU: {e}"
@@ -1143,10 +1169,9 @@ impl Index {
             _ => return Ok(None),
         };
         let Some(session) = session else {
-            return Err(Error::InvalidInput(format!(
-                "the resident GPU data is not of {} elements",
-                T::DTYPE
-            )));
+            return Err(Error::InvalidInput(
+                "the resident GPU search session is of another graph kind".into(),
+            ));
         };
         search(session, out.reborrow()).map(Some)
     }
@@ -1194,6 +1219,75 @@ pub fn data_fingerprint(data: &AnyDataset) -> String {
         }
     }
     with_view!(data, |view| of(view))
+}
+
+/// The GPU CAGRA search's parameters for `params` over `rows` points of `dim` elements and `k`
+/// results: its list size is the beam width, the rest from [`SearchParams::gpu`], the seed and
+/// the filter; checked (a beam width below `k` is an [`Error::InvalidParams`] named
+/// `beam_width`).
+#[cfg(any(feature = "cuda", test))]
+fn cagra_gpu_params(
+    params: &SearchParams,
+    rows: usize,
+    dim: usize,
+    k: usize,
+) -> Result<weft_search::CagraSearchParams> {
+    use weft_core::Params as _;
+    let p = weft_search::CagraSearchParams {
+        beam_width: params.beam_width,
+        search_width: params.gpu.search_width,
+        team_size: params.gpu.team_size,
+        mode: params.gpu.mode,
+        max_iterations: params.gpu.max_iterations,
+        seed: params.seed,
+        traversal: params.gpu.precision,
+        ..Default::default()
+    };
+    let p = match &params.filter {
+        Some(f) => p.with_filter(f),
+        None => p,
+    };
+    p.validate(rows, dim)?;
+    if p.beam_width < k {
+        return Err(Error::invalid_param(
+            "beam_width",
+            format!("the beam width {} is below k = {k}", p.beam_width),
+        ));
+    }
+    Ok(p)
+}
+
+/// The GPU GGNN search's parameters for `params` over `rows` points of `dim` elements: its
+/// queue size is the beam width, `params.gpu.tau` its slack, `params.gpu.max_iterations` (0:
+/// the default 400) its expansion cap; checked.
+#[cfg(any(feature = "cuda", test))]
+fn ggnn_gpu_params(
+    params: &SearchParams,
+    rows: usize,
+    dim: usize,
+) -> Result<weft_search::GgnnSearchParams> {
+    use weft_core::Params as _;
+    if params.gpu.precision != weft_search::SearchPrecision::Exact {
+        return Err(Error::invalid_param(
+            "precision",
+            "the GGNN search of a hierarchical graph has no f16 traversal (use exact)",
+        ));
+    }
+    let defaults = weft_search::GgnnSearchParams::default();
+    let p = weft_search::GgnnSearchParams {
+        tau: params.gpu.tau,
+        beam_width: params.beam_width,
+        max_iterations: if params.gpu.max_iterations > 0 {
+            params.gpu.max_iterations
+        } else {
+            defaults.max_iterations
+        },
+        seed: params.seed,
+        filter: params.filter.clone(),
+        ..defaults
+    };
+    p.validate(rows, dim)?;
+    Ok(p)
 }
 
 /// Runs `search` on `queries` into `out`: in one call when `cancel` is `None`, else in batches
@@ -1290,6 +1384,45 @@ mod tests {
         assert_eq!(with.neighbors.ids, without.neighbors.ids);
         assert_eq!(with.neighbors.dists, without.neighbors.dists);
         assert_eq!(with.stats, without.stats);
+    }
+
+    #[test]
+    fn the_gpu_searches_take_the_beam_width_as_their_list_size() {
+        let params = SearchParams {
+            seed: 5,
+            ..SearchParams::with_beam_width(96)
+        };
+        let cagra = cagra_gpu_params(&params, 1000, 16, 10).unwrap();
+        assert_eq!(cagra.beam_width, 96);
+        assert_eq!(cagra.seed, 5);
+        let ggnn = ggnn_gpu_params(&params, 1000, 16).unwrap();
+        assert_eq!(ggnn.beam_width, 96);
+        // The launch plan of the CAGRA search (no GPU needed): single-CTA keeps one list of the
+        // beam width; multi-CTA splits it over blocks of 32.
+        let single = weft_search::CagraSearchParams {
+            mode: weft_search::CagraSearchMode::SingleCta,
+            ..cagra.clone()
+        };
+        #[cfg(feature = "cuda")]
+        {
+            use weft_search::gpu::cagra::{MULTI_CTA_BLOCK_LIST_LEN, plan};
+            let p = plan(132, 1000, 16, 4, 32, 1000, 10, &single, false).unwrap();
+            assert_eq!((p.ctas_per_query, p.block_list_len), (1, 96));
+            let multi = weft_search::CagraSearchParams {
+                mode: weft_search::CagraSearchMode::MultiCta,
+                ..cagra.clone()
+            };
+            let p = plan(132, 1000, 16, 4, 32, 1, 10, &multi, false).unwrap();
+            assert_eq!(p.block_list_len, MULTI_CTA_BLOCK_LIST_LEN);
+            assert_eq!(p.ctas_per_query * p.block_list_len, 96);
+        }
+        let _ = single;
+        // A beam width below k is refused by name, before any GPU work.
+        let err = cagra_gpu_params(&SearchParams::with_beam_width(8), 1000, 16, 10).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidParams { name, .. } if name == "beam_width"),
+            "{err}"
+        );
     }
 
     #[test]

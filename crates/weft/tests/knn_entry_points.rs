@@ -104,7 +104,7 @@ fn knn_graph_of_clustered_data_is_searched_from_spread_entry_points() {
             Metric::L2Squared,
             &BeamSearchParams {
                 entry_points: EntryPoints::Graph,
-                ..BeamSearchParams::with_l(64)
+                ..BeamSearchParams::with_beam_width(64)
             },
             random.as_mut(),
         )
@@ -221,7 +221,7 @@ fn knn_graph_gpu_search_starts_from_spread_entry_points() {
             queries.view(),
             Metric::L2Squared,
             &CagraSearchParams {
-                itopk: 64,
+                beam_width: 64,
                 mode: CagraSearchMode::SingleCta,
                 ..Default::default()
             },
@@ -230,7 +230,7 @@ fn knn_graph_gpu_search_starts_from_spread_entry_points() {
         .unwrap();
     let r_random = recall(&random, &truth);
     println!(
-        "GPU, k-NN graph, 30 clusters, itopk 64: recall@10 {r_spread:.4} with spread entry points, {r_random:.4} with random ones only"
+        "GPU, k-NN graph, 30 clusters, beam_width 64: recall@10 {r_spread:.4} with spread entry points, {r_random:.4} with random ones only"
     );
     assert!(r_spread >= 0.95, "GPU, spread entry points: {r_spread}");
     assert!(r_spread > r_random, "{r_spread} vs {r_random}");
@@ -294,7 +294,7 @@ fn index_searches_many_entry_points_through_the_entry_layer() {
             Metric::L2Squared,
             &BeamSearchParams {
                 entry_points: EntryPoints::Fixed { ids },
-                ..BeamSearchParams::with_l(48)
+                ..BeamSearchParams::with_beam_width(48)
             },
             direct.as_mut(),
         )

@@ -229,7 +229,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
             let recall =
                 weft::graph::recall::search_recall(&found, truth.as_slice(), truth.cols(), args.k)?;
             vec![Point {
-                beam: 0,
+                beam_width: 0,
                 recall: recall_ratio(recall.mean, args.queries, args.k),
                 qps: args.queries as f64 / seconds.max(1e-9),
                 distances_per_query: base.rows() as f64,

@@ -42,9 +42,14 @@ pub struct Args {
     /// Beam widths to sweep (comma-separated, each >= k). Default: those of 10, 16, 32, 64,
     /// 128, 256 that are at least k, after k itself when it is not among them, doubled until
     /// there are 4 (k = 100: 100, 128, 256, 512), none above 1024 (the GPU's largest list)
-    /// unless k is.
-    #[arg(long, value_delimiter = ',')]
-    pub beam: Option<Vec<usize>>,
+    /// unless k is. --beam, its former name, still works.
+    #[arg(
+        long = "beam-width",
+        visible_alias = "beam",
+        value_delimiter = ',',
+        value_name = "WIDTHS"
+    )]
+    pub beam_width: Option<Vec<usize>>,
     /// Timed runs per beam width (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
@@ -53,7 +58,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Where the searches run, and the GPU search's options (on the GPU each beam width is the
-    /// itopk unless --itopk fixes it).
+    /// list size of the GPU search).
     #[command(flatten)]
     pub gpu: GpuArgs,
     /// The format of --data and --queries, when their extensions do not say.
@@ -61,7 +66,7 @@ pub struct Args {
     pub format: FormatArg,
 }
 
-/// The beam widths `weft eval` sweeps without --beam (see its help).
+/// The beam widths `weft eval` sweeps without --beam-width (see its help).
 pub fn default_beams(k: usize) -> Vec<usize> {
     const WIDTHS: [usize; 6] = [10, 16, 32, 64, 128, 256];
     const GPU_MAX: usize = 1024;
@@ -82,8 +87,8 @@ pub fn default_beams(k: usize) -> Vec<usize> {
 /// One point of a QPS-recall curve.
 #[derive(serde::Serialize, Clone, Debug)]
 pub struct Point {
-    /// Beam width (L), or 0 for exact search.
-    pub beam: usize,
+    /// Beam width, or 0 for exact search.
+    pub beam_width: usize,
     /// Mean recall@k: the exact ratio of hits to queries x k.
     pub recall: f64,
     /// Queries per second (median of the runs).
@@ -138,7 +143,7 @@ pub fn sweep_with(
         let median = times[times.len() / 2];
         let recall = search_recall(&out.neighbors, gt.as_slice(), gt.cols(), k)?;
         points.push(Point {
-            beam,
+            beam_width: beam,
             recall: recall_ratio(recall.mean, queries.rows(), k),
             qps: queries.rows() as f64 / median.max(1e-9),
             distances_per_query: out.stats.distance_computations as f64
@@ -152,16 +157,16 @@ pub fn sweep_with(
 /// Renders a QPS-recall table.
 pub fn table(points: &[Point], k: usize) -> String {
     let mut t = format!(
-        "  {:>6}  {:>10}  {:>12}  {:>12}\n",
-        "beam",
+        "  {:>10}  {:>10}  {:>12}  {:>12}\n",
+        "beam width",
         format!("recall@{k}"),
         "queries/s",
         "dist/query"
     );
     for p in points {
         t += &format!(
-            "  {:>6}  {:>10.4}  {:>12.0}  {:>12.0}\n",
-            p.beam, p.recall, p.qps, p.distances_per_query
+            "  {:>10}  {:>10.4}  {:>12.0}  {:>12.0}\n",
+            p.beam_width, p.recall, p.qps, p.distances_per_query
         );
     }
     t
@@ -249,7 +254,10 @@ fn ground_truth_metric_warning(
 
 /// Measures recall@k and QPS over a sweep of beam widths.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
-    let beams = args.beam.clone().unwrap_or_else(|| default_beams(args.k));
+    let beams = args
+        .beam_width
+        .clone()
+        .unwrap_or_else(|| default_beams(args.k));
     args.gpu.check()?;
     args.gpu.check_k(args.k, &beams)?;
     let index = load_index(&args.data, &args.graph, args.format.format)?;

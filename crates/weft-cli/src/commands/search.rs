@@ -32,11 +32,12 @@ pub struct Args {
     /// Neighbours per query.
     #[arg(long, short, default_value_t = 10)]
     pub k: usize,
-    /// Beam width (candidate list size L >= k); on the GPU, the internal list size (itopk)
-    /// unless --itopk is given, or for a hierarchical (GGNN) graph the GGNN search's queue
-    /// size. Default: 64, or for k above 64, k rounded up to a multiple of 32 (k = 100: 128).
-    #[arg(long)]
-    pub beam: Option<usize>,
+    /// Beam width: the candidate list size (>= k) of every graph search: the CPU beam
+    /// search's, the GPU CAGRA search's list, the GPU GGNN search's queue (hierarchical
+    /// graphs). Default: 64, or for k above 64, k rounded up to a multiple of 32 (k = 100: 128).
+    /// --beam, its former name, still works.
+    #[arg(long = "beam-width", visible_alias = "beam", value_name = "WIDTH")]
+    pub beam_width: Option<usize>,
     /// Exhaustive search instead of the graph.
     #[arg(long)]
     pub exact: bool,
@@ -57,7 +58,7 @@ pub struct Args {
     /// blank lines and lines starting with `#` are skipped. Filtered-out points are still
     /// traversed by the graph search; a query with fewer than k allowed neighbours found gets
     /// padding (id 4294967295, distance inf) after them. Works on every back end and with
-    /// --exact. A selective filter needs a larger --beam for the same recall.
+    /// --exact. A selective filter needs a larger --beam-width for the same recall.
     #[arg(long, value_name = "FILE")]
     pub filter: Option<PathBuf>,
     /// Where the search runs, and the GPU search's options.
@@ -99,11 +100,11 @@ fn mode_parser() -> impl clap::builder::TypedValueParser<Value = CagraSearchMode
     use clap::builder::TypedValueParser as _;
     clap::builder::PossibleValuesParser::new([
         clap::builder::PossibleValue::new("auto")
-            .help("multi-CTA for small batches (below twice the SM count) or itopk > 512"),
+            .help("multi-CTA for small batches (below twice the SM count) or beam width > 512"),
         clap::builder::PossibleValue::new("single-cta")
             .help("one thread block per query (deterministic, independent of the batch)"),
         clap::builder::PossibleValue::new("multi-cta")
-            .help("several thread blocks per query (small batches, large itopk)"),
+            .help("several thread blocks per query (small batches, large beam width)"),
     ])
     .map(|s| match s.as_str() {
         "single-cta" => CagraSearchMode::SingleCta,
@@ -114,19 +115,16 @@ fn mode_parser() -> impl clap::builder::TypedValueParser<Value = CagraSearchMode
 
 /// The search backend and the GPU search's options (`weft search`, `weft eval`).
 ///
-/// Mapping to the CPU beam search: --beam is the list size on both (the GPU's itopk, unless
-/// --itopk overrides it); --search-width, --team-size, --mode and --max-iterations apply to the
-/// GPU only. A hierarchical (GGNN) graph on the GPU runs the GGNN search: --beam is its queue
-/// size, --tau its slack, --max-iterations its expansion cap (0: 400).
+/// Mapping to the CPU beam search: --beam-width is the list size on both; --search-width,
+/// --team-size, --mode and --max-iterations apply to the GPU only. A hierarchical (GGNN) graph
+/// on the GPU runs the GGNN search: --beam-width is its queue size, --tau its slack,
+/// --max-iterations its expansion cap (0: 400).
 #[derive(clap::Args, Debug, Clone)]
 pub struct GpuArgs {
     /// auto: the GPU search when a GPU is usable (CAGRA-style; GGNN for hierarchical graphs),
     /// else the CPU beam search; cpu; gpu (an error when it cannot run).
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// GPU: internal list size (itopk, k..=1024); default: the beam width.
-    #[arg(long)]
-    pub itopk: Option<usize>,
     /// GPU: parents expanded per iteration (1..=32).
     #[arg(long, default_value_t = 1)]
     pub search_width: usize,
@@ -149,27 +147,21 @@ pub struct GpuArgs {
     pub search_precision: SearchPrecision,
 }
 
-/// The beam width `weft search` uses without --beam: 64, or for `k` above 64, `k` rounded up
+/// The beam width `weft search` uses without --beam-width: 64, or for `k` above 64, `k` rounded up
 /// to a multiple of 32 (every list size must hold the k results).
 pub fn default_beam(k: usize) -> usize {
     if k <= 64 { 64 } else { k.next_multiple_of(32) }
 }
 
 impl GpuArgs {
-    /// Refuses list sizes below `k` before any work, naming the option the user gave (not the
-    /// library's parameter, which on a machine without a GPU would name the GPU's `itopk`).
-    pub fn check_k(&self, k: usize, beams: &[usize]) -> Result<()> {
-        if let Some(b) = beams.iter().find(|&&b| b < k) {
+    /// Refuses beam widths below `k` before any work, naming the option the user gave.
+    pub fn check_k(&self, k: usize, beam_widths: &[usize]) -> Result<()> {
+        if let Some(b) = beam_widths.iter().find(|&&b| b < k) {
             bail!(
-                "--beam {b} is below -k {k}: every beam width (the CPU search's list size L, the \
-                 GPU's itopk) must hold the k results; give --beam {k} or more, or leave it out \
-                 for a default that fits k"
+                "--beam-width {b} is below -k {k}: every beam width (the list size of the CPU \
+                 and GPU searches) must hold the k results; give --beam-width {k} or more, or \
+                 leave it out for a default that fits k"
             );
-        }
-        if let Some(itopk) = self.itopk
-            && itopk < k
-        {
-            bail!("--itopk {itopk} is below -k {k}: the GPU's list size must hold the k results");
         }
         Ok(())
     }
@@ -190,7 +182,6 @@ impl GpuArgs {
             BackendArg::Gpu => SearchBackend::Gpu,
         };
         params.gpu = GpuSearchOptions {
-            itopk: self.itopk,
             search_width: self.search_width,
             team_size: self.team_size,
             mode: self.mode,
@@ -323,7 +314,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         refuse_overwriting_inputs("--distances-out", &d, &inputs)?;
         dists_out = Some(d);
     }
-    let beam = args.beam.unwrap_or_else(|| default_beam(args.k));
+    let beam = args.beam_width.unwrap_or_else(|| default_beam(args.k));
     if !args.exact {
         args.gpu.check()?;
         args.gpu.check_k(args.k, &[beam])?;
@@ -382,16 +373,16 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     } else if out.backend == "gpu"
         && matches!(index.graph(), weft::graph::storage::StoredGraph::Hier(_))
     {
-        format!("gpu ggnn tau={} queue={beam}", args.gpu.tau)
+        format!("gpu ggnn, tau {}, beam width {beam}", args.gpu.tau)
     } else if out.backend == "gpu" {
         let f16 = args.gpu.search_precision == SearchPrecision::F16;
-        let traversal = if f16 { " traversal=f16" } else { "" };
-        format!("gpu itopk={}{traversal}", args.gpu.itopk.unwrap_or(beam))
+        let traversal = if f16 { ", f16 traversal" } else { "" };
+        format!("gpu, beam width {beam}{traversal}")
     } else {
-        format!("beam L={beam}")
+        format!("beam search, beam width {beam}")
     };
     let mut json = json!({
-        "queries": queries.rows(), "k": args.k, "seed": args.seed, "beam": beam, "mode": mode, "backend": out.backend,
+        "queries": queries.rows(), "k": args.k, "seed": args.seed, "beam_width": beam, "mode": mode, "backend": out.backend,
         "seconds": seconds, "qps": qps,
         "distance_computations": out.stats.distance_computations, "out": args.out,
         "entry_points": entries_json, "filter": filter_json,

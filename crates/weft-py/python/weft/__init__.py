@@ -3,7 +3,7 @@
 >>> import numpy as np, weft
 >>> data = np.random.default_rng(0).standard_normal((10_000, 32), dtype=np.float32)
 >>> index = weft.build(data, metric="l2", algorithm="rnndescent", degree=32)
->>> ids, distances = index.search(data[:5], k=10, beam=64)
+>>> ids, distances = index.search(data[:5], k=10, beam_width=64)
 
 See ``help(weft.build)``, ``help(weft.Index)`` and the type stubs (``weft/_weft.pyi``).
 """

@@ -79,7 +79,7 @@ class Index:
         queries: ArrayLike,
         k: int = 10,
         *,
-        beam: Optional[int] = None,
+        beam_width: Optional[int] = None,
         exact: bool = False,
         backend: Backend = "auto",
         threads: Optional[int] = None,
@@ -90,8 +90,9 @@ class Index:
         """The ``k`` nearest neighbours of each query: ``(ids, distances)``, ``queries x k``
         (``k`` for a 1-D query), nearest first; distances in the index's metric.
 
-        ``beam``: the candidate list size of the graph search (at least ``k``; default
-        ``max(k, 64)``): larger is slower and more accurate. ``exact=True`` compares with every
+        ``beam_width``: the candidate list size of the graph search (at least ``k``; default
+        ``max(k, 64)``), on every back end (the CPU beam search, the GPU searches): larger is
+        slower and more accurate. ``exact=True`` compares with every
         vector instead. ``backend``: ``auto`` searches on the GPU when one is usable, ``cpu``
         and ``gpu`` are requirements. ``threads``: a pool of that many threads for this call
         (default: all cores). ``seed``: the seed of the search's random choices (entry points
@@ -217,7 +218,7 @@ def _input_address(array: ArrayLike) -> int:
     when it is used in place)."""
 
 def _rust_search_seconds(
-    index: Index, queries: ArrayLike, k: int, beam: int, calls: int, with_cancel: bool = False
+    index: Index, queries: ArrayLike, k: int, beam_width: int, calls: int, with_cancel: bool = False
 ) -> list[float]:
     """Seconds of each of ``calls`` calls of the Rust ``weft::Index::search`` (a benchmark
     aid)."""

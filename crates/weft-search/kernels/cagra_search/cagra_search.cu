@@ -178,7 +178,7 @@ struct Args {
     const u8* queries;
     u32 nq;
     i32 metric;
-    u32 itopk;
+    u32 beam_width;
     u32 width;
     u32 max_iter;
     u32 min_iter;
@@ -216,7 +216,7 @@ __device__ void search(const Args& a) {
     // registers).
     __shared__ u64 s_hops, s_dcs;
 
-    const u32 L = a.itopk;
+    const u32 L = a.beam_width;
     const u32 C = a.cand_cap;
     const u32 W = a.width;
     const u32 R = a.has_filter ? L : 0;
@@ -471,12 +471,12 @@ using namespace weft::cagra_search;
 #define WEFT_CAGRA_SEARCH(NAME, T)                                                                     \
     extern "C" __global__ void __launch_bounds__(512, 2) NAME(                                         \
         const u8* data, u32 n, u32 stride, const u32* graph, u32 degree, const u8* queries, u32 nq,    \
-        i32 metric, u32 itopk, u32 width, u32 max_iter, u32 min_iter, u32 team, u64 seed,              \
+        i32 metric, u32 beam_width, u32 width, u32 max_iter, u32 min_iter, u32 team, u64 seed,         \
         const u32* entries, u32 n_entries, const u32* filter, u32 has_filter, u32 cand_cap,            \
         u32 hash_bits, u32 table_mode, u32* gtable, u32 num_cta, u32 out_len, u32* out_ids,            \
         float* out_d, unsigned long long* counters) {                                                  \
         Args a = {data,      n,        stride,    graph,     degree,   queries, nq,       metric,      \
-                  itopk,     width,    max_iter,  min_iter,  team,     seed,    entries,  n_entries,   \
+                  beam_width, width,   max_iter,  min_iter,  team,     seed,    entries,  n_entries,   \
                   filter,    has_filter, cand_cap, hash_bits, table_mode, gtable, num_cta, out_len,    \
                   out_ids,   out_d,    counters};                                                      \
         search<T>(a);                                                                                  \

@@ -3,7 +3,7 @@
 // CPU search of crates/weft-search/src/ggnn.rs).
 //
 // One thread block per query. Shared memory holds the query (as f32), the sorted best list
-// (`best_cap` entries), the sorted bounded priority queue (`prioq_cap` entries; its live part is
+// (`best_cap` entries), the sorted bounded priority queue (`beam_width` entries; its live part is
 // [q_head, q_len)), the FIFO ring of the last `ring_cap` expanded vertices, the candidate buffer
 // and an open-addressing visited table (weft/hashset.cuh) of 2^hash_bits slots. Lists are
 // ordered by (distance, id) (weft/topk.cuh pair_less), so results are deterministic.
@@ -56,7 +56,7 @@ struct Args {
     u32 q_base;
     i32 metric;
     u32 best_cap;
-    u32 prioq_cap;
+    u32 beam_width;
     u32 ring_cap;
     u32 max_iter;
     float tau;
@@ -120,7 +120,7 @@ __device__ void search(const Args& a) {
     __shared__ float s_qnorm;
 
     const u32 B = a.best_cap;
-    const u32 Q = a.prioq_cap;
+    const u32 Q = a.beam_width;
     const u32 V = a.ring_cap;
     const u32 C = a.cand_cap;
     float* qv = reinterpret_cast<float*>(smem);
@@ -421,12 +421,12 @@ using namespace weft::ggnn_search;
 #define WEFT_GGNN_SEARCH(NAME, T)                                                                  \
     extern "C" __global__ void __launch_bounds__(128, 8) NAME(                                      \
         const u8* data, u32 n, u32 stride, const u32* graph, u32 degree, const u8* queries, u32 nq, \
-        u32 q_base, i32 metric, u32 best_cap, u32 prioq_cap, u32 ring_cap, u32 max_iter, float tau, \
+        u32 q_base, i32 metric, u32 best_cap, u32 beam_width, u32 ring_cap, u32 max_iter, float tau, \
         float guard, u32 team, u64 seed, const u32* entries, u32 n_entries, const u32* filter,     \
         u32 has_filter, u32 cand_cap, u32 hash_bits, u32 k, u32 prefetch, u32* out_ids,            \
         float* out_d, unsigned long long* counters) {                                              \
         Args a = {data,     n,        stride,    graph,    degree,    queries, nq,       q_base,   \
-                  metric,   best_cap, prioq_cap, ring_cap, max_iter,  tau,     guard,    team,     \
+                  metric,   best_cap, beam_width, ring_cap, max_iter,  tau,     guard,    team,    \
                   seed,     entries,  n_entries, filter,   has_filter, cand_cap, hash_bits, k,     \
                   prefetch, out_ids,  out_d,     counters};                                        \
         search<T>(a);                                                                              \

@@ -2,7 +2,7 @@
 //!
 //! It searches a graph of fixed out-degree ([`FixedDegreeGraph`] on the host or
 //! [`DeviceFixedGraph`] on the device, e.g. from weft-cagra's GPU optimiser) with the kernels
-//! of this crate's `kernels/cagra_search/`: per query an internal top-`itopk` list sorted by distance, a candidate
+//! of this crate's `kernels/cagra_search/`: per query an internal top-`beam_width` list sorted by distance, a candidate
 //! buffer of `search_width * degree` entries, parent selection of the first `search_width`
 //! entries not yet expanded, distances by teams of threads with 16-byte loads, a bitonic sort of
 //! the candidates and a merge into the list, a visited hash table (in shared memory and cleared
@@ -11,10 +11,10 @@
 //! its first expansion; these batches do not count as iterations) and seeded random points. Two
 //! modes:
 //!
-//! - **single-CTA**: one block per query (lists of up to [`MAX_ITOPK`] entries); deterministic,
+//! - **single-CTA**: one block per query (lists of up to [`MAX_BEAM_WIDTH`] entries); deterministic,
 //!   and a query's result depends only on the query, the data, the graph and the parameters
 //!   (the random starting points are keyed by a hash of the query's bytes), never on the batch;
-//! - **multi-CTA**: `max(search_width, ceil(itopk / 32))` blocks per query, each with a 32-entry
+//! - **multi-CTA**: `max(search_width, ceil(beam_width / 32))` blocks per query, each with a 32-entry
 //!   list, sharing one visited table in global memory, merged by `cagra_search_merge`; for small
 //!   batches. Which block reaches a vertex first depends on timing, so results may differ
 //!   slightly between runs. With one block per query the table is in shared memory, as in
@@ -22,7 +22,7 @@
 //!
 //! The parameters are the crate's [`CagraSearchParams`] (the filter included).
 //! [`CagraSearchMode::Auto`] picks multi-CTA when the batch is smaller than twice the number of
-//! SMs or `itopk > 512`. A filter (a bitset of allowed ids) keeps a second result list of
+//! SMs or `beam_width > 512`. A filter (a bitset of allowed ids) keeps a second result list of
 //! allowed points only: filtered-out points are traversed (so the search still reaches the
 //! allowed points near the query) but never returned.
 
@@ -35,23 +35,24 @@ use weft_gpu::matrix::padded_stride;
 use weft_gpu::{DeviceBuffer, DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
 
 use super::common::{
-    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
-    check_query_dim, download_last_results, download_results, download_stats, fmt_session,
+    SessionQueries, check_device_shapes, check_entries, check_graph_rows, check_host_shapes,
+    check_out_rows, download_last_results, download_results, download_stats, fmt_session,
     grow_bytes, result_buffers, take_grown, upload_entries_zero_counters, upload_resident,
     upload_search, work_buffers,
 };
 use super::kernels::cagra_search as kernels;
 use super::rerank::{self, HalfTraversal};
 use crate::cagra_gpu_params::{
-    CAGRA_GPU_MAX_ITOPK as MAX_ITOPK, CAGRA_GPU_MAX_SEARCH_WIDTH as MAX_SEARCH_WIDTH,
+    CAGRA_GPU_MAX_BEAM_WIDTH as MAX_BEAM_WIDTH, CAGRA_GPU_MAX_SEARCH_WIDTH as MAX_SEARCH_WIDTH,
+    check_filter_words,
 };
 pub use crate::cagra_gpu_params::{CagraSearchMode, CagraSearchParams, SearchPrecision};
 use crate::check::check_search_inputs;
 
 /// The largest candidate buffer (`search_width * degree`).
 pub const MAX_CANDIDATES: usize = 1024;
-/// Entries of each block's list in multi-CTA mode.
-pub const MULTI_CTA_ITOPK: usize = 32;
+/// Entries of each block's list in multi-CTA mode ([`CagraSearchPlan::block_list_len`]).
+pub const MULTI_CTA_BLOCK_LIST_LEN: usize = 32;
 /// Threads per search block at most: the kernel's launch bound (`__launch_bounds__(512, 2)`,
 /// which also caps it at 64 registers a thread, so that 16 blocks of 64 threads fit on an SM).
 const BLOCK_MAX: usize = 512;
@@ -82,8 +83,10 @@ pub struct CagraSearchPlan {
     pub max_iterations: usize,
     /// Blocks per query.
     pub ctas_per_query: usize,
-    /// Each block's list length.
-    pub list_len: usize,
+    /// Each block's list length: the beam width in single-CTA mode; in multi-CTA mode
+    /// [`MULTI_CTA_BLOCK_LIST_LEN`] per block, `ctas_per_query` blocks together holding at
+    /// least the beam width. The kernel's `beam_width` argument is this (a block's own beam).
+    pub block_list_len: usize,
     /// Parents per iteration of each block.
     pub width: usize,
     /// Candidate buffer (a power of two).
@@ -139,23 +142,6 @@ pub(crate) struct ListChunk<'a> {
     pub(crate) counters: &'a DeviceBuffer<u64>,
     /// Whether this is the last batch.
     pub(crate) last: bool,
-}
-
-/// A checked filter: a bitset of allowed ids (bit `i % 32` of word `i / 32` set = allowed).
-fn check_filter(filter: Option<&[u32]>, n: usize) -> Result<()> {
-    if let Some(f) = filter
-        && f.len() < n.div_ceil(32)
-    {
-        return Err(Error::invalid_param(
-            "filter",
-            format!(
-                "a bitset of {} words cannot cover {n} points (needs {})",
-                f.len(),
-                n.div_ceil(32)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 impl<'c> CagraSearchDevice<'c> {
@@ -239,7 +225,7 @@ impl<'c> CagraSearchDevice<'c> {
             params,
             filter.is_some(),
         )?;
-        check_filter(filter, data.rows())?;
+        check_filter_words(filter, data.rows())?;
         if queries.rows() == 0 {
             return Ok(SearchStats::default());
         }
@@ -376,7 +362,7 @@ impl<'c> CagraSearchDevice<'c> {
             filter.is_some(),
             entries.len(),
         )?;
-        check_filter(filter, n)?;
+        check_filter_words(filter, n)?;
         check_entries(entries, n)?;
         if nq == 0 {
             return Ok(SearchStats::default());
@@ -389,7 +375,7 @@ impl<'c> CagraSearchDevice<'c> {
         let hsize = 1usize << p.hash_bits;
         // Queries per launch and grid: bounded so that tables and staging stay small.
         let chunk = if multi {
-            let per_query = hsize * 4 + p.ctas_per_query * p.list_len * 8;
+            let per_query = hsize * 4 + p.ctas_per_query * p.block_list_len * 8;
             ((256usize << 20) / per_query).clamp(1, 65_536).min(nq)
         } else {
             nq.min(1 << 20)
@@ -402,7 +388,7 @@ impl<'c> CagraSearchDevice<'c> {
             _ => chunk * hsize,
         };
         let parts_out = if merged {
-            chunk * p.ctas_per_query * p.list_len
+            chunk * p.ctas_per_query * p.block_list_len
         } else {
             chunk * k
         };
@@ -450,7 +436,8 @@ impl<'c> CagraSearchDevice<'c> {
             let n32 = u32_of(n, "points")?;
             let degree = u32_of(graph.degree(), "degree")?;
             let metric_code = metric.code() as i32;
-            let itopk = p.list_len as u32;
+            // The kernel's beam is one block's list: the beam width in single-CTA mode.
+            let beam_width = p.block_list_len as u32;
             let width = p.width as u32;
             let max_iter = p.max_iterations as u32;
             let min_iter = u32_of(params.min_iterations, "min_iterations")?;
@@ -480,7 +467,11 @@ impl<'c> CagraSearchDevice<'c> {
                 }
                 let qv = queries.rows_view(start, start + cnt)?;
                 let dv = data.rows_view(0, n)?;
-                let out_len = if merged { p.list_len as u32 } else { k as u32 };
+                let out_len = if merged {
+                    p.block_list_len as u32
+                } else {
+                    k as u32
+                };
                 // One block per (query, part), so that the hardware keeps every SM busy to the
                 // end (a grid-stride loop over more blocks than fit at once leaves a partial last
                 // wave); only blocks with their own global table are capped at grid_cap.
@@ -495,7 +486,7 @@ impl<'c> CagraSearchDevice<'c> {
                     part_ids.len().min(part_d.len()),
                     cnt as u64
                         * if merged {
-                            p.ctas_per_query * p.list_len
+                            p.ctas_per_query * p.block_list_len
                         } else {
                             k
                         } as u64,
@@ -514,7 +505,7 @@ impl<'c> CagraSearchDevice<'c> {
                         queries: qv.input(),
                         nq: cnt32,
                         metric: metric_code,
-                        itopk,
+                        beam_width,
                         width,
                         max_iter,
                         min_iter,
@@ -537,7 +528,7 @@ impl<'c> CagraSearchDevice<'c> {
                 )?;
                 let (src_ids, src_d) = if merged {
                     let parts = p.ctas_per_query as u32;
-                    let len = p.list_len as u32;
+                    let len = p.block_list_len as u32;
                     let slots = (parts * len).next_power_of_two();
                     need(
                         fin_ids.len().min(fin_d.len()),
@@ -716,49 +707,39 @@ impl<T: Element> CagraSearchSession<T> {
         params: &CagraSearchParams,
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
-        let filter = params.filter.as_deref();
-        check_query_dim(self.data.dim(), queries.dim())?;
-        check_out_rows(&out, queries.rows())?;
-        // Check everything that needs no device memory before uploading.
-        self.device().plan(
-            self.data.rows(),
-            self.data.dim(),
-            std::mem::size_of::<T>(),
-            self.graph.degree(),
-            queries.rows(),
-            out.k(),
-            params,
-            filter.is_some(),
-        )?;
-        check_filter(filter, self.data.rows())?;
-        if queries.rows() == 0 {
-            return Ok(SearchStats::default());
-        }
-        let q = DeviceMatrix::upload_reusing(
-            &mut self.queries,
-            &self.ctx,
-            queries,
-            self.budget,
-            &mut self.bufs.allocations,
-        )?;
+        let (data, graph, entries) = (&self.data, &self.graph, &self.entries);
         let dev = CagraSearchDevice {
             ctx: &self.ctx,
             budget: self.budget,
         };
-        if params.traversal == SearchPrecision::F16 {
-            let s = (&self.data, &self.graph, &*q);
-            let (bufs, half) = (&mut self.bufs, &mut self.half);
-            return rerank::search_f16(&dev, bufs, half, s, metric, params, &self.entries, out);
-        }
-        dev.search_device_with(
-            &mut self.bufs,
-            &self.data,
-            &self.graph,
-            q,
-            metric,
-            params,
-            &self.entries,
+        let filter = params.filter.as_deref();
+        let (dim, budget) = (data.dim(), self.budget);
+        let half = &mut self.half;
+        let staged = SessionQueries::new(&self.ctx, budget, dim, &mut self.queries, &mut self.bufs);
+        staged.search(
+            queries,
             out,
+            |k| {
+                let (n, elem) = (data.rows(), std::mem::size_of::<T>());
+                dev.plan(
+                    n,
+                    data.dim(),
+                    elem,
+                    graph.degree(),
+                    queries.rows(),
+                    k,
+                    params,
+                    filter.is_some(),
+                )?;
+                check_filter_words(filter, n)
+            },
+            |bufs, q, out| {
+                if params.traversal == SearchPrecision::F16 {
+                    let s = (data, graph, q);
+                    return rerank::search_f16(&dev, bufs, half, s, metric, params, entries, out);
+                }
+                dev.search_device_with(bufs, data, graph, q, metric, params, entries, out)
+            },
         )
     }
 
@@ -802,13 +783,6 @@ impl<T: Element> CagraSearchSession<T> {
             out.as_mut(),
         )?;
         Ok((out, stats))
-    }
-
-    fn device(&self) -> CagraSearchDevice<'_> {
-        CagraSearchDevice {
-            ctx: &self.ctx,
-            budget: self.budget,
-        }
     }
 }
 
@@ -857,18 +831,18 @@ pub fn plan_with_entries(
              fewer than 2^31 points"
         )));
     }
-    if k == 0 || k > MAX_ITOPK {
+    if k == 0 || k > MAX_BEAM_WIDTH {
         return Err(Error::invalid_param(
             "k",
-            format!("k = {k} must be between 1 and {MAX_ITOPK}"),
+            format!("k = {k} must be between 1 and {MAX_BEAM_WIDTH}"),
         ));
     }
-    if params.itopk < k || params.itopk > MAX_ITOPK {
+    if params.beam_width < k || params.beam_width > MAX_BEAM_WIDTH {
         return Err(Error::invalid_param(
-            "itopk",
+            "beam_width",
             format!(
-                "the internal list size {} must be at least k = {k} and at most {MAX_ITOPK}",
-                params.itopk
+                "the beam width {} must be at least k = {k} and at most {MAX_BEAM_WIDTH}",
+                params.beam_width
             ),
         ));
     }
@@ -913,7 +887,7 @@ pub fn plan_with_entries(
     }
     let mode = match params.mode {
         CagraSearchMode::Auto => {
-            if nq < 2 * sms || params.itopk > 512 {
+            if nq < 2 * sms || params.beam_width > 512 {
                 CagraSearchMode::MultiCta
             } else {
                 CagraSearchMode::SingleCta
@@ -922,24 +896,24 @@ pub fn plan_with_entries(
         m => m,
     };
     let multi = mode == CagraSearchMode::MultiCta;
-    let (list_len, width, ctas) = if multi {
+    let (block_list_len, width, ctas) = if multi {
         (
-            MULTI_CTA_ITOPK,
+            MULTI_CTA_BLOCK_LIST_LEN,
             1,
             params
                 .search_width
-                .max(params.itopk.div_ceil(MULTI_CTA_ITOPK)),
+                .max(params.beam_width.div_ceil(MULTI_CTA_BLOCK_LIST_LEN)),
         )
     } else {
-        (params.itopk, params.search_width, 1)
+        (params.beam_width, params.search_width, 1)
     };
-    if multi && (ctas * list_len).next_power_of_two() > MERGE_SLOTS_MAX {
+    if multi && (ctas * block_list_len).next_power_of_two() > MERGE_SLOTS_MAX {
         return Err(Error::invalid_param(
-            "itopk",
+            "beam_width",
             format!(
-                "multi-CTA search merges at most {MERGE_SLOTS_MAX} entries per query; itopk = {} \
-                 needs {ctas} blocks of {list_len}",
-                params.itopk
+                "multi-CTA search merges at most {MERGE_SLOTS_MAX} entries per query; beam_width = {} \
+                 needs {ctas} blocks of {block_list_len}",
+                params.beam_width
             ),
         ));
     }
@@ -958,8 +932,8 @@ pub fn plan_with_entries(
     let auto_iter = if multi {
         36
     } else {
-        let l = list_len as f64 / width as f64;
-        1 + ((1.1 * l).ceil() as usize).min(list_len / width + 10)
+        let l = block_list_len as f64 / width as f64;
+        1 + ((1.1 * l).ceil() as usize).min(block_list_len / width + 10)
     };
     let max_iterations = if params.max_iterations == 0 {
         auto_iter.max(params.min_iterations).max(1)
@@ -967,33 +941,34 @@ pub fn plan_with_entries(
         params.max_iterations
     };
     let stride = padded_stride(dim);
-    let results = if filtered { list_len } else { 0 };
+    let results = if filtered { block_list_len } else { 0 };
     // query f32, top and result lists (pairs, double-buffered), candidates and their sorted copy
     // (pairs), parents, filter masks.
-    let base_words = stride + 4 * list_len + 4 * results + 4 * candidates + 32 + candidates / 32;
+    let base_words =
+        stride + 4 * block_list_len + 4 * results + 4 * candidates + 32 + candidates / 32;
     if base_words * 4 > SMEM_LIMIT {
         return Err(Error::invalid_param(
-            "itopk",
+            "beam_width",
             format!(
-                "dimension {dim} with itopk = {list_len} and {candidates} candidates needs {} bytes \
-                 of shared memory per block (limit {SMEM_LIMIT})",
+                "dimension {dim} with lists of {block_list_len} entries per block and {candidates} \
+                 candidates needs {} bytes of shared memory per block (limit {SMEM_LIMIT})",
                 base_words * 4
             ),
         ));
     }
-    // A multi-CTA search of one block per query (itopk <= 32, search width 1) shares its table
+    // A multi-CTA search of one block per query (beam_width <= 32, search width 1) shares its table
     // with nobody: it keeps it in shared memory like a single-CTA search, with no global
     // atomics and no table fill before the launch (batch-1 latency).
     let (hash_bits, table_mode) = if multi && ctas > 1 {
         let extra_entries = n_entries.saturating_sub(candidates);
-        let want = 2 * (ctas * (list_len + degree * max_iterations) + extra_entries);
+        let want = 2 * (ctas * (block_list_len + degree * max_iterations) + extra_entries);
         (want.next_power_of_two().trailing_zeros().clamp(11, 20), 2)
     } else {
         // Room for the lists and about eight iterations of candidates at half fill, so that
         // the table is cleared rarely; smaller when shared memory is short.
-        let need = 2 * (list_len + results + candidates);
+        let need = 2 * (block_list_len + results + candidates);
         let min_bits = need.next_power_of_two().trailing_zeros().max(8);
-        let roomy = (2 * (list_len + results + 8 * candidates))
+        let roomy = (2 * (block_list_len + results + 8 * candidates))
             .next_power_of_two()
             .trailing_zeros()
             .clamp(min_bits, 13);
@@ -1011,7 +986,7 @@ pub fn plan_with_entries(
         // Few queries in flight: one team per candidate, so that an iteration's row loads
         // are all issued at once (its latency is one memory round trip, not one per team).
         (candidates * team_size).clamp(64, BLOCK_MAX)
-    } else if list_len + candidates <= WIDE_BLOCK_ENTRIES {
+    } else if block_list_len + candidates <= WIDE_BLOCK_ENTRIES {
         64
     } else {
         128
@@ -1021,7 +996,7 @@ pub fn plan_with_entries(
         team_size,
         max_iterations,
         ctas_per_query: ctas,
-        list_len,
+        block_list_len,
         width,
         candidates,
         hash_bits,
@@ -1064,10 +1039,10 @@ impl Searcher<FixedDegreeGraph> for CagraSearchGpu<'_> {
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
         let k = check_search_inputs(graph, data, queries, &out, |n, dim| params.validate(n, dim))?;
-        if params.itopk < k {
+        if params.beam_width < k {
             return Err(Error::invalid_param(
-                "itopk",
-                format!("the list size itopk = {} is below k = {k}", params.itopk),
+                "beam_width",
+                format!("the beam width {} is below k = {k}", params.beam_width),
             ));
         }
         if queries.rows() == 0 {

@@ -134,6 +134,12 @@ macro_rules! work_buffers {
             }
         }
 
+        impl $crate::gpu::common::WorkBuffers for $name {
+            fn allocations_mut(&mut self) -> &mut u64 {
+                &mut self.allocations
+            }
+        }
+
         impl $name {
             /// Empty buffers (nothing allocated until the first search).
             pub fn new() -> Self {
@@ -168,6 +174,74 @@ macro_rules! work_buffers {
     };
 }
 pub(crate) use work_buffers;
+
+/// A search's work buffers (made by `work_buffers!`).
+pub(crate) trait WorkBuffers {
+    /// The count of device allocations made for them, for the query buffer's to join.
+    fn allocations_mut(&mut self) -> &mut u64;
+}
+
+/// What a resident search session lends its `search_into` of host queries: its context and
+/// budget, the data's dimension, its query buffer and its work buffers.
+pub(crate) struct SessionQueries<'s, T: Element, B> {
+    /// The session's context.
+    ctx: &'s GpuContext,
+    /// The session's memory budget (`None`: free memory).
+    budget: Option<u64>,
+    /// The dimension of the resident data.
+    data_dim: usize,
+    /// The query buffer, grown when a batch is larger than any before.
+    slot: &'s mut Option<DeviceMatrix<T>>,
+    /// The work buffers.
+    bufs: &'s mut B,
+}
+
+impl<'s, T: Element, B: WorkBuffers> SessionQueries<'s, T, B> {
+    /// A session's context, budget, data dimension, query buffer and work buffers.
+    pub(crate) fn new(
+        ctx: &'s GpuContext,
+        budget: Option<u64>,
+        data_dim: usize,
+        slot: &'s mut Option<DeviceMatrix<T>>,
+        bufs: &'s mut B,
+    ) -> Self {
+        SessionQueries {
+            ctx,
+            budget,
+            data_dim,
+            slot,
+            bufs,
+        }
+    }
+
+    /// Searches host `queries` into `out` (`out.k()` results for each of the `out.rows()`
+    /// queries): checks the queries' dimension and `out`'s rows, then `check(k)` (the search's
+    /// own checks that need no device memory), all before any upload; no queries give empty
+    /// statistics; else the queries are copied into the query buffer and `search` runs on them
+    /// with the work buffers, writing the results straight into `out`.
+    pub(crate) fn search(
+        self,
+        queries: DatasetView<'_, T>,
+        out: NeighborsMut<'_>,
+        check: impl FnOnce(usize) -> Result<()>,
+        search: impl FnOnce(&mut B, &DeviceMatrix<T>, NeighborsMut<'_>) -> Result<SearchStats>,
+    ) -> Result<SearchStats> {
+        check_query_dim(self.data_dim, queries.dim())?;
+        check_out_rows(&out, queries.rows())?;
+        check(out.k())?;
+        if queries.rows() == 0 {
+            return Ok(SearchStats::default());
+        }
+        let q = DeviceMatrix::upload_reusing(
+            self.slot,
+            self.ctx,
+            queries,
+            self.budget,
+            self.bufs.allocations_mut(),
+        )?;
+        search(self.bufs, q, out)
+    }
+}
 
 /// Device bytes the buffer in `slot` holds.
 pub(crate) fn slot_bytes<T: DeviceCopy>(slot: &Option<DeviceBuffer<T>>) -> u64 {

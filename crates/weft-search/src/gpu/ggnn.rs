@@ -44,8 +44,8 @@ use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
 use weft_graph::hier::HierGraph;
 
 use super::common::{
-    check_device_shapes, check_entries, check_graph_rows, check_host_shapes, check_out_rows,
-    check_query_dim, download_last_results, download_results, download_stats, fmt_session,
+    SessionQueries, check_device_shapes, check_entries, check_graph_rows, check_host_shapes,
+    check_out_rows, download_last_results, download_results, download_stats, fmt_session,
     grow_bytes, result_buffers, take_grown, upload_entries_zero_counters, upload_resident,
     upload_search, work_buffers,
 };
@@ -143,8 +143,8 @@ pub fn plan(
     if params.best == 0 {
         return Err(Error::invalid_param("best", "must be at least 1"));
     }
-    if params.prioq == 0 {
-        return Err(Error::invalid_param("prioq", "must be at least 1"));
+    if params.beam_width == 0 {
+        return Err(Error::invalid_param("beam_width", "must be at least 1"));
     }
     if params.max_iterations == 0 || params.max_iterations > u32::MAX as usize {
         return Err(Error::invalid_param(
@@ -185,7 +185,7 @@ pub fn plan(
     }
     let best_cap = params.best.max(k);
     let cand_cap = degree.max(1).div_ceil(32).max(1) * 32;
-    let merge = best_cap + params.prioq + cand_cap;
+    let merge = best_cap + params.beam_width + cand_cap;
     let block_threads = if options.block_threads != 0 {
         options.block_threads
     } else {
@@ -199,11 +199,11 @@ pub fn plan(
     };
     if merge > MERGE_PER_THREAD * block_threads {
         return Err(Error::invalid_param(
-            "prioq",
+            "beam_width",
             format!(
-                "best {best_cap} + prioq {} + {cand_cap} candidates exceed the {} entries a block \
+                "best {best_cap} + beam_width {} + {cand_cap} candidates exceed the {} entries a block \
                  of {block_threads} threads merges (at most {} threads per block)",
-                params.prioq,
+                params.beam_width,
                 MERGE_PER_THREAD * block_threads,
                 128
             ),
@@ -224,22 +224,22 @@ pub fn plan(
     // and the ring: half of it must hold those and one row. A filtered search also keeps a
     // result list of k entries.
     let res = if params.filter.is_some() { k } else { 0 };
-    let keep = best_cap + params.prioq + params.visited + cand_cap + res;
+    let keep = best_cap + params.beam_width + params.visited + cand_cap + res;
     let hash_bits = (2 * keep).next_power_of_two().trailing_zeros().max(6);
     if hash_bits > MAX_TABLE_BITS {
         return Err(Error::invalid_param(
             "visited",
             format!(
-                "best {best_cap} + prioq {} + visited {} + {cand_cap} candidates need a visited \
+                "best {best_cap} + beam_width {} + visited {} + {cand_cap} candidates need a visited \
                  table of 2^{hash_bits} slots; the GPU search holds at most 2^{MAX_TABLE_BITS}",
-                params.prioq, params.visited
+                params.beam_width, params.visited
             ),
         ));
     }
     let stride = padded_stride(dim);
     let words = stride
         + 2 * best_cap
-        + 2 * params.prioq
+        + 2 * params.beam_width
         + 3 * cand_cap
         + params.visited
         + (1 << hash_bits)
@@ -249,10 +249,10 @@ pub fn plan(
         return Err(Error::invalid_param(
             "visited",
             format!(
-                "dimension {dim} with best {best_cap}, prioq {}, visited {} and {cand_cap} \
+                "dimension {dim} with best {best_cap}, beam_width {}, visited {} and {cand_cap} \
                  candidates needs {shared_bytes} bytes of shared memory per block (limit \
                  {SMEM_LIMIT})",
-                params.prioq, params.visited
+                params.beam_width, params.visited
             ),
         ));
     }
@@ -468,7 +468,7 @@ impl<'c> GgnnSearchDevice<'c> {
             need(graph.ids().len(), n as u64 * degree as u64, "graph ids")?;
             let metric_code = metric.code() as i32;
             let best_cap = u32_of(p.best_cap, "best")?;
-            let prioq = u32_of(params.prioq, "prioq")?;
+            let beam_width = u32_of(params.beam_width, "beam_width")?;
             let ring = u32_of(params.visited, "visited")?;
             let max_iter = u32_of(params.max_iterations, "max_iterations")?;
             let guard = params.max_nn1.unwrap_or(f32::INFINITY);
@@ -504,7 +504,7 @@ impl<'c> GgnnSearchDevice<'c> {
                         q_base,
                         metric: metric_code,
                         best_cap,
-                        prioq_cap: prioq,
+                        beam_width,
                         ring_cap: ring,
                         max_iter,
                         tau: params.tau,
@@ -628,38 +628,29 @@ impl<T: Element> GgnnSearchSession<T> {
         options: &GgnnGpuOptions,
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
-        check_query_dim(self.data.dim(), queries.dim())?;
-        check_out_rows(&out, queries.rows())?;
-        // Check what needs no device memory before uploading.
-        plan(
-            self.data.rows(),
-            self.data.dim(),
-            std::mem::size_of::<T>(),
-            self.graph.degree(),
-            out.k(),
-            params,
-            options,
-        )?;
-        if queries.rows() == 0 {
-            return Ok(SearchStats::default());
-        }
-        let q = DeviceMatrix::upload_reusing(
-            &mut self.queries,
-            &self.ctx,
+        let (data, graph, entries) = (&self.data, &self.graph, &self.entries);
+        let dev = GgnnSearchDevice::new(&self.ctx);
+        let (dim, budget) = (data.dim(), None);
+        let staged = SessionQueries::new(&self.ctx, budget, dim, &mut self.queries, &mut self.bufs);
+        staged.search(
             queries,
-            None,
-            &mut self.bufs.allocations,
-        )?;
-        GgnnSearchDevice::new(&self.ctx).search_device_with(
-            &mut self.bufs,
-            &self.data,
-            &self.graph,
-            &self.entries,
-            q,
-            metric,
-            params,
-            options,
             out,
+            |k| {
+                let elem = std::mem::size_of::<T>();
+                plan(
+                    data.rows(),
+                    data.dim(),
+                    elem,
+                    graph.degree(),
+                    k,
+                    params,
+                    options,
+                )
+                .map(drop)
+            },
+            |bufs, q, out| {
+                dev.search_device_with(bufs, data, graph, entries, q, metric, params, options, out)
+            },
         )
     }
 }
@@ -707,22 +698,59 @@ impl<'c> GgnnSearchGpu<'c> {
     pub fn options(&self) -> GgnnGpuOptions {
         self.options
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    fn run<G: GraphView + ?Sized, T: Element>(
+/// A graph the GPU GGNN search walks: its base layer of fixed degree (searched on the device)
+/// and the entry points every query starts from.
+pub trait GgnnGpuGraph: GraphView {
+    /// The graph of fixed degree the search expands.
+    fn base_layer(&self) -> &FixedDegreeGraph;
+    /// The entry points (empty: the fallback of [`GgnnSearchParams::entry_points`]).
+    fn search_entry_points(&self) -> &[NodeId];
+}
+
+impl GgnnGpuGraph for HierGraph {
+    /// Layer 0 of the hierarchy.
+    fn base_layer(&self) -> &FixedDegreeGraph {
+        self.base()
+    }
+    /// The hierarchy's entry points.
+    fn search_entry_points(&self) -> &[NodeId] {
+        self.entry_points()
+    }
+}
+
+impl GgnnGpuGraph for FixedDegreeGraph {
+    /// The graph itself.
+    fn base_layer(&self) -> &FixedDegreeGraph {
+        self
+    }
+    /// The graph's own entry points.
+    fn search_entry_points(&self) -> &[NodeId] {
+        self.entry_points()
+    }
+}
+
+impl<G: GgnnGpuGraph> Searcher<G> for GgnnSearchGpu<'_> {
+    type Params = GgnnSearchParams;
+
+    fn name(&self) -> &'static str {
+        "ggnn_gpu"
+    }
+
+    fn search<T: Element>(
         &self,
-        view: &G,
-        base: &FixedDegreeGraph,
-        entries: &[NodeId],
+        graph: &G,
         data: DatasetView<'_, T>,
         queries: DatasetView<'_, T>,
         metric: Metric,
         params: &GgnnSearchParams,
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
-        check_search_inputs(view, data, queries, &out, |n, dim| params.validate(n, dim))?;
+        check_search_inputs(graph, data, queries, &out, |n, dim| params.validate(n, dim))?;
         data.check_finite()?;
         queries.check_finite()?;
+        let base = graph.base_layer();
         if base.n() != data.rows() {
             return Err(Error::dim_mismatch(
                 "graph vertices vs data rows",
@@ -730,6 +758,7 @@ impl<'c> GgnnSearchGpu<'c> {
                 base.n(),
             ));
         }
+        let entries = graph.search_entry_points();
         let spread = if entries.is_empty() {
             fallback_entry_points(data, metric, params)?
         } else {
@@ -744,64 +773,6 @@ impl<'c> GgnnSearchGpu<'c> {
             metric,
             params,
             &self.options,
-            out,
-        )
-    }
-}
-
-impl Searcher<HierGraph> for GgnnSearchGpu<'_> {
-    type Params = GgnnSearchParams;
-
-    fn name(&self) -> &'static str {
-        "ggnn_gpu"
-    }
-
-    fn search<T: Element>(
-        &self,
-        graph: &HierGraph,
-        data: DatasetView<'_, T>,
-        queries: DatasetView<'_, T>,
-        metric: Metric,
-        params: &GgnnSearchParams,
-        out: NeighborsMut<'_>,
-    ) -> Result<SearchStats> {
-        self.run(
-            graph,
-            graph.base(),
-            graph.entry_points(),
-            data,
-            queries,
-            metric,
-            params,
-            out,
-        )
-    }
-}
-
-impl Searcher<FixedDegreeGraph> for GgnnSearchGpu<'_> {
-    type Params = GgnnSearchParams;
-
-    fn name(&self) -> &'static str {
-        "ggnn_gpu"
-    }
-
-    fn search<T: Element>(
-        &self,
-        graph: &FixedDegreeGraph,
-        data: DatasetView<'_, T>,
-        queries: DatasetView<'_, T>,
-        metric: Metric,
-        params: &GgnnSearchParams,
-        out: NeighborsMut<'_>,
-    ) -> Result<SearchStats> {
-        self.run(
-            graph,
-            graph,
-            graph.entry_points(),
-            data,
-            queries,
-            metric,
-            params,
             out,
         )
     }

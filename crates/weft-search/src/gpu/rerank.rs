@@ -216,12 +216,12 @@ pub fn rerank_lists<T: Element>(
     out_d: &mut DeviceViewMut<'_, f32>,
 ) -> Result<()> {
     check_f32::<T>()?;
-    if m == 0 || m > crate::CAGRA_GPU_MAX_ITOPK {
+    if m == 0 || m > crate::CAGRA_GPU_MAX_BEAM_WIDTH {
         return Err(Error::invalid_param(
             "rerank",
             format!(
                 "{m} entries per query: must be between 1 and {}",
-                crate::CAGRA_GPU_MAX_ITOPK
+                crate::CAGRA_GPU_MAX_BEAM_WIDTH
             ),
         ));
     }

@@ -28,7 +28,7 @@ pub fn ggnn_invalid_params() -> Vec<GgnnSearchParams> {
             ..Default::default()
         },
         GgnnSearchParams {
-            prioq: 0,
+            beam_width: 0,
             ..Default::default()
         },
         GgnnSearchParams {
