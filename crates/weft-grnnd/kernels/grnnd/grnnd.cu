@@ -49,6 +49,21 @@ __device__ __forceinline__ bool is_new(u64 e) { return (e & NEW_BIT) != 0; }
 
 __device__ __forceinline__ u64 load_volatile(const u64* p) { return *(const volatile u64*)p; }
 
+// Every lane gets the largest `best` over the warp's (best, bi) pairs, ties to the lowest `bi`.
+// Whole warp. (pool_insert keeps its own copy of this loop: calling this there cost its
+// kernels two registers.)
+__device__ __forceinline__ void warp_argmax(u64& best, u32& bi) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const u64 ob = __shfl_xor_sync(FULL, best, o);
+        const u32 oi = __shfl_xor_sync(FULL, bi, o);
+        if (ob > best || (ob == best && oi < bi)) {
+            best = ob;
+            bi = oi;
+        }
+    }
+}
+
 // Inserts `e` into `owner`'s row of pool (P, C) of capacity R; the whole warp calls it with the
 // same arguments. The digest's corrected WARP_INSERT: ballot de-duplication by id, a slot
 // reserved with atomicAdd and filled by CAS from EMPTY while the row has room, else the row's
@@ -134,15 +149,7 @@ __device__ void pruned_insert(u64* row, u32 L, u64 x) {
         __syncwarp();
         return;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const u64 ob = __shfl_xor_sync(FULL, best, o);
-        const u32 oi = __shfl_xor_sync(FULL, bi, o);
-        if (ob > best || (ob == best && oi < bi)) {
-            best = ob;
-            bi = oi;
-        }
-    }
+    warp_argmax(best, bi);
     if (lane == 0 && x < best) row[bi] = x;
     __syncwarp();
 }
