@@ -259,9 +259,9 @@ impl<'c> Grnnd<'c> {
     ///
     /// GRNND reads these fields of `params`: `s`, `r` (at most [`MAX_R`]), `t1`, `t2`,
     /// `degree`, `fill_fraction`, `rho`, `update_order`, `reverse_sampling`, `new_old_flags`,
-    /// `strict_prune`, `max_pairs`, `final_reverse_edges` and `repair`; `build`'s seed seeds the random start
-    /// and the random pair order. The CPU-only fields are ignored here (the builder,
-    /// [`crate::GrnndGpu`], refuses those GRNND cannot honour).
+    /// `strict_prune`, `max_pairs`, `final_reverse_edges` and `repair`; `build`'s seed seeds
+    /// the random start and the random pair order. The CPU-only fields are ignored here (the
+    /// builder, [`crate::GrnndGpu`], refuses those GRNND cannot honour).
     pub fn build<T: Element>(
         &self,
         data: DatasetView<'_, T>,
@@ -928,7 +928,8 @@ pub mod testing {
         }
         if fill_len > params.r || pruned.len() != pool.n * fill_len {
             return Err(Error::InvalidInput(format!(
-                "update_round: {} pruned entries for {} rows of fill_len {fill_len} (at most R = {})",
+                "update_round: {} pruned entries for {} rows of fill_len {fill_len} (at most \
+                 R = {})",
                 pruned.len(),
                 pool.n,
                 params.r
