@@ -67,6 +67,10 @@ fn grnnd_passes_the_graph_suite() {
             max_pairs: Some(0),
             ..Default::default()
         },
+        GrnndParams {
+            fill_fraction: -0.5,
+            ..Default::default()
+        },
     ];
     let report = run_graph_suite(&b, &suite);
     println!("{report}");

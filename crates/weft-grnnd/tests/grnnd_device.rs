@@ -981,6 +981,10 @@ fn grnnd_errors_are_typed() {
             max_pairs: Some(0),
             ..Default::default()
         },
+        GrnndParams {
+            fill_fraction: 1.5,
+            ..Default::default()
+        },
     ] {
         let e = Grnnd::new(&ctx)
             .build(view, Metric::L2Squared, &bad, &b)
