@@ -1,15 +1,19 @@
-//! GRNND on a GPU: the GraphBuilder conformance suite, the device-resident entry point, and
-//! graph quality against the CPU RNN-Descent at the same parameters (both graphs searched with
-//! weft-search's CPU beam search). Skips visibly without a GPU (fails with WEFT_REQUIRE_GPU=1).
+//! GRNND on a GPU: the GraphBuilder conformance suite, the device-resident entry point, graph
+//! quality against the CPU RNN-Descent at the same parameters (both graphs searched with
+//! weft-search's CPU beam search; rows filled from pruned candidates and not), and the filling
+//! of short rows on clustered data. Skips visibly without a GPU (fails with
+//! WEFT_REQUIRE_GPU=1).
 #![cfg(feature = "cuda")]
 
 use std::sync::Arc;
 
-use weft_core::{BuildCtx, Error, GraphBuilder, GraphView, Metric, Neighbors, Searcher};
+use weft_core::{
+    BuildCtx, Error, FixedDegreeGraph, GraphBuilder, GraphView, Metric, Neighbors, NodeId, Searcher,
+};
 use weft_gpu::DeviceMatrix;
 use weft_gpu::testing::gpu_or_skip;
 use weft_grnnd::{GrnndGpu, GrnndParams};
-use weft_rnndescent::{RnnDescentCpu, UpdateOrder};
+use weft_rnndescent::{RnnDescentCpu, RnnDescentParams, UpdateOrder};
 use weft_search::{BeamSearch, BeamSearchParams};
 use weft_testkit::graph::{
     GraphSuite, gaussian_mixture, ground_truth, recall_at_k, run_graph_suite,
@@ -63,6 +67,10 @@ fn grnnd_passes_the_graph_suite() {
             max_pairs: Some(0),
             ..Default::default()
         },
+        GrnndParams {
+            fill_fraction: -0.5,
+            ..Default::default()
+        },
     ];
     let report = run_graph_suite(&b, &suite);
     println!("{report}");
@@ -90,7 +98,9 @@ fn recall_of<G: GraphView>(
 }
 
 /// At the same parameters, the GRNND graph searches within 0.03 recall@10 of the CPU
-/// RNN-Descent graph at beam widths 20, 40 and 80 (the measured gap is in docs/grnnd.md).
+/// RNN-Descent graph at beam widths 20, 40 and 80 (the measured gap is in docs/grnnd.md): at the
+/// defaults (both fill short rows from pruned candidates, `fill_fraction = 0.5`) and with
+/// `fill_fraction = 0` (both export the kept rows only).
 #[test]
 fn grnnd_graph_quality_matches_cpu_rnndescent() {
     let Some(b) = builder("grnnd_graph_quality_matches_cpu_rnndescent") else {
@@ -105,22 +115,44 @@ fn grnnd_graph_quality_matches_cpu_rnndescent() {
         .unwrap();
     gpu.validate().unwrap();
     assert_eq!(stats.unreachable_after, 0, "{stats:?}");
+    assert!(stats.filled_edges > 0, "{stats:?}");
     // The device medoid first, then the points spread over the data.
     assert_eq!(gpu.entry_points()[0], stats.entry_point);
     // (one fewer when the first spread pick is the medoid itself).
     let count = gpu.entry_points().len();
     assert!((params.entry_points..=params.entry_points + 1).contains(&count));
-    let cpu = RnnDescentCpu
-        .build(base.view(), Metric::L2Squared, &params, &ctx)
+    let (cpu, cpu_stats) = RnnDescentCpu
+        .build_with_stats(base.view(), Metric::L2Squared, &params, &ctx)
         .unwrap();
-    // Beam widths of useful recall (at L = 10 the GPU graph was 0.037 below on an H100).
-    for l in [20, 40, 80] {
-        let (rg, rc) = (
-            recall_of(&gpu, &base, &queries, &truth, l),
-            recall_of(&cpu, &base, &queries, &truth, l),
-        );
-        println!("L = {l}: GRNND {rg:.4}, CPU RNN-Descent {rc:.4}");
-        assert!(rg >= rc - 0.03, "L = {l}: GRNND recall {rg} vs CPU {rc}");
+    println!(
+        "filled edges: GRNND {}, CPU RNN-Descent {}",
+        stats.filled_edges, cpu_stats.filled_edges
+    );
+    let unfilled = GrnndParams {
+        fill_fraction: 0.0,
+        ..params.clone()
+    };
+    let (gpu0, stats0) = b
+        .build_with_stats(base.view(), Metric::L2Squared, &unfilled, &ctx)
+        .unwrap();
+    gpu0.validate().unwrap();
+    assert_eq!(stats0.filled_edges, 0, "{stats0:?}");
+    let cpu0 = RnnDescentCpu
+        .build(base.view(), Metric::L2Squared, &unfilled, &ctx)
+        .unwrap();
+    // Beam widths of useful recall (at L = 10 the unfilled GPU graph was 0.037 below on an H100).
+    for (what, g, c) in [("filled", &gpu, &cpu), ("fill_fraction 0", &gpu0, &cpu0)] {
+        for l in [20, 40, 80] {
+            let (rg, rc) = (
+                recall_of(g, &base, &queries, &truth, l),
+                recall_of(c, &base, &queries, &truth, l),
+            );
+            println!("{what}, L = {l}: GRNND {rg:.4}, CPU RNN-Descent {rc:.4}");
+            assert!(
+                rg >= rc - 0.03,
+                "{what}, L = {l}: GRNND recall {rg} vs CPU {rc}"
+            );
+        }
     }
     // The paper's ablation orders build valid, searchable graphs too.
     for order in [UpdateOrder::Ascending, UpdateOrder::Descending] {
@@ -132,6 +164,125 @@ fn grnnd_graph_quality_matches_cpu_rnndescent() {
         g.validate().unwrap();
         let r = recall_of(&g, &base, &queries, &truth, 80);
         assert!(r >= 0.8, "{order:?}: recall {r}");
+    }
+}
+
+/// The rows of `g` without padding.
+fn rows_of(g: &FixedDegreeGraph) -> Vec<Vec<NodeId>> {
+    (0..g.n())
+        .map(|v| {
+            g.row(v)
+                .iter()
+                .copied()
+                .filter(|&u| u != weft_core::INVALID)
+                .collect()
+        })
+        .collect()
+}
+
+/// With `fill_fraction > 0`, on clustered data (where the RNG rule keeps few entries per row:
+/// 2,598 of the CPU's 3,000 unfilled rows hold fewer than 16, and its fill lifts 730 of them to
+/// 16), GRNND fills short rows too: it adds at least a quarter as many edges as the CPU, lifts at
+/// least half the CPU's share of short rows to `fill_len`, the added edges are in the rows on top
+/// of kept rows as long as without filling, and rows stay ascending by distance without repeats
+/// or self-loops. The connectivity repair is off, so the rows are the finalisation's.
+#[test]
+fn grnnd_fills_short_rows_on_clustered_data() {
+    let Some(b) = builder("grnnd_fills_short_rows_on_clustered_data") else {
+        return;
+    };
+    let n = 3000;
+    let (base, _) = gaussian_mixture::<f32>(n, 0, 32, 6, 11);
+    let filled_params = GrnndParams {
+        repair: false,
+        ..Default::default()
+    };
+    let plain_params = GrnndParams {
+        fill_fraction: 0.0,
+        ..filled_params.clone()
+    };
+    let fill_len = filled_params.fill_len();
+    assert_eq!(fill_len, 16);
+    let ctx = BuildCtx::new(21);
+    let build = |p: &RnnDescentParams| {
+        let (g, s) = b
+            .build_with_stats(base.view(), Metric::L2Squared, p, &ctx)
+            .unwrap();
+        g.validate().unwrap();
+        (rows_of(&g), s)
+    };
+    let (plain, plain_stats) = build(&plain_params);
+    let (filled, stats) = build(&filled_params);
+    let cpu = |p: &RnnDescentParams| {
+        let (g, s) = RnnDescentCpu
+            .build_with_stats(base.view(), Metric::L2Squared, p, &ctx)
+            .unwrap();
+        (rows_of(&g), s)
+    };
+    let ((cpu_plain, _), (cpu_filled, cpu_stats)) = (cpu(&plain_params), cpu(&filled_params));
+    let short = |rows: &[Vec<NodeId>]| rows.iter().filter(|r| r.len() < fill_len).count();
+    let edges = |rows: &[Vec<NodeId>]| rows.iter().map(|r| r.len() as u64).sum::<u64>();
+    println!(
+        "rows shorter than {fill_len}: GRNND {} -> {} ({} edges -> {}, {} filled), CPU {} -> {} \
+         ({} edges -> {}, {} filled)",
+        short(&plain),
+        short(&filled),
+        edges(&plain),
+        edges(&filled),
+        stats.filled_edges,
+        short(&cpu_plain),
+        short(&cpu_filled),
+        edges(&cpu_plain),
+        edges(&cpu_filled),
+        cpu_stats.filled_edges,
+    );
+    // Where the CPU fills: many short rows without filling, on both back ends.
+    assert!(short(&cpu_plain) > n / 4, "the test needs short rows");
+    assert!(short(&plain) > n / 4, "the test needs short rows");
+    assert!(cpu_stats.filled_edges > 0);
+    assert_eq!(plain_stats.filled_edges, 0);
+    assert!(
+        stats.filled_edges * 4 >= cpu_stats.filled_edges,
+        "GRNND filled {} edges, the CPU {}",
+        stats.filled_edges,
+        cpu_stats.filled_edges
+    );
+    // The share of short rows lifted to fill_len: at least half the CPU's.
+    let lifted = |before: usize, after: usize| (before - after.min(before)) as f64 / before as f64;
+    let (gl, cl) = (
+        lifted(short(&plain), short(&filled)),
+        lifted(short(&cpu_plain), short(&cpu_filled)),
+    );
+    assert!(
+        gl >= 0.5 * cl,
+        "GRNND lifted {gl:.3} of its short rows, the CPU {cl:.3}"
+    );
+    // The filled edges are in the rows, on top of as many kept edges as without filling (two
+    // builds: atomic arrival order moves the kept rows a little).
+    let kept = edges(&filled) - stats.filled_edges;
+    let plain_edges = edges(&plain) as f64;
+    assert!(
+        (kept as f64 - plain_edges).abs() <= 0.03 * plain_edges,
+        "{kept} kept edges with filling, {plain_edges} without"
+    );
+    let l2 = Metric::L2Squared.distance_fn::<f32>();
+    let d = |a: usize, u: NodeId| l2.eval(base.view().row(a), base.view().row(u as usize));
+    for (v, row) in filled.iter().enumerate() {
+        assert!(row.len() <= filled_params.degree);
+        assert!(!row.contains(&(v as NodeId)), "row {v} links to itself");
+        let mut s = row.clone();
+        s.sort_unstable();
+        s.dedup();
+        assert_eq!(s.len(), row.len(), "row {v} repeats a neighbour");
+        // Ascending by distance (the host's distances may differ from the device's in the last
+        // bits, so ties may look swapped).
+        for w in row.windows(2) {
+            let (a, c) = (d(v, w[0]), d(v, w[1]));
+            assert!(
+                a <= c * (1.0 + 1e-5) + 1e-6,
+                "row {v} not ascending: {a} > {c}"
+            );
+        }
     }
 }
 

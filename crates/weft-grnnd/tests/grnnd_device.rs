@@ -1,7 +1,9 @@
 //! GRNND kernels on a GPU against CPU models: the atomic insertion (heavy contention on one row:
 //! exactly the best-capacity set), the update round (the RNG rule in each pair order, with and
-//! without new/old flags, strict and not), reverse-edge sampling, the finalisation, and whole
-//! builds (valid graphs, every vertex reachable, every metric and element type, clear errors).
+//! without new/old flags, strict and not; the pruned entries it keeps for filling), reverse-edge
+//! sampling, the finalisation (with and without filling short rows from pruned entries), and
+//! whole builds (valid graphs, every vertex reachable, every metric and element type, clear
+//! errors).
 //!
 //! Data are small integers, so that every distance is exact in f32 on both sides and the
 //! pruning decisions of the model and the kernel agree bit for bit.
@@ -16,7 +18,8 @@ use weft_gpu::GpuContext;
 use weft_gpu::testing::gpu_or_skip;
 use weft_grnnd::GrnndParams;
 use weft_grnnd::gpu::grnnd::testing::{
-    PoolRows, finalize_rows, insert, reverse_step, update_round,
+    PoolRows, finalize_filled, finalize_rows, insert, reverse_step, update_round,
+    update_round_recording,
 };
 use weft_grnnd::gpu::grnnd::{EMPTY, NEW_BIT, pack, unpack};
 use weft_grnnd::gpu::{Grnnd, GrnndStats};
@@ -75,7 +78,8 @@ fn rank_perm(keys: &[u64]) -> Vec<usize> {
 }
 
 /// The CPU model of one update round: the offers each row receives, in order, the pairs
-/// evaluated and the redirects.
+/// evaluated, the redirects, and per vertex the entries pruned from its row (as loaded, flags
+/// included).
 fn model_update(
     data: &[f32],
     dim: usize,
@@ -83,11 +87,12 @@ fn model_update(
     cfg: &Config,
     round: u32,
     pool: &PoolRows,
-) -> (Vec<Vec<u64>>, u64, u64) {
+) -> (Vec<Vec<u64>>, u64, u64, Vec<Vec<u64>>) {
     let (p, seed) = (&cfg.params, cfg.seed);
     let n = pool.n;
     let row = |i: u32| &data[i as usize * dim..(i as usize + 1) * dim];
     let mut offers = vec![Vec::new(); n];
+    let mut killed = vec![Vec::new(); n];
     let (mut pairs, mut redirects) = (0u64, 0u64);
     for v in 0..n {
         let mut e = load_row(&pool.row(v));
@@ -140,6 +145,7 @@ fn model_update(
                 }
                 let (keep, gone) = if di < dj { (i, j) } else { (j, i) };
                 offers[id_of(e[keep]) as usize].push(pack(dij, true, id_of(e[gone])));
+                killed[v].push(e[gone]);
                 redirects += 1;
                 e[gone] = EMPTY;
                 if gone == i {
@@ -154,7 +160,28 @@ fn model_update(
             }
         }
     }
-    (offers, pairs, redirects)
+    (offers, pairs, redirects, killed)
+}
+
+/// The CPU model of a pruned buffer row after offers (`pruned_insert`): the `len` smallest of
+/// the distinct ids of `initial` and `offered` (flags cleared, EMPTY skipped), each at its
+/// smallest entry, ascending.
+fn model_pruned(initial: &[u64], offered: &[u64], len: usize) -> Vec<u64> {
+    let mut all: Vec<u64> = initial
+        .iter()
+        .chain(offered)
+        .filter(|&&x| x != EMPTY)
+        .map(|&x| x & !NEW_BIT)
+        .collect();
+    all.sort_unstable();
+    let mut out: Vec<u64> = Vec::new();
+    for x in all {
+        if !out.iter().any(|&y| id_of(y) == id_of(x)) {
+            out.push(x);
+        }
+    }
+    out.truncate(len);
+    out
 }
 
 /// Checks a kernel-written row against the offers it received (on top of `initial`): the
@@ -373,10 +400,88 @@ fn check_update(
     let round = (seed % 5) as u32;
     let (out, pairs, redirects) =
         update_round(ctx, view, metric, &cfg.params, cfg.seed, round, &pool).unwrap();
-    let (offers, mp, mr) = model_update(&data, dim, metric, cfg, round, &pool);
+    let (offers, mp, mr, _) = model_update(&data, dim, metric, cfg, round, &pool);
     assert_eq!((pairs, redirects), (mp, mr), "pairs, redirects ({cfg:?})");
     for v in 0..n {
         check_row(v, &out.row(v), &[], &offers[v], r);
+    }
+}
+
+/// An update round that keeps pruned entries (`fill_len` per vertex, on top of a random initial
+/// buffer: distinct ids, some slots EMPTY, some ids also in the pool row): the pool as in
+/// `check_update`, and each vertex's buffer is exactly the model's.
+fn check_recording(
+    ctx: &GpuContext,
+    n: usize,
+    dim: usize,
+    r: usize,
+    fill: usize,
+    fill_len: usize,
+    metric: Metric,
+    cfg: &Config,
+    seed: u64,
+) {
+    let range = if metric == Metric::InnerProduct {
+        7
+    } else {
+        12
+    };
+    let data = int_data(n, dim, range, seed);
+    let view = DatasetView::new(&data, n, dim).unwrap();
+    let pool = random_pool(&data, dim, n, r, fill, metric, seed ^ 0x55);
+    let mut rng = SplitMix64::new(seed ^ 0xf111);
+    let mut initial = vec![EMPTY; n * fill_len];
+    for v in 0..n {
+        let slots = &mut initial[v * fill_len..(v + 1) * fill_len];
+        for slot in slots.iter_mut() {
+            let u = rng.below(n as u64) as u32;
+            if rng.below(3) == 0 || u as usize == v {
+                continue;
+            }
+            let x = pack(rng.below(40) as f32, false, u);
+            *slot = x;
+        }
+        // Distinct ids per row (the kernel's invariant): later copies emptied.
+        for i in 0..fill_len {
+            if slots[i] != EMPTY
+                && slots[..i]
+                    .iter()
+                    .any(|&y| y != EMPTY && id_of(y) == id_of(slots[i]))
+            {
+                slots[i] = EMPTY;
+            }
+        }
+    }
+    let round = (seed % 5) as u32;
+    let (out, pairs, redirects, kept) = update_round_recording(
+        ctx,
+        view,
+        metric,
+        &cfg.params,
+        cfg.seed,
+        round,
+        &pool,
+        fill_len,
+        &initial,
+    )
+    .unwrap();
+    let (offers, mp, mr, killed) = model_update(&data, dim, metric, cfg, round, &pool);
+    assert_eq!((pairs, redirects), (mp, mr), "pairs, redirects ({cfg:?})");
+    assert_eq!(kept.len(), n * fill_len);
+    for v in 0..n {
+        check_row(v, &out.row(v), &[], &offers[v], r);
+        let init = &initial[v * fill_len..(v + 1) * fill_len];
+        let want = model_pruned(init, &killed[v], fill_len);
+        let mut got: Vec<u64> = kept[v * fill_len..(v + 1) * fill_len]
+            .iter()
+            .copied()
+            .filter(|&x| x != EMPTY)
+            .collect();
+        got.sort_unstable();
+        assert_eq!(
+            got, want,
+            "pruned buffer of row {v} ({cfg:?}, fill_len {fill_len})"
+        );
     }
 }
 
@@ -406,6 +511,34 @@ fn grnnd_update_matches_the_cpu_model_in_every_order() {
     // Heavy contention: 60 vertices with full pools over 61 points.
     let cfg = config(UpdateOrder::Random, false, true, 64, 5);
     check_update(&ctx, 61, 3, 64, 64, Metric::L2Squared, &cfg, 78);
+}
+
+#[test]
+fn grnnd_update_keeps_the_closest_pruned_entries() {
+    let Some(ctx) = ctx_or_skip("grnnd_update_keeps_the_closest_pruned_entries") else {
+        return;
+    };
+    let mut case = 100u64;
+    for order in [
+        UpdateOrder::Random,
+        UpdateOrder::Ascending,
+        UpdateOrder::Descending,
+    ] {
+        for (new_old, strict) in [(true, true), (false, false)] {
+            case += 1;
+            let cfg = config(order, new_old, strict, 48, case);
+            check_recording(&ctx, 300, 9, 48, 40, 16, Metric::L2Squared, &cfg, case);
+        }
+    }
+    // One slot, every slot of a row, inner product, a pair cap.
+    let mut cfg = config(UpdateOrder::Random, true, true, 32, 7);
+    check_recording(&ctx, 200, 5, 32, 32, 1, Metric::InnerProduct, &cfg, 79);
+    check_recording(&ctx, 200, 5, 32, 32, 32, Metric::L2Squared, &cfg, 80);
+    cfg.params.max_pairs = Some(30);
+    check_recording(&ctx, 200, 5, 32, 32, 8, Metric::L2Squared, &cfg, 81);
+    // Heavy contention on the pools (the buffers have one writer each).
+    let cfg = config(UpdateOrder::Random, false, true, 64, 5);
+    check_recording(&ctx, 61, 3, 64, 64, 20, Metric::L2Squared, &cfg, 82);
 }
 
 /// The CPU model of the reverse step: offers per row.
@@ -484,6 +617,199 @@ fn grnnd_finalize_sorts_dedups_and_cuts() {
     assert_eq!(counts, vec![4, 0, 1]);
     let inv = weft_core::INVALID;
     assert_eq!(ids, vec![1, 2, 7, inv, inv, inv, 9, inv, inv]);
+}
+
+/// The CPU model of `grnnd_finalize` (the CPU RNN-Descent's `fill_row` on packed entries): each
+/// row merged as loaded, ascending by (distance, id), cut to `degree`; a row of fewer than
+/// `fill_len` entries gets the closest entries of its `fill_len` pruned slots (EMPTY, the vertex
+/// itself, ids in the row and repeats of an id skipped) up to `fill_len` entries and is sorted
+/// again. Returns the rows, the pool sizes and the entries filled in.
+fn model_finalize(
+    pool: &PoolRows,
+    degree: usize,
+    fill_len: usize,
+    pruned: &[u64],
+) -> (Vec<NodeId>, Vec<u32>, u64) {
+    let mut ids = vec![weft_core::INVALID; pool.n * degree];
+    let mut counts = Vec::with_capacity(pool.n);
+    let mut filled = 0u64;
+    for v in 0..pool.n {
+        let mut row: Vec<u64> = load_row(&pool.row(v))
+            .iter()
+            .map(|&x| x & !NEW_BIT)
+            .collect();
+        row.sort_unstable();
+        counts.push(row.len() as u32);
+        row.truncate(degree);
+        let kept = row.len();
+        if kept < fill_len {
+            let mut cand: Vec<u64> = pruned[v * fill_len..(v + 1) * fill_len]
+                .iter()
+                .filter(|&&x| x != EMPTY)
+                .map(|&x| x & !NEW_BIT)
+                .filter(|&x| id_of(x) as usize != v && !row.iter().any(|&y| id_of(y) == id_of(x)))
+                .collect();
+            cand.sort_unstable();
+            for x in cand {
+                if row.len() == fill_len {
+                    break;
+                }
+                if !row[kept..].iter().any(|&y| id_of(y) == id_of(x)) {
+                    row.push(x);
+                }
+            }
+            filled += (row.len() - kept) as u64;
+            row.sort_unstable();
+        }
+        for (slot, x) in ids[v * degree..(v + 1) * degree].iter_mut().zip(&row) {
+            *slot = id_of(*x);
+        }
+    }
+    (ids, counts, filled)
+}
+
+/// Random finalisation inputs over `n` vertices: pool rows of up to `max_row` entries (ids other
+/// than the vertex, repeats allowed, tied distances, random flags) and `fill_len` pruned slots
+/// per vertex (EMPTY, the vertex itself, ids of its row, repeats, random flags).
+fn random_fill_inputs(
+    n: usize,
+    r: usize,
+    max_row: usize,
+    fill_len: usize,
+    seed: u64,
+) -> (PoolRows, Vec<u64>) {
+    let mut rng = SplitMix64::new(seed);
+    let other = |rng: &mut SplitMix64, v: usize| {
+        let u = rng.below(n as u64 - 1) as usize;
+        (if u >= v { u + 1 } else { u }) as u32
+    };
+    let mut rows = Vec::with_capacity(n);
+    let mut pruned = vec![EMPTY; n * fill_len];
+    for v in 0..n {
+        let m = if n == 1 {
+            0
+        } else {
+            rng.below(max_row.min(r) as u64 + 1) as usize
+        };
+        let row: Vec<u64> = (0..m)
+            .map(|_| pack(rng.below(20) as f32, rng.below(2) == 0, other(&mut rng, v)))
+            .collect();
+        for slot in &mut pruned[v * fill_len..(v + 1) * fill_len] {
+            let id = match rng.below(8) {
+                0 | 1 => continue,
+                2 => v as u32,
+                3 | 4 if !row.is_empty() => id_of(row[rng.below(row.len() as u64) as usize]),
+                _ if n > 1 => other(&mut rng, v),
+                _ => continue,
+            };
+            *slot = pack(rng.below(20) as f32, rng.below(2) == 0, id);
+        }
+        rows.push(row);
+    }
+    (PoolRows::from_rows(&rows, r).unwrap(), pruned)
+}
+
+fn check_finalize_fill(
+    ctx: &GpuContext,
+    n: usize,
+    r: usize,
+    degree: usize,
+    fill_len: usize,
+    seed: u64,
+) {
+    let max_row = (2 * degree).max(1);
+    let (pool, pruned) = random_fill_inputs(n, r, max_row, fill_len, seed);
+    let (ids, counts, filled) = finalize_filled(ctx, &pool, degree, fill_len, &pruned).unwrap();
+    let (want_ids, want_counts, want_filled) = model_finalize(&pool, degree, fill_len, &pruned);
+    assert_eq!(
+        counts, want_counts,
+        "pool sizes (n {n}, R {r}, degree {degree}, fill {fill_len})"
+    );
+    for v in 0..n {
+        assert_eq!(
+            &ids[v * degree..(v + 1) * degree],
+            &want_ids[v * degree..(v + 1) * degree],
+            "row {v} (n {n}, R {r}, degree {degree}, fill {fill_len}, seed {seed})"
+        );
+    }
+    assert_eq!(filled, want_filled);
+}
+
+#[test]
+fn grnnd_finalize_fills_short_rows_from_pruned_entries() {
+    let Some(ctx) = ctx_or_skip("grnnd_finalize_fills_short_rows_from_pruned_entries") else {
+        return;
+    };
+    let inv = weft_core::INVALID;
+    // Degree 6, rows filled up to 5 entries from 5 pruned slots per vertex.
+    let rows = vec![
+        // Vertex 0: two kept entries.
+        vec![pack(2.0, false, 5), pack(4.0, true, 6)],
+        // Vertex 1: five kept entries, long enough: unchanged whatever its buffer holds.
+        vec![
+            pack(1.0, false, 2),
+            pack(2.0, false, 3),
+            pack(3.0, false, 4),
+            pack(5.0, false, 5),
+            pack(6.0, false, 6),
+        ],
+        // Vertex 2: no kept entry.
+        vec![],
+        // Vertex 3: two kept entries, more candidates than room.
+        vec![pack(1.0, false, 4), pack(1.0, true, 5)],
+    ];
+    let pruned = vec![
+        // Vertex 0: 6 is kept and 0 is the vertex (both skipped), 7 twice (the closer copy
+        // counts), 9 is closer than both kept entries: two filled, the buffer is spent.
+        pack(3.0, true, 7),
+        pack(0.5, false, 6),
+        pack(0.1, false, 0),
+        pack(2.5, false, 7),
+        pack(1.0, false, 9),
+        // Vertex 1.
+        pack(0.5, false, 9),
+        pack(0.5, false, 8),
+        EMPTY,
+        EMPTY,
+        EMPTY,
+        // Vertex 2: EMPTY slots and the vertex itself; one filled.
+        EMPTY,
+        pack(0.0, false, 2),
+        pack(7.0, true, 1),
+        EMPTY,
+        EMPTY,
+        // Vertex 3: three filled of four (ties by id), 1 at 1.0 does not fit.
+        pack(0.5, false, 9),
+        pack(1.0, false, 1),
+        pack(0.5, true, 8),
+        pack(0.7, false, 7),
+        EMPTY,
+    ];
+    let pool = PoolRows::from_rows(&rows, 8).unwrap();
+    let (ids, counts, filled) = finalize_filled(&ctx, &pool, 6, 5, &pruned).unwrap();
+    assert_eq!(counts, vec![2, 5, 0, 2]);
+    #[rustfmt::skip]
+    let want = vec![
+        9, 5, 7, 6, inv, inv,
+        2, 3, 4, 5, 6, inv,
+        1, inv, inv, inv, inv, inv,
+        8, 9, 7, 4, 5, inv,
+    ];
+    assert_eq!(ids, want);
+    assert_eq!(filled, 6);
+    assert_eq!(model_finalize(&pool, 6, 5, &pruned), (want, counts, 6));
+    // Without filling: the kept rows only.
+    let (plain, _) = finalize_rows(&ctx, &pool, 6).unwrap();
+    assert_eq!(&plain[..6], &[5, 6, inv, inv, inv, inv]);
+    for (n, r, degree, fill_len, seed) in [
+        (300usize, 64usize, 32usize, 16usize, 1u64),
+        (200, 16, 16, 16, 2),
+        (100, 8, 1, 1, 3),
+        (1, 4, 4, 2, 4),
+        (257, 256, 256, 200, 5),
+    ] {
+        check_finalize_fill(&ctx, n, r, degree, fill_len, seed);
+    }
 }
 
 fn check_graph(g: &weft_core::FixedDegreeGraph, n: usize) {
@@ -581,44 +907,49 @@ fn grnnd_builds_valid_connected_graphs_for_every_metric_and_type() {
         build_and_check(&ctx, &f[..tiny * dim], tiny, dim, Metric::L2Squared, &cfg);
     }
     // Quality: the true nearest neighbour is in a vertex's row about as often as in the CPU
-    // RNN-Descent graph at the same parameters (uniform 24-d data is hard for both).
+    // RNN-Descent graph at the same parameters (uniform 24-d data is hard for both), with rows
+    // filled from pruned candidates (cfg's fill_fraction, 0.5) and without (0: the kept rows).
     let view = DatasetView::new(&f, n, dim).unwrap();
-    let (g, _) = Grnnd::new(&ctx)
-        .build(view, Metric::L2Squared, &cfg.params, &BuildCtx::new(3))
-        .unwrap();
-    let params = weft_rnndescent::RnnDescentParams {
-        s: cfg.params.s,
-        r: cfg.params.r,
-        t1: cfg.params.t1,
-        t2: cfg.params.t2,
-        degree: cfg.params.degree,
-        // GRNND exports the kept rows only: compare with the CPU's unfilled rows.
-        fill_fraction: 0.0,
-        ..Default::default()
-    };
-    let cpu = weft_core::GraphBuilder::build(
-        &weft_rnndescent::RnnDescentCpu,
-        view,
-        Metric::L2Squared,
-        &params,
-        &BuildCtx::new(3),
-    )
-    .unwrap();
     let l2 = Metric::L2Squared.distance_fn::<f32>();
-    let (mut hits, mut cpu_hits) = (0usize, 0usize);
-    for v in 0..n {
-        let nn = (0..n).filter(|&u| u != v).min_by(|&a, &b| {
-            l2.eval(view.row(v), view.row(a))
-                .total_cmp(&l2.eval(view.row(v), view.row(b)))
-        });
-        let nn = nn.unwrap() as NodeId;
-        hits += g.row(v).contains(&nn) as usize;
-        cpu_hits += cpu.row(v).contains(&nn) as usize;
+    let nearest: Vec<NodeId> = (0..n)
+        .map(|v| {
+            let nn = (0..n).filter(|&u| u != v).min_by(|&a, &b| {
+                l2.eval(view.row(v), view.row(a))
+                    .total_cmp(&l2.eval(view.row(v), view.row(b)))
+            });
+            nn.unwrap() as NodeId
+        })
+        .collect();
+    for fill_fraction in [cfg.params.fill_fraction, 0.0] {
+        let params = GrnndParams {
+            fill_fraction,
+            ..cfg.params.clone()
+        };
+        let (g, stats) = Grnnd::new(&ctx)
+            .build(view, Metric::L2Squared, &params, &BuildCtx::new(3))
+            .unwrap();
+        if fill_fraction == 0.0 {
+            assert_eq!(stats.filled_edges, 0, "{stats:?}");
+        }
+        let cpu = weft_core::GraphBuilder::build(
+            &weft_rnndescent::RnnDescentCpu,
+            view,
+            Metric::L2Squared,
+            &params,
+            &BuildCtx::new(3),
+        )
+        .unwrap();
+        let (mut hits, mut cpu_hits) = (0usize, 0usize);
+        for v in 0..n {
+            hits += g.row(v).contains(&nearest[v]) as usize;
+            cpu_hits += cpu.row(v).contains(&nearest[v]) as usize;
+        }
+        assert!(
+            hits as f64 >= cpu_hits as f64 - 0.05 * n as f64,
+            "fill_fraction {fill_fraction}: nearest neighbour in the row for {hits} of {n} (CPU \
+             RNN-Descent: {cpu_hits})"
+        );
     }
-    assert!(
-        hits as f64 >= cpu_hits as f64 - 0.05 * n as f64,
-        "nearest neighbour in the row for {hits} of {n} (CPU RNN-Descent: {cpu_hits})"
-    );
 }
 
 #[test]
@@ -648,6 +979,10 @@ fn grnnd_errors_are_typed() {
         },
         GrnndParams {
             max_pairs: Some(0),
+            ..Default::default()
+        },
+        GrnndParams {
+            fill_fraction: 1.5,
             ..Default::default()
         },
     ] {
@@ -704,6 +1039,44 @@ proptest! {
         let cfg = config(order, new_old, strict, r, seed);
         let metric = if ip { Metric::InnerProduct } else { Metric::L2Squared };
         check_update(&ctx, n, dim, r, fill, metric, &cfg, seed);
+    }
+
+    #[test]
+    fn grnnd_update_recording_oracle_on_random_pools(
+        n in 2usize..300,
+        dim in 1usize..16,
+        r in 1usize..80,
+        fill in 0usize..80,
+        fill_len in 1usize..80,
+        order in 0u8..3,
+        new_old in any::<bool>(),
+        strict in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let Some(ctx) = gpu_or_skip("grnnd_update_recording_oracle_on_random_pools") else {
+            return Ok(());
+        };
+        let order =
+            [UpdateOrder::Random, UpdateOrder::Ascending, UpdateOrder::Descending][order as usize];
+        let cfg = config(order, new_old, strict, r, seed);
+        let fill_len = 1 + (fill_len - 1) % r;
+        check_recording(&ctx, n, dim, r, fill, fill_len, Metric::L2Squared, &cfg, seed);
+    }
+
+    #[test]
+    fn grnnd_finalize_fill_oracle_on_random_inputs(
+        n in 1usize..300,
+        r in 1usize..120,
+        degree in 1usize..120,
+        fill in 0usize..121,
+        seed in any::<u64>(),
+    ) {
+        let Some(ctx) = gpu_or_skip("grnnd_finalize_fill_oracle_on_random_inputs") else {
+            return Ok(());
+        };
+        let degree = 1 + (degree - 1) % r;
+        let fill_len = fill % (degree + 1);
+        check_finalize_fill(&ctx, n, r, degree, fill_len, seed);
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub enum ReverseSampling {
 ///
 /// Defaults: `s = 20, r = 64, t1 = 3, t2 = 10, degree = 32`, strict pruning, truncation to `r`
 /// inside updates, new/old flags on, no final reverse edges, rows filled up to 16 entries from
-/// pruned candidates (CPU only); GPU-only: `rho = 0.6`, random
+/// pruned candidates; GPU-only: `rho = 0.6`, random
 /// update order, closest reverse sampling, every pair. The reference code uses `r = 96, t1 = 4,
 /// t2 = 15` and no truncation. On a 100k x 128 SIFT-like set the defaults here give a graph that
 /// needs about as few distance evaluations per query at recall@10 = 0.95 (~535 vs ~525 for
@@ -45,8 +45,9 @@ pub enum ReverseSampling {
 ///
 /// The built graph keeps, for every vertex, the `degree` closest entries of its final
 /// (distance-sorted, RNG-pruned) list, filled up to [`fill_len`](Self::fill_len) entries from
-/// pruned candidates on the CPU: its out-degree is at most `degree` (the reference code's
-/// search-time cap `K`), rows with fewer entries are padded with `INVALID`.
+/// pruned candidates (on the CPU and in GRNND on the GPU): its out-degree is at most `degree`
+/// (the reference code's search-time cap `K`), rows with fewer entries are padded with
+/// `INVALID`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RnnDescentParams {
@@ -75,17 +76,18 @@ pub struct RnnDescentParams {
     /// Add reverse edges once more after the last outer iteration (not in the reference code,
     /// whose last iteration ends with pruning): denser, better connected search graphs.
     pub final_reverse_edges: bool,
-    /// **CPU only** (GRNND on the GPU ignores it): a fraction in `[0, 1]` of `degree`. An
-    /// exported row with fewer than [`fill_len`](Self::fill_len) ` = ceil(fill_fraction *
-    /// degree)` RNG-kept entries is filled up to that many with the closest candidates that the
-    /// updates of the last outer iteration pruned from its list (the kept entries are never
-    /// displaced; the row is then ascending by distance). 0 exports the kept entries only (the
-    /// reference code). Default 0.5 (16 of the default degree 32): the RNG rule keeps only 8-16
-    /// of a vertex's candidates on the quick suite's sets, and the filled rows reach the same
-    /// recall@10 with fewer distance evaluations per query on each of them (docs/benchmarks.md,
-    /// "RNN-Descent rows filled from pruned candidates"). It costs no distance evaluation: the
-    /// pruned candidates and their distances are kept while the last outer iteration runs (at
-    /// most `fill_len` per vertex, about 12 bytes each).
+    /// A fraction in `[0, 1]` of `degree`. An exported row with fewer than
+    /// [`fill_len`](Self::fill_len) ` = ceil(fill_fraction * degree)` RNG-kept entries is filled up
+    /// to that many with the closest candidates that the updates of the last outer iteration pruned
+    /// from its list (the kept entries are never displaced; the row is then ascending by distance).
+    /// 0 exports the kept entries only (the reference code). Default 0.5 (16 of the default degree
+    /// 32): the RNG rule keeps only 8-16 of a vertex's candidates on the quick suite's sets, and
+    /// the filled rows reach the same recall@10 with fewer distance evaluations per query on each
+    /// of them (docs/benchmarks.md, "RNN-Descent rows filled from pruned candidates"). It costs no
+    /// distance evaluation: the pruned candidates and their distances are kept while the last outer
+    /// iteration runs (at most `fill_len` per vertex, about 12 bytes each on the CPU). GRNND on the
+    /// GPU applies the same rule with a device buffer of `fill_len` packed entries per vertex (8
+    /// bytes each); how its pruned candidates differ from the CPU's is in docs/grnnd.md.
     pub fill_fraction: f32,
     /// **GPU only** (GRNND): the fraction `rho` in `(0, 1]` of each pool whose reverse edges are
     /// inserted between outer iterations. The paper's best trade-off is 0.6.
@@ -135,7 +137,8 @@ impl Default for RnnDescentParams {
 }
 
 impl RnnDescentParams {
-    /// The row length up to which the CPU builder fills rows from pruned candidates:
+    /// The row length up to which the builders (the CPU RNN-Descent and GRNND) fill rows from
+    /// pruned candidates:
     /// `ceil(fill_fraction * degree)`, at most `degree` (0: no filling).
     pub fn fill_len(&self) -> usize {
         ((self.fill_fraction * self.degree as f32).ceil() as usize).min(self.degree)

@@ -10,9 +10,11 @@
 //
 // Kernels (one warp per vertex unless said otherwise):
 //   grnnd_init_<dt>      S distinct random neighbours (affine walk), written NEW
-//   grnnd_update_<dt>    one UPDATE_NEIGHBORS_PARALLEL round: read pool A, write pool B
+//   grnnd_update_<dt>    one UPDATE_NEIGHBORS_PARALLEL round: read pool A, write pool B; during
+//                        the last outer iteration also keep each vertex's closest pruned entries
 //   grnnd_reverse        reverse-edge sampling: copy pool A into B, plus ceil(rho k) reverse edges
-//   grnnd_finalize       sorted, de-duplicated rows cut to the output degree
+//   grnnd_finalize       sorted, de-duplicated rows cut to the output degree, short rows filled
+//                        from the pruned entries
 //   grnnd_insert_test    one insertion per warp (oracle tests of the insertion)
 //   grnnd_colsum_<dt>, grnnd_nearest_<dt>   the entry point: the vertex nearest to the mean
 //   grnnd_bfs_step       one level of a breadth-first search over the output graph (thread per edge)
@@ -46,6 +48,21 @@ __device__ __forceinline__ float dist_of(u64 e) { return from_ordered((u32)(e >>
 __device__ __forceinline__ bool is_new(u64 e) { return (e & NEW_BIT) != 0; }
 
 __device__ __forceinline__ u64 load_volatile(const u64* p) { return *(const volatile u64*)p; }
+
+// Every lane gets the largest `best` over the warp's (best, bi) pairs, ties to the lowest `bi`.
+// Whole warp. (pool_insert keeps its own copy of this loop: calling this there cost its
+// kernels two registers.)
+__device__ __forceinline__ void warp_argmax(u64& best, u32& bi) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const u64 ob = __shfl_xor_sync(FULL, best, o);
+        const u32 oi = __shfl_xor_sync(FULL, bi, o);
+        if (ob > best || (ob == best && oi < bi)) {
+            best = ob;
+            bi = oi;
+        }
+    }
+}
 
 // Inserts `e` into `owner`'s row of pool (P, C) of capacity R; the whole warp calls it with the
 // same arguments. The digest's corrected WARP_INSERT: ballot de-duplication by id, a slot
@@ -103,6 +120,38 @@ __device__ bool pool_insert(u64* P, u32* C, u32 R, u32 owner, u64 e) {
         old = __shfl_sync(FULL, old, 0);
         if (old == best) return true;
     }
+}
+
+// Keeps `x` (an entry of v's row that v's update pruned, flag cleared) among the `L` smallest
+// distinct-id entries of `row`, v's pruned buffer of L slots (EMPTY when free, unsorted): an id
+// already there keeps the smaller of its two entries; else `x` replaces the buffer's largest
+// entry (EMPTY first) when it is smaller. Only v's warp writes v's buffer (one warp per vertex,
+// one round per launch), so plain stores suffice; __syncwarp orders them for the next call.
+// Whole warp, the same arguments.
+__device__ void pruned_insert(u64* row, u32 L, u64 x) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 id = id_of(x);
+    bool hit = false;
+    u64 best = 0;
+    u32 bi = 0;
+    for (u32 i = lane; i < L; i += 32) {
+        const u64 y = row[i];
+        if (y != EMPTY && id_of(y) == id) {
+            hit = true;
+            if (x < y) row[i] = x;
+        }
+        if (y > best || (y == best && i < bi)) {
+            best = y;
+            bi = i;
+        }
+    }
+    if (__any_sync(FULL, hit)) {
+        __syncwarp();
+        return;
+    }
+    warp_argmax(best, bi);
+    if (lane == 0 && x < best) row[bi] = x;
+    __syncwarp();
 }
 
 // Loads v's pool row (the first min(C[v], R) slots; EMPTY skipped) into e[], merging repeated
@@ -188,10 +237,13 @@ __device__ void init(const T* data, u32 n, u32 stride, i32 metric, u32 S, u64 se
 // order on a tie) is sent to the closer one's row of pool B as a NEW candidate at distance
 // d(i, j) and dies. Survivors go to v's row of pool B, OLD (unless max_pairs stopped the round
 // early: then they keep their flags). counters[0] += pairs evaluated, counters[1] += redirects.
+// With fill_len > 0 (the last outer iteration of a build that fills rows), every entry that died
+// in v's row is then offered to v's row of `pruned` (n x fill_len; pruned_insert: it keeps the
+// fill_len closest distinct ids pruned from v's row so far, at their distance from v).
 template <typename T>
 __device__ void update(const T* data, u32 n, u32 stride, i32 metric, const u64* Pa, const u32* Ca,
                        u64* Pb, u32* Cb, u32 R, u32 mode, u32 max_pairs, u64 seed, u32 round,
-                       unsigned long long* counters) {
+                       unsigned long long* counters, u64* pruned, u32 fill_len) {
     extern __shared__ u64 smem[];
     const u32 lane = threadIdx.x & 31u;
     const u32 w = threadIdx.x / 32;
@@ -209,6 +261,12 @@ __device__ void update(const T* data, u32 n, u32 stride, i32 metric, const u64* 
     }
     __syncwarp();
     rank_sort(okey, k, perm);
+    // The order keys are no longer needed: okey keeps the row, so that what dies can be recorded
+    // after the pair loop (not inside it, where it would cost registers).
+    if (fill_len != 0) {
+        for (u32 i = lane; i < k; i += 32) okey[i] = e[i] & ~NEW_BIT;
+        __syncwarp();
+    }
     const bool strict = (mode & MODE_STRICT) != 0;
     const bool new_old = (mode & MODE_NEW_OLD) != 0;
     u32 pairs = 0, redirects = 0;
@@ -252,6 +310,10 @@ __device__ void update(const T* data, u32 n, u32 stride, i32 metric, const u64* 
         if (!capped) x &= ~NEW_BIT;
         pool_insert(Pb, Cb, R, v, x);
     }
+    if (fill_len != 0) {
+        for (u32 s = 0; s < k; ++s)
+            if (e[s] == EMPTY) pruned_insert(pruned + (u64)v * fill_len, fill_len, okey[s]);
+    }
     if (lane == 0) {
         atomicAdd(&counters[0], (unsigned long long)pairs);
         atomicAdd(&counters[1], (unsigned long long)redirects);
@@ -290,9 +352,13 @@ __device__ void reverse(const u64* Pa, const u32* Ca, u64* Pb, u32* Cb, u32 n, u
 }
 
 // The output graph: v's row, de-duplicated, ascending by (distance, id), cut to `degree` ids and
-// padded with INVALID; counts[v] = entries before the cut.
-__device__ void finalize(const u64* P, const u32* C, u32 n, u32 R, u32 degree, u32* out,
-                         u32* counts) {
+// padded with INVALID; counts[v] = entries before the cut. With fill_len > 0 (<= degree, <= R), a
+// row of kept < fill_len entries is filled up to fill_len from v's row of `pruned` (n x fill_len
+// packed entries, EMPTY when free, any order): its entries in (distance, id) order, skipping
+// EMPTY, v itself, ids the row holds and all but the smallest entry of a repeated id; the kept
+// entries stay, the filled row is ascending by (distance, id) and *filled += entries added.
+__device__ void finalize(const u64* P, const u32* C, u32 n, u32 R, u32 degree, const u64* pruned,
+                         u32 fill_len, u32* out, u32* counts, unsigned long long* filled) {
     extern __shared__ u64 smem[];
     const u32 lane = threadIdx.x & 31u;
     const u32 w = threadIdx.x / 32;
@@ -305,9 +371,53 @@ __device__ void finalize(const u64* P, const u32* C, u32 n, u32 R, u32 degree, u
     for (u32 i = lane; i < k; i += 32) okey[i] = e[i] & ~NEW_BIT;
     __syncwarp();
     rank_sort(okey, k, perm);
-    for (u32 t = lane; t < degree; t += 32)
-        out[(u64)v * degree + t] = t < k ? id_of(e[perm[t]]) : INVALID;
     if (lane == 0) counts[v] = k;
+    const u32 kept = min(k, degree);
+    if (kept >= fill_len) {
+        for (u32 t = lane; t < degree; t += 32)
+            out[(u64)v * degree + t] = t < k ? id_of(e[perm[t]]) : INVALID;
+        return;
+    }
+    // The kept entries, ascending, into okey[0, kept); then the pruned buffer into e[0, L).
+    for (u32 t = lane; t < kept; t += 32) okey[t] = e[perm[t]] & ~NEW_BIT;
+    __syncwarp();
+    const u32 L = fill_len;
+    for (u32 i = lane; i < L; i += 32) {
+        const u64 x = pruned[(u64)v * L + i];
+        e[i] = x == EMPTY ? EMPTY : x & ~NEW_BIT;
+    }
+    __syncwarp();
+    // perm[i] = whether e[i] may fill the row (read-only pass), then the others become EMPTY.
+    for (u32 i = lane; i < L; i += 32) {
+        const u64 x = e[i];
+        const u32 id = id_of(x);
+        bool ok = x != EMPTY && id != v;
+        for (u32 t = 0; ok && t < kept; ++t) ok = id_of(okey[t]) != id;
+        for (u32 j = 0; ok && j < L; ++j) {
+            const u64 y = e[j];
+            ok = j == i || y == EMPTY || id_of(y) != id || y > x || (y == x && j > i);
+        }
+        perm[i] = ok;
+    }
+    __syncwarp();
+    for (u32 i = lane; i < L; i += 32)
+        if (!perm[i]) e[i] = EMPTY;
+    __syncwarp();
+    // Candidates ascending (EMPTY last), the closest fill_len - kept appended to the row.
+    rank_sort(e, L, perm);
+    u32 m = 0;
+    for (u32 base = 0; base < L; base += 32) {
+        const u32 i = base + lane;
+        m += __popc(__ballot_sync(FULL, i < L && e[i] != EMPTY));
+    }
+    m = min(m, fill_len - kept);
+    for (u32 t = lane; t < m; t += 32) okey[kept + t] = e[perm[t]];
+    __syncwarp();
+    const u32 len = kept + m;
+    rank_sort(okey, len, perm);
+    for (u32 t = lane; t < degree; t += 32)
+        out[(u64)v * degree + t] = t < len ? id_of(okey[perm[t]]) : INVALID;
+    if (lane == 0 && m != 0) atomicAdd(filled, (unsigned long long)m);
 }
 
 // Element -> f32 for the column sums.
@@ -369,8 +479,9 @@ extern "C" __global__ void grnnd_reverse(const u64* Pa, const u32* Ca, u64* Pb, 
 }
 
 extern "C" __global__ void grnnd_finalize(const u64* P, const u32* C, u32 n, u32 R, u32 degree,
-                                          u32* out, u32* counts) {
-    grnnd::finalize(P, C, n, R, degree, out, counts);
+                                          const u64* pruned, u32 fill_len, u32* out, u32* counts,
+                                          unsigned long long* filled) {
+    grnnd::finalize(P, C, n, R, degree, pruned, fill_len, out, counts, filled);
 }
 
 // Warp w inserts entries[w] into row owners[w] (oracle tests of pool_insert).
@@ -405,9 +516,9 @@ extern "C" __global__ void grnnd_bfs_step(const u32* g, u32 n, u32 degree, u32* 
     extern "C" __global__ void grnnd_update_##NAME(                                               \
         const T* data, u32 n, u32 stride, i32 metric, const u64* Pa, const u32* Ca, u64* Pb,     \
         u32* Cb, u32 R, u32 mode, u32 max_pairs, u64 seed, u32 round,                            \
-        unsigned long long* counters) {                                                          \
+        unsigned long long* counters, u64* pruned, u32 fill_len) {                               \
         grnnd::update<T>(data, n, stride, metric, Pa, Ca, Pb, Cb, R, mode, max_pairs, seed,      \
-                         round, counters);                                                       \
+                         round, counters, pruned, fill_len);                                     \
     }                                                                                            \
     extern "C" __global__ void grnnd_colsum_##NAME(const T* data, u32 n, u32 stride, u32 dim,     \
                                                    float* sums) {                                 \

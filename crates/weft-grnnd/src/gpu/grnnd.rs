@@ -16,7 +16,12 @@
 //!    entry). The read buffer is cleared and the buffers swapped after every round.
 //! 3. Between outer iterations (and after the last with `final_reverse`), `grnnd_reverse`
 //!    copies every pool and adds the reverse edges of the `ceil(rho k)` closest (or first) entries.
-//! 4. `grnnd_finalize`: rows de-duplicated, sorted, cut to the output degree.
+//!    With `fill_fraction > 0`, the rounds of the last outer iteration also keep, per vertex,
+//!    the `fill_len` closest entries pruned from its pool (a buffer of `n x fill_len` packed
+//!    entries).
+//! 4. `grnnd_finalize`: rows de-duplicated, sorted, cut to the output degree; a row with fewer
+//!    than `fill_len` entries is filled up to `fill_len` from the vertex's pruned entries (the
+//!    CPU RNN-Descent's rule: kept entries stay, the row ends ascending by distance).
 //! 5. The entry point (the vertex nearest the mean), a breadth-first search from it on the
 //!    device, and, when some vertices are unreachable, the host repair every search-graph
 //!    builder shares, [`weft_graph::connect::repair_rows`] (the vectors are brought to the host
@@ -129,6 +134,12 @@ fn check(params: &GrnndParams, n: usize) -> Result<()> {
             format!("must be in (0, 1], got {}", params.rho),
         ));
     }
+    if !(0.0..=1.0).contains(&params.fill_fraction) {
+        return Err(Error::invalid_param(
+            "fill_fraction",
+            format!("must be in [0, 1], got {}", params.fill_fraction),
+        ));
+    }
     if let Some(m) = params.max_pairs
         && (m == 0 || m > u32::MAX as usize)
     {
@@ -171,6 +182,9 @@ pub struct GrnndStats {
     pub redirects: u64,
     /// Entries of the final pools before the cut to the output degree.
     pub edges_before_cut: u64,
+    /// Edges the finalisation added to short rows from pruned entries
+    /// ([`GrnndParams::fill_fraction`]).
+    pub filled_edges: u64,
     /// The entry point (the vertex nearest the mean of the data).
     pub entry_point: NodeId,
     /// Vertices unreachable from the entry point before the repair.
@@ -212,13 +226,15 @@ impl<'c> Grnnd<'c> {
         self
     }
 
-    /// Device bytes a build of `n` points of `dim` elements of `T` needs with pool capacity `r`
-    /// and output degree `degree` (`vectors`: plus the uploaded vectors).
+    /// Device bytes a build of `n` points of `dim` elements of `T` needs with pool capacity `r`,
+    /// output degree `degree` and rows filled up to `fill_len` entries
+    /// ([`GrnndParams::fill_len`]; 0: no pruned buffer) (`vectors`: plus the uploaded vectors).
     pub fn bytes_needed<T: Element>(
         n: usize,
         dim: usize,
         r: usize,
         degree: usize,
+        fill_len: usize,
         vectors: bool,
     ) -> u64 {
         let n64 = n as u64;
@@ -227,9 +243,11 @@ impl<'c> Grnnd<'c> {
         } else {
             0
         };
-        // Two pools and counters, the output rows and counts, levels, column sums, scalars.
+        // Two pools and counters, the pruned buffer, the output rows and counts, levels, column
+        // sums, scalars.
         data + 2 * n64 * r as u64 * 8
             + 2 * n64 * 4
+            + n64 * fill_len as u64 * 8
             + n64 * degree as u64 * 4
             + 2 * n64 * 4
             + dim as u64 * 4
@@ -240,10 +258,10 @@ impl<'c> Grnnd<'c> {
     /// point.
     ///
     /// GRNND reads these fields of `params`: `s`, `r` (at most [`MAX_R`]), `t1`, `t2`,
-    /// `degree`, `rho`, `update_order`, `reverse_sampling`, `new_old_flags`, `strict_prune`,
-    /// `max_pairs`, `final_reverse_edges` and `repair`; `build`'s seed seeds the random start
-    /// and the random pair order. The CPU-only fields are ignored here (the builder,
-    /// [`crate::GrnndGpu`], refuses those GRNND cannot honour).
+    /// `degree`, `fill_fraction`, `rho`, `update_order`, `reverse_sampling`, `new_old_flags`,
+    /// `strict_prune`, `max_pairs`, `final_reverse_edges` and `repair`; `build`'s seed seeds
+    /// the random start and the random pair order. The CPU-only fields are ignored here (the
+    /// builder, [`crate::GrnndGpu`], refuses those GRNND cannot honour).
     pub fn build<T: Element>(
         &self,
         data: DatasetView<'_, T>,
@@ -253,7 +271,14 @@ impl<'c> Grnnd<'c> {
     ) -> Result<(FixedDegreeGraph, GrnndStats)> {
         check(params, data.rows())?;
         data.check_finite()?;
-        let bytes = Self::bytes_needed::<T>(data.rows(), data.dim(), params.r, params.degree, true);
+        let bytes = Self::bytes_needed::<T>(
+            data.rows(),
+            data.dim(),
+            params.r,
+            params.degree,
+            params.fill_len(),
+            true,
+        );
         self.ctx.check_fits(bytes, self.budget)?;
         let m = DeviceMatrix::upload(self.ctx, data)?;
         let (g, mut stats) = self.build_device(&m, metric, params, build)?;
@@ -275,7 +300,9 @@ impl<'c> Grnnd<'c> {
     ) -> Result<(DeviceFixedGraph, GrnndStats)> {
         let n = data.rows();
         check(params, n)?;
-        let bytes = Self::bytes_needed::<T>(n, data.dim(), params.r, params.degree, false);
+        let fill_len = params.fill_len();
+        let bytes =
+            Self::bytes_needed::<T>(n, data.dim(), params.r, params.degree, fill_len, false);
         self.ctx.check_fits(bytes, self.budget)?;
         build.check_cancelled()?;
         let ctx = self.ctx;
@@ -287,7 +314,8 @@ impl<'c> Grnnd<'c> {
         };
         let seed = build.seed();
         let mut pools = Pools::alloc(ctx, n, params.r)?;
-        let mut counters = ctx.alloc_zeros::<u64>(2)?;
+        // Pairs evaluated, redirects, filled edges.
+        let mut counters = ctx.alloc_zeros::<u64>(3)?;
         let total = (params.t1 * params.t2) as u64;
         build.progress().begin("grnnd", Some(total));
         let vectors = Vectors {
@@ -296,8 +324,14 @@ impl<'c> Grnnd<'c> {
             metric,
         };
         init::<T>(ctx, &vectors, params.s, seed, &mut pools)?;
+        // The pruned entries of the last outer iteration (a placeholder until then, and for
+        // good without filling).
+        let mut pruned = Pruned::none(ctx)?;
         let mut round = 0u32;
         for t1 in 0..params.t1 {
+            if fill_len > 0 && t1 + 1 == params.t1 {
+                pruned = Pruned::alloc(ctx, n, fill_len)?;
+            }
             for _ in 0..params.t2 {
                 build.check_cancelled()?;
                 let r = Round {
@@ -305,7 +339,7 @@ impl<'c> Grnnd<'c> {
                     seed,
                     round,
                 };
-                update::<T>(ctx, &vectors, &r, &mut pools, &mut counters)?;
+                update::<T>(ctx, &vectors, &r, &mut pools, &mut pruned, &mut counters)?;
                 pools.clear_a_and_swap(ctx)?;
                 round += 1;
                 stats.rounds += 1;
@@ -320,11 +354,13 @@ impl<'c> Grnnd<'c> {
         }
         build.progress().end();
         build.check_cancelled()?;
-        let (ids, counts) = finalize(ctx, params.degree, &pools)?;
+        let (ids, counts) = finalize(ctx, params.degree, &pools, &pruned, &mut counters)?;
         drop(pools);
-        let c = ctx.download(&counters, 2)?;
+        drop(pruned);
+        let c = ctx.download(&counters, 3)?;
         stats.distance_computations = c[0];
         stats.redirects = c[1];
+        stats.filled_edges = c[2];
         stats.edges_before_cut = ctx.download(&counts, n)?.iter().map(|&k| k as u64).sum();
         drop(counts);
         let entry = entry_point::<T>(ctx, &view, n, data.dim(), stride)?;
@@ -378,6 +414,32 @@ impl Pools {
         std::mem::swap(&mut self.a, &mut self.b);
         std::mem::swap(&mut self.ca, &mut self.cb);
         Ok(())
+    }
+}
+
+/// Per vertex, the closest entries the updates of the last outer iteration pruned from its pool:
+/// `n x len` packed entries (flags clear, [`EMPTY`] when free, unsorted); `len` 0 is a
+/// one-entry placeholder that no kernel reads.
+struct Pruned {
+    len: usize,
+    buf: DeviceBuffer<u64>,
+}
+
+impl Pruned {
+    /// The placeholder of a build without filling (the kernels take a pointer regardless).
+    fn none(ctx: &GpuContext) -> Result<Self> {
+        Ok(Pruned {
+            len: 0,
+            buf: ctx.alloc_zeros(1)?,
+        })
+    }
+
+    /// An empty buffer of `len` slots for each of `n` vertices.
+    fn alloc(ctx: &GpuContext, n: usize, len: usize) -> Result<Self> {
+        let total = n * len;
+        let mut buf = ctx.alloc_zeros(total.max(1))?;
+        fill_u64(ctx, &mut buf, total, EMPTY)?;
+        Ok(Pruned { len, buf })
     }
 }
 
@@ -490,14 +552,26 @@ struct Round<'p> {
     round: u32,
 }
 
+/// One update round from pool A into pool B; with `pruned.len > 0` the entries it prunes are
+/// kept in `pruned`.
 fn update<T: Element>(
     ctx: &GpuContext,
     v: &Vectors<'_, '_>,
     round: &Round<'_>,
     p: &mut Pools,
+    pruned: &mut Pruned,
     counters: &mut DeviceBuffer<u64>,
 ) -> Result<()> {
     let (n, r) = (u32_of(p.n, "vertices")?, u32_of(p.r, "r")?);
+    let fill_len = u32_of(pruned.len, "fill_len")?;
+    if fill_len > r {
+        return Err(Error::Gpu(format!("internal: fill_len {fill_len} > R {r}")));
+    }
+    need(
+        pruned.buf.len(),
+        n as u64 * fill_len as u64,
+        "grnnd_update pruned",
+    )?;
     need(
         v.data.len(),
         elem_bytes::<T>(n, v.stride),
@@ -525,6 +599,8 @@ fn update<T: Element>(
             seed: round.seed,
             round: round.round,
             counters: counters.output(),
+            pruned: pruned.buf.output(),
+            fill_len,
         },
     )
 }
@@ -549,20 +625,36 @@ fn reverse(ctx: &GpuContext, params: &GrnndParams, p: &mut Pools) -> Result<()> 
     )
 }
 
-/// The output rows (`n * degree`) and the pool sizes (`n`) of pool A.
+/// The output rows (`n * degree`) and the pool sizes (`n`) of pool A, rows shorter than
+/// `pruned.len` filled from `pruned`; `counters[2]` += the edges filled in.
 fn finalize(
     ctx: &GpuContext,
     degree: usize,
     p: &Pools,
+    pruned: &Pruned,
+    counters: &mut DeviceBuffer<u64>,
 ) -> Result<(DeviceBuffer<NodeId>, DeviceBuffer<u32>)> {
     let (n, r, d) = (
         u32_of(p.n, "vertices")?,
         u32_of(p.r, "r")?,
         u32_of(degree, "degree")?,
     );
+    let fill_len = u32_of(pruned.len, "fill_len")?;
     if d > r {
         return Err(Error::Gpu(format!("internal: degree {d} > R {r}")));
     }
+    if fill_len > d {
+        return Err(Error::Gpu(format!(
+            "internal: fill_len {fill_len} > degree {d}"
+        )));
+    }
+    need(
+        pruned.buf.len(),
+        n as u64 * fill_len as u64,
+        "grnnd_finalize pruned",
+    )?;
+    need(counters.len(), 3, "grnnd_finalize counters")?;
+    let mut filled = counters.slice_mut(2..3);
     let mut out = ctx.alloc_zeros::<NodeId>(p.n * degree)?;
     let mut counts = ctx.alloc_zeros::<u32>(p.n)?;
     kernels::grnnd_finalize(
@@ -574,8 +666,11 @@ fn finalize(
             n,
             r,
             degree: d,
+            pruned: pruned.buf.input(),
+            fill_len,
             out: out.output(),
             counts: counts.output(),
+            filled: filled.output(),
         },
     )?;
     Ok((out, counts))
@@ -794,7 +889,7 @@ pub mod testing {
 
     /// Runs update round `round` (`grnnd_update_*`) in `params`' mode (pair order seeded by
     /// `seed`) on `pool` (rows of the vertices of `data`) into an empty pool; returns it, the
-    /// pairs evaluated and the redirects.
+    /// pairs evaluated and the redirects. Nothing is recorded for filling.
     pub fn update_round<T: Element>(
         ctx: &GpuContext,
         data: DatasetView<'_, T>,
@@ -804,12 +899,50 @@ pub mod testing {
         round: u32,
         pool: &PoolRows,
     ) -> Result<(PoolRows, u64, u64)> {
+        let (out, pairs, redirects, _) =
+            update_round_recording(ctx, data, metric, params, seed, round, pool, 0, &[])?;
+        Ok((out, pairs, redirects))
+    }
+
+    /// [`update_round`] as in the last outer iteration of a build that fills rows: the entries
+    /// it prunes from a vertex's row are also offered to that vertex's row of `pruned`
+    /// (`n * fill_len` packed entries, [`EMPTY`] when free; `fill_len` 0: none, `pruned`
+    /// empty), which is returned after the pool, the pairs and the redirects.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_round_recording<T: Element>(
+        ctx: &GpuContext,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GrnndParams,
+        seed: u64,
+        round: u32,
+        pool: &PoolRows,
+        fill_len: usize,
+        pruned: &[u64],
+    ) -> Result<(PoolRows, u64, u64, Vec<u64>)> {
         check(params, data.rows())?;
         if pool.n != data.rows() || pool.r != params.r {
             return Err(Error::InvalidInput(
                 "update_round: inconsistent shapes".into(),
             ));
         }
+        if fill_len > params.r || pruned.len() != pool.n * fill_len {
+            return Err(Error::InvalidInput(format!(
+                "update_round: {} pruned entries for {} rows of fill_len {fill_len} (at most \
+                 R = {})",
+                pruned.len(),
+                pool.n,
+                params.r
+            )));
+        }
+        let mut rec = if fill_len == 0 {
+            Pruned::none(ctx)?
+        } else {
+            Pruned {
+                len: fill_len,
+                buf: ctx.upload(pruned)?,
+            }
+        };
         let m = DeviceMatrix::upload(ctx, data)?;
         let view = m.rows_view(0, pool.n)?;
         let (a, ca) = pool.upload(ctx)?;
@@ -827,12 +960,18 @@ pub mod testing {
             seed,
             round,
         };
-        update::<T>(ctx, &vectors, &round, &mut p, &mut counters)?;
+        update::<T>(ctx, &vectors, &round, &mut p, &mut rec, &mut counters)?;
         let c = ctx.download(&counters, 2)?;
+        let kept = if fill_len == 0 {
+            Vec::new()
+        } else {
+            ctx.download(&rec.buf, pool.n * fill_len)?
+        };
         Ok((
             PoolRows::download(ctx, pool.n, pool.r, &p.b, &p.cb)?,
             c[0],
             c[1],
+            kept,
         ))
     }
 
@@ -857,20 +996,60 @@ pub mod testing {
         PoolRows::download(ctx, pool.n, pool.r, &p.b, &p.cb)
     }
 
-    /// Runs `grnnd_finalize` on `pool`: the output rows (`n * degree`) and the pool sizes.
+    /// Runs `grnnd_finalize` on `pool` without filling: the output rows (`n * degree`) and the
+    /// pool sizes.
     pub fn finalize_rows(
         ctx: &GpuContext,
         pool: &PoolRows,
         degree: usize,
     ) -> Result<(Vec<NodeId>, Vec<u32>)> {
+        let (ids, counts, _) = finalize_filled(ctx, pool, degree, 0, &[])?;
+        Ok((ids, counts))
+    }
+
+    /// Runs `grnnd_finalize` on `pool`, rows shorter than `fill_len` (at most `degree`) filled
+    /// from `pruned` (`n * fill_len` packed entries, [`EMPTY`] when free, any order, repeats
+    /// allowed; empty when `fill_len` is 0): the output rows (`n * degree`), the pool sizes and
+    /// the edges filled in.
+    pub fn finalize_filled(
+        ctx: &GpuContext,
+        pool: &PoolRows,
+        degree: usize,
+        fill_len: usize,
+        pruned: &[u64],
+    ) -> Result<(Vec<NodeId>, Vec<u32>, u64)> {
+        if degree == 0 || degree > pool.r || fill_len > degree {
+            return Err(Error::InvalidInput(format!(
+                "finalize: degree {degree} must be in 1..=R (R = {}), fill_len {fill_len} at \
+                 most the degree",
+                pool.r
+            )));
+        }
+        if pruned.len() != pool.n * fill_len {
+            return Err(Error::InvalidInput(format!(
+                "finalize: {} pruned entries for {} rows of fill_len {fill_len}",
+                pruned.len(),
+                pool.n
+            )));
+        }
         let (a, ca) = pool.upload(ctx)?;
         let mut p = Pools::alloc(ctx, pool.n, pool.r)?;
         p.a = a;
         p.ca = ca;
-        let (ids, counts) = finalize(ctx, degree, &p)?;
+        let rec = if fill_len == 0 {
+            Pruned::none(ctx)?
+        } else {
+            Pruned {
+                len: fill_len,
+                buf: ctx.upload(pruned)?,
+            }
+        };
+        let mut counters = ctx.alloc_zeros::<u64>(3)?;
+        let (ids, counts) = finalize(ctx, degree, &p, &rec, &mut counters)?;
         Ok((
             ctx.download(&ids, pool.n * degree)?,
             ctx.download(&counts, pool.n)?,
+            ctx.download(&counters, 3)?[2],
         ))
     }
 }

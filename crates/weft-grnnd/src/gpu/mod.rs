@@ -2,7 +2,8 @@
 //!
 //! The algorithm is [`grnnd`] (host code) over this crate's kernel module `kernels/grnnd` (see
 //! `docs/grnnd.md`); it reads [`GrnndParams`] directly: `s`, `r`, `t1`, `t2`, `degree`,
-//! `rho`, `update_order`, `reverse_sampling`, `new_old_flags`, `strict_prune`, `max_pairs` and
+//! `fill_fraction` (short rows filled from pruned candidates, as on the CPU), `rho`,
+//! `update_order`, `reverse_sampling`, `new_old_flags`, `strict_prune`, `max_pairs` and
 //! `final_reverse_edges`; the build context's seed seeds the random start and the random pair
 //! order; `repair` turns the connectivity repair on or off. The output graph's entry
 //! points are the device medoid (which the repair makes every vertex reachable from) followed
