@@ -3,8 +3,9 @@
 //! - `cargo xtask test`: the workspace tests and the Python package's pytest suite (what CI runs),
 //!   plus the GPU runs where a GPU is present.
 //! - `cargo xtask kernels [--arch 80,90] [--check]`: compile every CUDA kernel with nvcc and NVRTC.
-//! - `cargo xtask nvrtc-time [--arch 90] [--modules a,b] [--repeat N]`: NVRTC's compile time
-//!   per kernel module with no cache (a build without nvcc, on its first GPU use).
+//! - `cargo xtask nvrtc-time [--arch 90] [--modules a,b] [--repeat N] [--units] [--first-use]`:
+//!   NVRTC's compile time per kernel module, unit and algorithm's first use, with no cache (a
+//!   build without nvcc, on its first GPU use); `--help` lists the options.
 //! - `cargo xtask device-pack`: gather release binaries and a run script for the GPU machine.
 //! - `cargo xtask bench`: the benchmark harness.
 //! - `cargo xtask cuvs-wheels`: the cuVS wheels in parts for the GPU machine (its GPU peer).
@@ -28,7 +29,7 @@ tasks:
   test          run the workspace tests and the Python package's pytest suite, as CI does
                 [--lint: fmt and clippy too] [--no-python: skip the Python package]
   kernels       compile every CUDA kernel with nvcc and NVRTC [--arch 80,90] [--check]
-  nvrtc-time    NVRTC compile time per kernel module, empty cache [--arch 90] [--modules a,b] [--repeat N]
+  nvrtc-time    NVRTC compile time per kernel module, unit or first use, empty cache (--help)
   device-pack   build release test/bench binaries and the CLI into device-pack/ for the GPU machine
   bench         run the benchmark harness
   cuvs-wheels   download the cuVS wheels and split them into device-pack-wheels-NN/ parts

@@ -139,6 +139,24 @@ pub fn probe_device(ordinal: usize) -> Result<GpuContext> {
     )
 }
 
+/// `$WEFT_NVRTC_THREADS` (a positive number), else the number of CPUs.
+fn compile_threads_from_env() -> Result<usize> {
+    match std::env::var("WEFT_NVRTC_THREADS") {
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                Error::invalid_param(
+                    "WEFT_NVRTC_THREADS",
+                    format!("`{v}` is not a positive number of threads"),
+                )
+            }),
+        Err(_) => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
+}
+
 /// One device, its stream, its loaded kernels and its memory accounting. Create with [`probe`];
 /// pass it to every GPU operation. It holds no global state: two contexts are independent.
 pub struct GpuContext {
@@ -146,6 +164,8 @@ pub struct GpuContext {
     stream: Arc<CudaStream>,
     info: DeviceInfo,
     mode: KernelMode,
+    /// Threads that compile kernel units at once in [`GpuContext::prepare_kernels`].
+    compile_threads: usize,
     margin: u64,
     modules: Mutex<HashMap<&'static str, LoadedModule>>,
     /// Units of modules compiled on their own by NVRTC (module name, unit index).
@@ -336,6 +356,7 @@ impl GpuContext {
             margin: (256u64 << 20).max(total / 20),
             info,
             mode,
+            compile_threads: compile_threads_from_env()?,
             modules: Mutex::new(HashMap::new()),
             units: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
@@ -357,6 +378,19 @@ impl GpuContext {
     /// Uses `mode` for modules loaded from now on.
     pub fn with_kernel_mode(mut self, mode: KernelMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Threads [`GpuContext::prepare_kernels`] compiles kernel units on (`$WEFT_NVRTC_THREADS`
+    /// at probe time, else the number of CPUs).
+    pub fn compile_threads(&self) -> usize {
+        self.compile_threads
+    }
+
+    /// Compiles kernel units on up to `threads` threads at once from now on (1: one after
+    /// another).
+    pub fn with_compile_threads(mut self, threads: std::num::NonZeroUsize) -> Self {
+        self.compile_threads = threads.get();
         self
     }
 
@@ -909,6 +943,135 @@ impl GpuContext {
     /// reports.
     pub fn load_module(&self, module: &'static KernelModule) -> Result<KernelLoadPath> {
         Ok(self.module(module)?.path)
+    }
+
+    /// Makes `kernels` ready to launch: where NVRTC compiles them (no embedded cubin fits the
+    /// device, or `WEFT_KERNELS=nvrtc`), the units (or whole modules) that hold them and that
+    /// this context has not loaded yet are compiled together, on up to
+    /// [`compile_threads`](GpuContext::compile_threads) threads, or read from the disk cache,
+    /// and loaded; a later launch of any of them finds its unit loaded. A builder calls it with
+    /// every kernel it will launch before its first launch, so that a first use with an empty
+    /// cache waits for the longest unit rather than for the sum of them. Kernels that come from
+    /// embedded cubins (or PTX where there is no NVRTC) are left to their first launch, as
+    /// before. The units are loaded in a fixed order (module name, unit index), whatever the
+    /// compilation order; the first failure, in that order, is returned after every
+    /// compilation has ended.
+    pub fn prepare_kernels(&self, kernels: &[Kernel]) -> Result<()> {
+        let jobs = self.pending_jobs(kernels)?;
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let nv = match self.nvrtc() {
+            Ok(nv) => nv,
+            // No NVRTC: each launch loads its module from PTX, as without preparation.
+            Err(_) if self.mode == KernelMode::Auto => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let arch = self.info.arch();
+        let sources: Vec<(String, String)> = jobs
+            .iter()
+            .map(|&(m, unit)| {
+                (
+                    loader::unit_label(m, unit),
+                    unit.map_or_else(|| m.source.to_string(), |u| m.unit_source(u)),
+                )
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        let cache = loader::cache_dir();
+        let images =
+            loader::compile_images(&sources, arch, &nv, cache.as_deref(), self.compile_threads);
+        crate::log(&format!(
+            "prepared {} kernel unit(s) on {} thread(s) in {:.2} s",
+            jobs.len(),
+            self.compile_threads.min(jobs.len()),
+            start.elapsed().as_secs_f64()
+        ));
+        let mut first_err = None;
+        for ((&(m, unit), (label, source)), image) in jobs.iter().zip(&sources).zip(images) {
+            let loaded = image.and_then(|c| {
+                loader::load_compiled(&self.cuda, label, source, arch, &nv, cache.as_deref(), c)
+            });
+            match loaded {
+                Ok((module, path)) => {
+                    let entry = LoadedModule {
+                        from: m,
+                        module,
+                        path,
+                    };
+                    crate::log(&format!(
+                        "kernel {label} on {} (sm_{arch}): {path}",
+                        self.info.name
+                    ));
+                    match unit {
+                        Some(u) => {
+                            self.units
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .entry((m.name, u))
+                                .or_insert(entry);
+                        }
+                        None => {
+                            self.modules
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .entry(m.name)
+                                .or_insert(entry);
+                        }
+                    }
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// What [`GpuContext::prepare_kernels`] has to compile for `kernels`: (module, unit; `None`
+    /// for the whole module), sorted by module name and unit, each once, leaving out what is
+    /// loaded already and what does not compile on this device.
+    fn pending_jobs(
+        &self,
+        kernels: &[Kernel],
+    ) -> Result<Vec<(&'static KernelModule, Option<usize>)>> {
+        let mut jobs: Vec<(&'static KernelModule, Option<usize>)> = Vec::new();
+        let mods = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        let units = self.units.lock().unwrap_or_else(|p| p.into_inner());
+        for k in kernels {
+            let m = k.module;
+            if !self.compiles(m) {
+                continue;
+            }
+            if let Some(entry) = mods.get(m.name) {
+                if !std::ptr::eq(entry.from, m) && entry.from.source != m.source {
+                    return Err(Error::Gpu(format!(
+                        "two different kernel modules are called `{}`",
+                        m.name
+                    )));
+                }
+                continue;
+            }
+            // A kernel in no unit is compiled with its whole module, as its launch would be.
+            let unit = m.unit_of(k.symbol);
+            if unit.is_some_and(|u| units.contains_key(&(m.name, u))) {
+                continue;
+            }
+            if let Some(&(other, _)) = jobs.iter().find(|(o, _)| o.name == m.name)
+                && !std::ptr::eq(other, m)
+                && other.source != m.source
+            {
+                return Err(Error::Gpu(format!(
+                    "two different kernel modules are called `{}`",
+                    m.name
+                )));
+            }
+            if !jobs.iter().any(|(o, u)| o.name == m.name && *u == unit) {
+                jobs.push((m, unit));
+            }
+        }
+        jobs.sort_by(|a, b| (a.0.name, a.1).cmp(&(b.0.name, b.1)));
+        Ok(jobs)
     }
 
     fn module(&self, m: &'static KernelModule) -> Result<LoadedModule> {

@@ -47,6 +47,11 @@ pub fn check_stride(stride: u32) -> Result<()> {
     Ok(())
 }
 
+/// The kernel [`exact_norms`] launches for `T` (for [`GpuContext::prepare_kernels`]).
+pub fn exact_norms_kernel<T: Element>() -> Result<crate::Kernel> {
+    exact::exact_norms_kernel(T::DTYPE)
+}
+
 /// `out[r] = |x_r|^2` for `rows` rows of `stride` elements of `T` (kernel `exact_norms_*`):
 /// the squared norms the cosine distance divides by, for the crates whose kernels take them
 /// (GNND). Checks the stride and both lengths first.

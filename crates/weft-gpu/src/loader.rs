@@ -196,6 +196,17 @@ pub(crate) fn load_module(
     compile_cached(ctx, m.name, m.source, arch, &nv)
 }
 
+/// The name unit `unit` of module `m` goes by in messages and cache files: `<module>.<kernel>`
+/// for a unit of one kernel, `<module>.plain` for the plain kernels, the module's name for the
+/// whole module (`None` or an index out of range).
+pub fn unit_label(m: &KernelModule, unit: Option<usize>) -> String {
+    match unit.and_then(|u| m.units.get(u)).map(|u| u.symbols) {
+        None => m.name.to_string(),
+        Some([one]) => format!("{}.{one}", m.name),
+        Some(_) => format!("{}.plain", m.name),
+    }
+}
+
 /// Compiles unit `unit` of module `m` (see [`KernelModule::units`]) with NVRTC for `arch`, or
 /// reads it from the disk cache: what a launch needs on a device no embedded cubin fits.
 pub(crate) fn load_unit(
@@ -205,22 +216,50 @@ pub(crate) fn load_unit(
     arch: u32,
     nv: &Nvrtc,
 ) -> Result<(Arc<CudaModule>, KernelLoadPath)> {
-    let label = match m.units.get(unit).map(|u| u.symbols) {
-        Some([one]) => format!("{}.{one}", m.name),
-        _ => format!("{}.plain", m.name),
-    };
-    compile_cached(ctx, &label, &m.unit_source(unit), arch, nv)
+    compile_cached(
+        ctx,
+        &unit_label(m, Some(unit)),
+        &m.unit_source(unit),
+        arch,
+        nv,
+    )
 }
 
-/// `source` (named `name` in messages and cache files) compiled by NVRTC for `arch`, from the
-/// disk cache when an earlier run compiled the same.
-fn compile_cached(
-    ctx: &Arc<CudaContext>,
+/// A cubin NVRTC compiled (or the disk cache held) for one unit or module.
+#[derive(Debug)]
+pub struct CompiledImage {
+    /// The cubin.
+    pub image: Vec<u8>,
+    /// Whether it came from the disk cache.
+    pub cached: bool,
+    /// Seconds NVRTC took (0 for a cached image).
+    pub seconds: f64,
+}
+
+/// The cubin of `source` (named `name` in messages and cache files) for `arch`: from the disk
+/// cache folder `cache` (the loader passes [`cache_dir`]; `None`: no cache) when an earlier run compiled the same source with the same options and
+/// NVRTC version, else compiled by NVRTC and written to the cache. Needs no GPU and no CUDA
+/// context, and may run on several threads at once (NVRTC compiles distinct programs
+/// concurrently).
+pub fn compile_image(
     name: &str,
     source: &str,
     arch: u32,
     nv: &Nvrtc,
-) -> Result<(Arc<CudaModule>, KernelLoadPath)> {
+    cache: Option<&std::path::Path>,
+) -> Result<CompiledImage> {
+    compile_image_with(name, source, arch, nv, cache, true)
+}
+
+/// [`compile_image`], reading the disk cache only when `read_cache`.
+fn compile_image_with(
+    name: &str,
+    source: &str,
+    arch: u32,
+    nv: &Nvrtc,
+    cache: Option<&std::path::Path>,
+    read_cache: bool,
+) -> Result<CompiledImage> {
     let options = nvrtc_options(arch);
     let (vmaj, vmin) = nv.version();
     let key = fnv1a64(&[
@@ -228,34 +267,119 @@ fn compile_cached(
         options.join(" ").as_bytes(),
         format!("nvrtc {vmaj}.{vmin}").as_bytes(),
     ]);
-    let file = cache_dir().map(|d| d.join(format!("{name}-sm_{arch}-{key:016x}.cubin")));
-    if let Some(f) = &file
-        && let Ok(img) = std::fs::read(f)
-        && !img.is_empty()
+    let file = cache.map(|d| d.join(format!("{name}-sm_{arch}-{key:016x}.cubin")));
+    if read_cache
+        && let Some(f) = &file
+        && let Ok(image) = std::fs::read(f)
+        && !image.is_empty()
     {
-        match load_image(ctx, name, img, "cached NVRTC cubin") {
-            Ok(module) => return Ok((module, KernelLoadPath::Nvrtc { arch, cached: true })),
-            Err(e) => crate::log(&format!(
-                "ignoring unusable cache file {}: {e}",
-                f.display()
-            )),
-        }
+        return Ok(CompiledImage {
+            image,
+            cached: true,
+            seconds: 0.0,
+        });
     }
     let start = std::time::Instant::now();
-    let (img, log) = nv.compile_cubin(source, &format!("{name}.cu"), &options)?;
+    let (image, log) = nv.compile_cubin(source, &format!("{name}.cu"), &options)?;
+    let seconds = start.elapsed().as_secs_f64();
     crate::log(&format!(
-        "NVRTC compiled {name} for sm_{arch} in {:.2} s",
-        start.elapsed().as_secs_f64()
+        "NVRTC compiled {name} for sm_{arch} in {seconds:.2} s"
     ));
     if !log.is_empty() {
         crate::log(&format!("NVRTC messages for module {name}:\n{log}"));
     }
     if let Some(f) = &file
-        && let Err(e) = write_atomic(f, &img)
+        && let Err(e) = write_atomic(f, &image)
     {
         crate::log(&format!("cannot write kernel cache {}: {e}", f.display()));
     }
-    let module = load_image(ctx, name, img, "NVRTC cubin")?;
+    Ok(CompiledImage {
+        image,
+        cached: false,
+        seconds,
+    })
+}
+
+/// [`compile_image`] for each of `jobs` ((name, source) pairs), on up to `threads` threads
+/// (at least one, at most one per job): each thread takes the next job in order until none is
+/// left. The results come back in the order of `jobs`, whatever the timing, so the caller's
+/// outcome does not depend on which thread finished first.
+pub fn compile_images(
+    jobs: &[(String, String)],
+    arch: u32,
+    nv: &Nvrtc,
+    cache: Option<&std::path::Path>,
+    threads: usize,
+) -> Vec<Result<CompiledImage>> {
+    let threads = threads.clamp(1, jobs.len().max(1));
+    if threads == 1 {
+        return jobs
+            .iter()
+            .map(|(name, src)| compile_image(name, src, arch, nv, cache))
+            .collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<Result<CompiledImage>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((name, src)) = jobs.get(i) else {
+                        break;
+                    };
+                    let r = compile_image(name, src, arch, nv, cache);
+                    *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|s| {
+            s.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or_else(|| Err(Error::Gpu("an NVRTC compilation thread panicked".into())))
+        })
+        .collect()
+}
+
+/// `source` (named `name` in messages and cache files) compiled by NVRTC for `arch`, from the
+/// disk cache when an earlier run compiled the same, and loaded on `ctx`.
+fn compile_cached(
+    ctx: &Arc<CudaContext>,
+    name: &str,
+    source: &str,
+    arch: u32,
+    nv: &Nvrtc,
+) -> Result<(Arc<CudaModule>, KernelLoadPath)> {
+    let cache = cache_dir();
+    let c = compile_image(name, source, arch, nv, cache.as_deref())?;
+    load_compiled(ctx, name, source, arch, nv, cache.as_deref(), c)
+}
+
+/// Loads `c`, the [`CompiledImage`] of `source`, on `ctx`; a cached image the driver rejects is
+/// reported and replaced by a fresh compilation (which overwrites the cache file).
+pub(crate) fn load_compiled(
+    ctx: &Arc<CudaContext>,
+    name: &str,
+    source: &str,
+    arch: u32,
+    nv: &Nvrtc,
+    cache: Option<&std::path::Path>,
+    c: CompiledImage,
+) -> Result<(Arc<CudaModule>, KernelLoadPath)> {
+    let c = if c.cached {
+        match load_image(ctx, name, c.image, "cached NVRTC cubin") {
+            Ok(module) => return Ok((module, KernelLoadPath::Nvrtc { arch, cached: true })),
+            Err(e) => crate::log(&format!("ignoring an unusable cached cubin of {name}: {e}")),
+        }
+        compile_image_with(name, source, arch, nv, cache, false)?
+    } else {
+        c
+    };
+    let module = load_image(ctx, name, c.image, "NVRTC cubin")?;
     Ok((
         module,
         KernelLoadPath::Nvrtc {
@@ -320,6 +444,70 @@ mod tests {
         assert_ne!(fnv1a64(&[b"ab", b"c"]), fnv1a64(&[b"a", b"bc"]));
         // A fixed value: the cache key must not change between builds.
         assert_eq!(fnv1a64(&[b"weft"]), fnv1a64(&[b"weft"]));
+    }
+
+    #[test]
+    fn unit_labels_name_the_kernel_or_the_plain_part() {
+        let exact = &crate::kernels::exact::MODULE;
+        assert_eq!(unit_label(exact, None), "exact");
+        assert_eq!(unit_label(exact, Some(usize::MAX)), "exact");
+        for (i, u) in exact.units.iter().enumerate() {
+            let label = unit_label(exact, Some(i));
+            match u.symbols {
+                [one] => assert_eq!(label, format!("exact.{one}")),
+                _ => assert_eq!(label, "exact.plain"),
+            }
+        }
+    }
+
+    /// The units of weft-gpu's modules compiled on four threads: the same cubins, in the same
+    /// order, as one after another, each written to the cache once; a second preparation reads
+    /// every one of them from the cache.
+    #[test]
+    fn parallel_compilation_matches_sequential_and_fills_the_cache_once() {
+        let nv = match Nvrtc::load() {
+            Ok(nv) => nv,
+            Err(e) => {
+                assert!(
+                    !crate::testing::gpu_required(),
+                    "WEFT_REQUIRE_GPU is set but NVRTC is missing: {e}"
+                );
+                eprintln!(
+                    "parallel_compilation_matches_sequential_and_fills_the_cache_once: SKIPPED \
+                     (no NVRTC: {e})"
+                );
+                return;
+            }
+        };
+        let m = &crate::kernels::testing::MODULE;
+        assert!(
+            m.units.len() >= 3,
+            "the testing module has {} units",
+            m.units.len()
+        );
+        let jobs: Vec<(String, String)> = (0..m.units.len())
+            .map(|u| (unit_label(m, Some(u)), m.unit_source(u)))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let parallel = compile_images(&jobs, 90, &nv, Some(dir.path()), 4);
+        let sequential = compile_images(&jobs, 90, &nv, None, 1);
+        for (r, (name, _)) in parallel.iter().chain(&sequential).zip(jobs.iter().cycle()) {
+            assert!(r.is_ok(), "{name}: {:?}", r.as_ref().err());
+        }
+        let files = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(files, jobs.len(), "one cache file per unit");
+        let again = compile_images(&jobs, 90, &nv, Some(dir.path()), 4);
+        for (((p, s), a), (name, _)) in parallel.into_iter().zip(sequential).zip(again).zip(&jobs) {
+            let (p, s, a) = (p.unwrap(), s.unwrap(), a.unwrap());
+            assert!(!p.cached && !s.cached, "{name}: compiled, not cached");
+            assert!(a.cached, "{name}: the second preparation reads the cache");
+            assert!(!p.image.is_empty(), "{name}: empty cubin");
+            assert!(
+                p.image == s.image && a.image == p.image,
+                "{name}: cubins differ"
+            );
+        }
+        assert!(compile_images(&[], 90, &nv, None, 4).is_empty());
     }
 
     #[test]

@@ -113,6 +113,22 @@ fn lib_in(dir: &Path) -> Option<PathBuf> {
     None
 }
 
+/// libnvrtc opens libnvrtc-builtins by name: loaded first from the folder of the NVRTC library,
+/// the loader then finds it by its soname. `None` when `dir` has none that loads.
+fn builtins_in(dir: &Path) -> Option<libloading::Library> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libnvrtc-builtins.so"))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().find_map(|b| open(&b).ok())
+}
+
 /// Loads a library.
 fn open(path: &Path) -> std::result::Result<libloading::Library, libloading::Error> {
     // SAFETY: loading a shared library runs its initialisers. NVRTC's are plain C initialisers
@@ -125,8 +141,9 @@ impl Nvrtc {
     pub fn load() -> Result<Nvrtc> {
         let mut tried = Vec::new();
         if let Some(p) = std::env::var_os("WEFT_NVRTC").map(PathBuf::from) {
+            let builtins = p.parent().and_then(builtins_in);
             match open(&p) {
-                Ok(lib) => return Self::from_lib(lib, p, None),
+                Ok(lib) => return Self::from_lib(lib, p, builtins),
                 Err(e) => tried.push(format!("{} ({e})", p.display())),
             }
         }
@@ -138,21 +155,7 @@ impl Nvrtc {
         tried.push(format!("{NAMES:?} on the loader path"));
         for dir in search_dirs() {
             if let Some(p) = lib_in(&dir) {
-                // libnvrtc opens libnvrtc-builtins by name: load it first from the same folder
-                // so that the loader finds it by its soname.
-                let builtins = std::fs::read_dir(&dir)
-                    .ok()
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .map(|e| e.path())
-                    .find(|p| {
-                        p.file_name().is_some_and(|n| {
-                            let n = n.to_string_lossy();
-                            n.starts_with("libnvrtc-builtins.so")
-                        })
-                    })
-                    .and_then(|b| open(&b).ok());
+                let builtins = builtins_in(&dir);
                 match open(&p) {
                     Ok(lib) => return Self::from_lib(lib, p, builtins),
                     Err(e) => tried.push(format!("{} ({e})", p.display())),

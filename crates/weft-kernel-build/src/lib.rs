@@ -1107,19 +1107,22 @@ pub fn generate_bindings(
             [(None, symbol)] => {
                 let _ = writeln!(
                     s,
-                    "/// Launches `{symbol}` with `launch` on the context's stream.\n\
+                    "/// The kernel `{symbol}` (for `GpuContext::prepare_kernels`).\n\
+                     pub fn {name}_kernel() -> {r}::Kernel {{\n    \
+                     {r}::Kernel {{ module: &MODULE, symbol: {symbol:?} }}\n}}\n\n\
+                     /// Launches `{symbol}` with `launch` on the context's stream.\n\
                      pub fn {name}(ctx: &{r}::GpuContext, launch: {r}::Launch, args: &{ty}{impl_lt}) -> weft_core::Result<()> {{\n    \
-                     ctx.launch(&{r}::Kernel {{ module: &MODULE, symbol: {symbol:?} }}, launch, args)\n}}\n",
+                     ctx.launch(&{name}_kernel(), launch, args)\n}}\n",
                     name = k.name
                 );
             }
             _ => {
                 let _ = writeln!(
                     s,
-                    "/// Launches the `{name}` kernel for `dtype` (`{syms}`) with `launch` on the\n\
-                     /// context's stream; an element type the module has no kernel for is\n\
-                     /// [`weft_core::Error::Unsupported`].\n\
-                     pub fn {name}(ctx: &{r}::GpuContext, dtype: weft_core::DType, launch: {r}::Launch, args: &{ty}{impl_lt}) -> weft_core::Result<()> {{\n    \
+                    "/// The `{name}` kernel for `dtype` (`{syms}`), for\n\
+                     /// `GpuContext::prepare_kernels`; an element type the module has no kernel for\n\
+                     /// is [`weft_core::Error::Unsupported`].\n\
+                     pub fn {name}_kernel(dtype: weft_core::DType) -> weft_core::Result<{r}::Kernel> {{\n    \
                      let symbol = match dtype {{",
                     name = k.name,
                     syms = symbols.join("`, `")
@@ -1146,7 +1149,12 @@ pub fn generate_bindings(
                 }
                 let _ = writeln!(
                     s,
-                    "    }};\n    ctx.launch(&{r}::Kernel {{ module: &MODULE, symbol }}, launch, args)\n}}\n"
+                    "    }};\n    Ok({r}::Kernel {{ module: &MODULE, symbol }})\n}}\n\n\
+                     /// Launches the `{name}` kernel for `dtype` with `launch` on the context's stream\n\
+                     /// (see [`{name}_kernel`]).\n\
+                     pub fn {name}(ctx: &{r}::GpuContext, dtype: weft_core::DType, launch: {r}::Launch, args: &{ty}{impl_lt}) -> weft_core::Result<()> {{\n    \
+                     ctx.launch(&{name}_kernel(dtype)?, launch, args)\n}}\n",
+                    name = k.name
                 );
             }
         }
@@ -1362,6 +1370,9 @@ WEFT_WHOLE(whole_i8, i8)
             "weft_core::DType::F32 => \"sample_norms_f32\",",
             "weft_core::DType::F16 => return Err(",
             "pub struct WholeArgs<'a> {",
+            "pub fn plain_kernel_kernel() -> weft_gpu::Kernel {",
+            "pub fn sample_norms_kernel(dtype: weft_core::DType) -> weft_core::Result<weft_gpu::Kernel> {",
+            "ctx.launch(&sample_norms_kernel(dtype)?, launch, args)",
         ] {
             assert!(rs.contains(needle), "missing `{needle}` in\n{rs}");
         }

@@ -417,6 +417,7 @@ impl<'c> GgnnBuild<'c> {
         }
         self.ctx
             .check_fits(Self::bytes_for(shape, k), self.budget)?;
+        self.ctx.prepare_kernels(&build_kernels::<T>()?)?;
         let setup_start = Instant::now();
         let row_off = row_offsets(shape);
         let n_rows = row_off[shape.layers];
@@ -1292,6 +1293,21 @@ impl<T: Element> Run<'_, '_, T> {
             phases: self.phases,
         })
     }
+}
+
+/// Every kernel a GPU GGNN build of `T` launches (any metric): the plain kernels (selection,
+/// symmetric rebuild, ordering, fills) and the per-type top, merge, nearest-entry and
+/// symmetric-link kernels. [`GgnnBuild::build`] prepares them together
+/// ([`GpuContext::prepare_kernels`]); a caller that also searches may prepare them with its
+/// search's kernels.
+pub fn build_kernels<T: Element>() -> Result<Vec<weft_gpu::Kernel>> {
+    Ok(vec![
+        ggnn::ggnn_select_kernel(),
+        ggnn::ggnn_top_kernel(T::DTYPE)?,
+        ggnn::ggnn_merge_kernel(T::DTYPE)?,
+        ggnn::ggnn_nearest_entry_kernel(T::DTYPE)?,
+        ggnn::ggnn_sym_kernel(T::DTYPE)?,
+    ])
 }
 
 #[cfg(test)]

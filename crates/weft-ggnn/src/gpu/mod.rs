@@ -31,7 +31,7 @@ mod device;
 
 pub use device::{
     GgnnBuild, GgnnLayerOut, GgnnOut, GgnnPhaseTime, GgnnTuning, MAX_HEADS, SEARCH_WARPS,
-    TAGS_MIN_ROW_BYTES,
+    TAGS_MIN_ROW_BYTES, build_kernels,
 };
 
 /// The generated bindings of this crate's kernel module.

@@ -26,7 +26,9 @@
 use weft_core::error::check_graph_k;
 use weft_core::{BuildCtx, DatasetView, Element, Error, KnnGraph, Metric, Result};
 use weft_gpu::launch::{self, elem_bytes, need, u32_of};
-use weft_gpu::{DeviceBuffer, DeviceKnnGraph, DeviceMatrix, DeviceView, GpuContext, Launch};
+use weft_gpu::{
+    DeviceBuffer, DeviceKnnGraph, DeviceMatrix, DeviceView, GpuContext, Kernel, Launch,
+};
 
 use super::kernels::gnnd as kernels;
 use crate::NnDescentParams;
@@ -287,6 +289,7 @@ impl<'c> Gnnd<'c> {
             params.gpu_sample,
             self.tuning.inbox_for(k, params.gpu_sample),
         )?;
+        ctx.prepare_kernels(&build_kernels::<T>(metric)?)?;
         let view = data.rows_view(0, n)?;
         let stride = u32_of(data.stride(), "stride")?;
         if metric == Metric::Cosine {
@@ -327,6 +330,34 @@ fn check_points(n: usize) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Every kernel a GNND build of `T` with `metric` launches: the plain kernels (sampling,
+/// deduplication, merge, finish), `gnnd_init_<dt>`, the join of the metric and, for cosine, the
+/// norms. [`Gnnd::build_device`] prepares them together ([`GpuContext::prepare_kernels`]); a
+/// caller that also searches may prepare them with its search's kernels.
+pub fn build_kernels<T: Element>(metric: Metric) -> Result<Vec<Kernel>> {
+    let mut v = vec![
+        kernels::gnnd_sample_kernel(),
+        kernels::gnnd_init_kernel(T::DTYPE)?,
+        if metric == Metric::L2Squared {
+            kernels::gnnd_join_l2_kernel(T::DTYPE)?
+        } else {
+            kernels::gnnd_join_dot_kernel(T::DTYPE)?
+        },
+    ];
+    if metric == Metric::Cosine {
+        v.push(launch::exact_norms_kernel::<T>()?);
+    }
+    Ok(v)
+}
+
+/// The kernels a GNND merge (GGM) of `T` with `metric` launches beyond
+/// [`build_kernels`]' plain ones: `gnnd_cross_init_<dt>`, the join, and for cosine the norms.
+pub fn merge_kernels<T: Element>(metric: Metric) -> Result<Vec<Kernel>> {
+    let mut v = build_kernels::<T>(metric)?;
+    v[1] = kernels::gnnd_cross_init_kernel(T::DTYPE)?;
+    Ok(v)
 }
 
 /// How [`iterate`] runs: `params`' iteration bounds (`max_iters`, `delta`), the join's `mode`

@@ -32,7 +32,7 @@ use weft_core::{
 };
 use weft_gpu::launch::{need, u32_of};
 use weft_gpu::matrix::padded_stride;
-use weft_gpu::{DeviceBuffer, DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
+use weft_gpu::{DeviceBuffer, DeviceFixedGraph, DeviceMatrix, GpuContext, Kernel, Launch};
 
 use super::common::{
     SessionQueries, check_device_shapes, check_entries, check_graph_rows, check_host_shapes,
@@ -63,6 +63,17 @@ const WIDE_BLOCK_ENTRIES: usize = 1024;
 const SMEM_LIMIT: usize = 48 * 1024;
 /// The largest multi-CTA merge buffer (pairs).
 const MERGE_SLOTS_MAX: usize = 4096;
+
+/// Every kernel a GPU CAGRA search of `T` may launch (any metric): `cagra_search_<dt>` and the
+/// plain kernels (table fill, multi-CTA merge). The search prepares them before its first launch
+/// ([`GpuContext::prepare_kernels`]); a caller that also builds may prepare them with its build's
+/// kernels, so that a first use compiles both at once.
+pub fn search_kernels<T: Element>() -> Result<Vec<Kernel>> {
+    Ok(vec![
+        kernels::cagra_search_kernel(T::DTYPE)?,
+        kernels::cagra_search_fill_kernel(),
+    ])
+}
 
 /// The automatic team size for rows of `dim` elements of `elem_bytes` bytes: one lane per four
 /// 16-byte loads of the padded row, rounded up to a power of two, between 4 and 32 (8 for 128
@@ -346,6 +357,7 @@ impl<'c> CagraSearchDevice<'c> {
         sink: &mut dyn FnMut(ListChunk<'_>) -> Result<Option<SearchStats>>,
     ) -> Result<SearchStats> {
         let ctx = self.ctx;
+        ctx.prepare_kernels(&search_kernels::<T>()?)?;
         let filter = params.filter.as_deref();
         let n = data.rows();
         check_device_shapes(data, graph, queries)?;

@@ -40,7 +40,7 @@ use weft_core::{
 };
 use weft_gpu::launch::{need, u32_of};
 use weft_gpu::matrix::padded_stride;
-use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Launch};
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Kernel, Launch};
 use weft_graph::hier::HierGraph;
 
 use super::common::{
@@ -102,6 +102,13 @@ pub struct GgnnSearchPlan {
     pub block_threads: usize,
     /// Dynamic shared memory per block, in bytes.
     pub shared_bytes: usize,
+}
+
+/// Every kernel a GPU GGNN search of `T` launches (any metric): `ggnn_search_<dt>`. The search
+/// prepares it before its first launch ([`GpuContext::prepare_kernels`]); a caller that also
+/// builds may prepare it with its build's kernels.
+pub fn search_kernels<T: Element>() -> Result<Vec<Kernel>> {
+    Ok(vec![kernels::ggnn_search_kernel(T::DTYPE)?])
 }
 
 /// The automatic team size for rows of `dim` elements of `elem_bytes` bytes: one lane per four
@@ -414,6 +421,7 @@ impl<'c> GgnnSearchDevice<'c> {
         mut out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
         let ctx = self.ctx;
+        ctx.prepare_kernels(&search_kernels::<T>()?)?;
         let n = data.rows();
         check_device_shapes(data, graph, queries)?;
         check_out_rows(&out, queries.rows())?;
