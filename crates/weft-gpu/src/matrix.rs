@@ -229,6 +229,13 @@ impl<T: Element> DeviceMatrix<T> {
     /// The raw bytes of rows `start..end` (checked against `rows()`), for kernel arguments; an
     /// empty range still covers one byte, so that its pointer is valid.
     pub fn rows_view(&self, start: usize, end: usize) -> Result<DeviceView<'_, u8>> {
+        let bytes = self.row_bytes_range(start, end)?;
+        Ok(self.buf.slice(bytes))
+    }
+
+    /// The byte range of rows `start..end` (checked against `rows()`), at least one byte long
+    /// so that an empty range still carries a valid pointer.
+    fn row_bytes_range(&self, start: usize, end: usize) -> Result<std::ops::Range<usize>> {
         if start > end || end > self.rows {
             return Err(Error::InvalidInput(format!(
                 "rows {start}..{end} outside a device matrix of {} rows",
@@ -236,28 +243,18 @@ impl<T: Element> DeviceMatrix<T> {
             )));
         }
         let row_bytes = self.stride * std::mem::size_of::<T>();
-        // Keep at least one byte so that empty views still carry a valid pointer.
         let hi = (end * row_bytes)
             .max(start * row_bytes + 1)
             .min(self.buf.len());
-        Ok(self.buf.slice(start * row_bytes..hi))
+        Ok(start * row_bytes..hi)
     }
 
     /// The raw bytes of rows `start..end` (checked against `rows()`), writable, for kernels
     /// that fill the matrix; they must keep the layout (padding zero). An empty range still
     /// covers one byte, as in [`DeviceMatrix::rows_view`].
     pub fn rows_view_mut(&mut self, start: usize, end: usize) -> Result<DeviceViewMut<'_, u8>> {
-        if start > end || end > self.rows {
-            return Err(Error::InvalidInput(format!(
-                "rows {start}..{end} outside a device matrix of {} rows",
-                self.rows
-            )));
-        }
-        let row_bytes = self.stride * std::mem::size_of::<T>();
-        let hi = (end * row_bytes)
-            .max(start * row_bytes + 1)
-            .min(self.buf.len());
-        Ok(self.buf.slice_mut(start * row_bytes..hi))
+        let bytes = self.row_bytes_range(start, end)?;
+        Ok(self.buf.slice_mut(bytes))
     }
 }
 
