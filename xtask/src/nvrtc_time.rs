@@ -247,7 +247,7 @@ type Phase = (&'static str, Vec<String>);
 /// (`weft_search::gpu::{cagra, ggnn}::search_kernels`). Each kernel names its unit; a plain
 /// kernel stands for its module's plain unit.
 fn first_use_phases(dt: &str, metric: &str) -> Vec<(&'static str, Vec<Phase>)> {
-    let join = if metric == "l2" { "l2" } else { "dot" };
+    let join = metric;
     let mut gnnd = vec![
         "gnnd_sample".to_string(),
         format!("gnnd_init_{dt}"),

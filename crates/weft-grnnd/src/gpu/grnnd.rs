@@ -306,6 +306,7 @@ impl<'c> Grnnd<'c> {
         self.ctx.check_fits(bytes, self.budget)?;
         build.check_cancelled()?;
         let ctx = self.ctx;
+        ctx.prepare_kernels(&build_kernels::<T>()?)?;
         let view = data.rows_view(0, n)?;
         let stride = u32_of(data.stride(), "stride")?;
         let mut stats = GrnndStats {
@@ -1052,6 +1053,23 @@ pub mod testing {
             ctx.download(&counters, 3)?[2],
         ))
     }
+}
+
+/// The kernels a GRNND build over elements `T` launches, for compiling them together before the
+/// first launch ([`GpuContext::prepare_kernels`]); a caller that also searches may prepare them
+/// with its search's kernels.
+pub fn build_kernels<T: Element>() -> Result<Vec<weft_gpu::Kernel>> {
+    Ok(vec![
+        kernels::grnnd_fill_u64_kernel(),
+        kernels::grnnd_fill_u32_kernel(),
+        kernels::grnnd_reverse_kernel(),
+        kernels::grnnd_finalize_kernel(),
+        kernels::grnnd_bfs_step_kernel(),
+        kernels::grnnd_init_kernel(T::DTYPE)?,
+        kernels::grnnd_update_kernel(T::DTYPE)?,
+        kernels::grnnd_colsum_kernel(T::DTYPE)?,
+        kernels::grnnd_nearest_kernel(T::DTYPE)?,
+    ])
 }
 
 #[cfg(test)]

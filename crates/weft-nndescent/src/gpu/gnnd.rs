@@ -340,10 +340,10 @@ pub fn build_kernels<T: Element>(metric: Metric) -> Result<Vec<Kernel>> {
     let mut v = vec![
         kernels::gnnd_sample_kernel(),
         kernels::gnnd_init_kernel(T::DTYPE)?,
-        if metric == Metric::L2Squared {
-            kernels::gnnd_join_l2_kernel(T::DTYPE)?
-        } else {
-            kernels::gnnd_join_dot_kernel(T::DTYPE)?
+        match metric {
+            Metric::L2Squared => kernels::gnnd_join_l2_kernel(T::DTYPE)?,
+            Metric::InnerProduct => kernels::gnnd_join_ip_kernel(T::DTYPE)?,
+            Metric::Cosine => kernels::gnnd_join_cos_kernel(T::DTYPE)?,
         },
     ];
     if metric == Metric::Cosine {
@@ -550,61 +550,42 @@ fn join<T: Element>(
     let s = 2 * st.p as u32;
     let launch = Launch::blocks(n, JOIN_THREADS);
     let metric_code = metric.code() as i32;
-    // The two kernels share their signature; the bindings give each its own struct.
-    if metric == Metric::L2Squared {
-        kernels::gnnd_join_l2(
-            ctx,
-            T::DTYPE,
-            launch,
-            &kernels::GnndJoinL2Args {
-                data: data.a.input(),
-                data_b: data.b.input(),
-                split: data.split,
-                stride,
-                metric: metric_code,
-                norms: st.norms.input(),
-                new_s: st.new_s.input(),
-                new_cnt: st.fwd_new.input(),
-                old_s: st.old_s.input(),
-                old_cnt: st.fwd_old.input(),
-                s,
-                list_d: st.list_d.input(),
-                k,
-                inbox_d: st.inbox_d.output(),
-                inbox_i: st.inbox_i.output(),
-                inbox_cnt: st.inbox_cnt.output(),
-                m,
-                overflow: st.dropped.output(),
-                mode,
-            },
-        )
-    } else {
-        kernels::gnnd_join_dot(
-            ctx,
-            T::DTYPE,
-            launch,
-            &kernels::GnndJoinDotArgs {
-                data: data.a.input(),
-                data_b: data.b.input(),
-                split: data.split,
-                stride,
-                metric: metric_code,
-                norms: st.norms.input(),
-                new_s: st.new_s.input(),
-                new_cnt: st.fwd_new.input(),
-                old_s: st.old_s.input(),
-                old_cnt: st.fwd_old.input(),
-                s,
-                list_d: st.list_d.input(),
-                k,
-                inbox_d: st.inbox_d.output(),
-                inbox_i: st.inbox_i.output(),
-                inbox_cnt: st.inbox_cnt.output(),
-                m,
-                overflow: st.dropped.output(),
-                mode,
-            },
-        )
+    // The three kernels (one per metric) share their signature; the bindings give each its own
+    // struct, filled alike.
+    macro_rules! launch_join {
+        ($launcher:path, $args:ident) => {
+            $launcher(
+                ctx,
+                T::DTYPE,
+                launch,
+                &kernels::$args {
+                    data: data.a.input(),
+                    data_b: data.b.input(),
+                    split: data.split,
+                    stride,
+                    metric: metric_code,
+                    norms: st.norms.input(),
+                    new_s: st.new_s.input(),
+                    new_cnt: st.fwd_new.input(),
+                    old_s: st.old_s.input(),
+                    old_cnt: st.fwd_old.input(),
+                    s,
+                    list_d: st.list_d.input(),
+                    k,
+                    inbox_d: st.inbox_d.output(),
+                    inbox_i: st.inbox_i.output(),
+                    inbox_cnt: st.inbox_cnt.output(),
+                    m,
+                    overflow: st.dropped.output(),
+                    mode,
+                },
+            )
+        };
+    }
+    match metric {
+        Metric::L2Squared => launch_join!(kernels::gnnd_join_l2, GnndJoinL2Args),
+        Metric::InnerProduct => launch_join!(kernels::gnnd_join_ip, GnndJoinIpArgs),
+        Metric::Cosine => launch_join!(kernels::gnnd_join_cos, GnndJoinCosArgs),
     }
 }
 
