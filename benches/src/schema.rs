@@ -370,7 +370,17 @@ pub(crate) mod tests {
         );
         let records = parse_lines(&String::from_utf8_lossy(&out.stdout)).unwrap();
         let names: Vec<_> = records.iter().map(crate::report::label).collect();
-        assert_eq!(names, ["cuvs nndescent (gpu)", "cuvs cagra (gpu)"]);
+        // Both element types of `--dtype f32,f16`: the f32 run, then the same build searched
+        // over f16 copies of the data and queries.
+        assert_eq!(
+            names,
+            [
+                "cuvs nndescent (gpu)",
+                "cuvs nndescent (gpu, f16 data)",
+                "cuvs cagra (gpu)",
+                "cuvs cagra (gpu, f16 data)"
+            ]
+        );
         for r in &records {
             assert_eq!(r.algorithm.search_param, "itopk");
             assert!(r.build.is_some() && r.graph.is_some() && r.error.is_none());
