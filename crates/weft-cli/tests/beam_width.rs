@@ -4,23 +4,17 @@
 
 mod common;
 
-use common::{fails_with, ok_json, ok_text, p};
+use common::{fails_with, graph_cmd, ok_json, ok_text, p};
 
 /// `weft search` of a 600-point SIFT-like set's 9 queries on the CPU, with `extra` options.
 fn search(base: &str, queries: &str, graph: &str, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec![
+    let mut args = graph_cmd(
         "search",
-        "--data",
         base,
-        "--graph",
         graph,
-        "--queries",
         queries,
-        "-k",
-        "10",
-        "--backend",
-        "cpu",
-    ];
+        &["-k", "10", "--backend", "cpu"],
+    );
     args.extend_from_slice(extra);
     ok_json(&args)
 }
@@ -44,23 +38,13 @@ fn beam_width_and_its_alias_beam_give_the_same_results() {
 
     // eval: the same sweep under either name, reported as `beam_width`.
     let eval = |flag: &str| {
-        ok_json(&[
+        ok_json(&graph_cmd(
             "eval",
-            "--data",
             &base,
-            "--graph",
             &graph,
-            "--queries",
             &queries,
-            "-k",
-            "10",
-            flag,
-            "16,32",
-            "--runs",
-            "1",
-            "--backend",
-            "cpu",
-        ])
+            &["-k", "10", flag, "16,32", "--runs", "1", "--backend", "cpu"],
+        ))
     };
     let (named, alias) = (eval("--beam-width"), eval("--beam"));
     for e in [&named, &alias] {
@@ -91,17 +75,7 @@ fn itopk_is_gone_and_help_names_the_alias() {
     for cmd in ["search", "eval"] {
         // Refused while parsing the arguments, before any file is read.
         let err = fails_with(
-            &[
-                cmd,
-                "--data",
-                &base,
-                "--graph",
-                &graph,
-                "--queries",
-                &queries,
-                "--itopk",
-                "32",
-            ],
+            &graph_cmd(cmd, &base, &graph, &queries, &["--itopk", "32"]),
             &["--itopk"],
         );
         assert!(err.contains("unexpected argument"), "{err}");

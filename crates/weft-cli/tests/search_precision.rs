@@ -4,25 +4,14 @@
 
 mod common;
 
-use common::{fails_with, sift_rnndescent, weft};
+use common::{fails_with, graph_cmd, sift_rnndescent, weft};
 
 #[test]
 fn search_precision_option() {
     let dir = tempfile::tempdir().unwrap();
     let (base, queries, graph) = sift_rnndescent(dir.path(), 1500, 20);
-    let common = [
-        "--data",
-        &base,
-        "--graph",
-        &graph,
-        "--queries",
-        &queries,
-        "-k",
-        "10",
-    ];
     for cmd in ["search", "eval"] {
-        let mut args = vec![cmd];
-        args.extend(common);
+        let mut args = graph_cmd(cmd, &base, &graph, &queries, &["-k", "10"]);
         args.extend([
             "--backend",
             "gpu",
@@ -55,8 +44,9 @@ fn search_precision_option() {
             );
         }
     }
-    let mut bad = vec!["search"];
-    bad.extend(common);
-    bad.extend(["--backend", "cpu", "--search-precision", "f8"]);
-    fails_with(&bad, &["f8"]);
+    let extra = ["-k", "10", "--backend", "cpu", "--search-precision", "f8"];
+    fails_with(
+        &graph_cmd("search", &base, &graph, &queries, &extra),
+        &["f8"],
+    );
 }

@@ -107,3 +107,17 @@ pub fn sift_rnndescent(d: &Path, n: usize, queries: usize) -> (String, String, S
     ]);
     (base, q, graph)
 }
+
+/// `cmd --data base --graph graph --queries queries` followed by `extra`: the arguments every
+/// `weft search` / `weft eval` call of the tests starts with.
+pub fn graph_cmd<'a>(
+    cmd: &'a str,
+    base: &'a str,
+    graph: &'a str,
+    queries: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![cmd, "--data", base, "--graph", graph, "--queries", queries];
+    args.extend_from_slice(extra);
+    args
+}
