@@ -30,7 +30,7 @@ use weft_gpu::{
 
 use super::cagra::CagraSearchBuffers;
 use super::cagra::{CagraSearchDevice, CagraSearchParams, ListChunk};
-use super::common::{check_out_rows, grow_bytes, take_grown};
+use super::common::{check_out_rows, download_results, grow_bytes, take_grown};
 use super::kernels::search_rerank as kernels;
 use crate::cagra_gpu_params::{F16_OVERFLOW, SearchPrecision};
 
@@ -369,13 +369,12 @@ pub(crate) fn search_f16<T: Element>(
                     &mut out_ids.slice_mut(0..len),
                     &mut out_d.slice_mut(0..len),
                 )?;
-                let mut rows = out.rows_mut(c.start..c.start + c.cnt);
-                let (row_ids, row_d) = rows.buffers_mut();
                 if !c.last {
-                    ctx.copy_to_host(&out_ids.slice(0..len), row_ids)?;
-                    ctx.copy_to_host(&out_d.slice(0..len), row_d)?;
+                    download_results(ctx, &out_ids, &out_d, &mut out, c.start, c.cnt)?;
                     return Ok(None);
                 }
+                let mut rows = out.rows_mut(c.start..c.start + c.cnt);
+                let (row_ids, row_d) = rows.buffers_mut();
                 // The last batch: its results, the counters and the queries' overflow count
                 // in one round trip.
                 let mut cnt = [0u64; 2];
