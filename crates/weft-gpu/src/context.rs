@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, PinnedHostSlice, PushKernelArg,
@@ -137,6 +137,46 @@ pub fn probe_device(ordinal: usize) -> Result<GpuContext> {
             )))
         },
     )
+}
+
+/// One retain of each opened device's primary context, held until the process exits.
+///
+/// Every [`GpuContext`] retains its device's primary context (the one context per device and
+/// process that the CUDA runtime, PyTorch and CuPy share) and releases it when dropped. Without
+/// this hold, a process whose calls each probe and drop a context (Python's `gpu_info()`, a
+/// build, a search: each its own) destroyed the primary context whenever the last one was
+/// dropped, and made it again at the next probe. Measured on an H200 (driver 580): a thread
+/// that had used the destroyed context keeps it bound, and a driver call made there before the
+/// next retain fails with `CUDA_ERROR_CONTEXT_IS_DESTROYED`; and each remake sets the device
+/// up again. Held here, the primary context is made once per device and lives as long as the
+/// process, as the CUDA runtime keeps it: no thread is ever bound to a destroyed context, and a
+/// later probe costs a retain. The price is the context's own device memory, kept until exit.
+///
+/// This is process-wide state, as the primary context it holds is: each slot is written once
+/// (the first open of that device) and never changed; nothing is released (the driver frees
+/// the context at exit).
+static PRIMARY_CONTEXTS: OnceLock<Box<[OnceLock<Arc<CudaContext>>]>> = OnceLock::new();
+
+/// Retains device `ordinal`'s primary context for the rest of the process (see
+/// [`PRIMARY_CONTEXTS`]); `count` is the number of visible devices.
+fn keep_primary_context(ordinal: usize, count: usize) -> Result<()> {
+    let slots = PRIMARY_CONTEXTS.get_or_init(|| (0..count).map(|_| OnceLock::new()).collect());
+    let Some(slot) = slots.get(ordinal) else {
+        return Err(Error::Unsupported(format!(
+            "CUDA device {ordinal} was not visible when this process first opened a GPU ({} \
+             were)",
+            slots.len()
+        )));
+    };
+    if slot.get().is_none() {
+        let held = CudaContext::new(ordinal).map_err(gpu_err(format!(
+            "retain the primary context of device {ordinal}"
+        )))?;
+        // Two threads opening the device at once each retain it; the loser's retain is
+        // released when its Arc drops here, the winner's is kept.
+        let _ = slot.set(held);
+    }
+    Ok(())
 }
 
 /// `$WEFT_NVRTC_THREADS` (a positive number), else the number of CPUs.
@@ -308,6 +348,7 @@ impl GpuContext {
                 "CUDA device {ordinal} does not exist ({count} visible)"
             )));
         }
+        keep_primary_context(ordinal, count as usize)?;
         let cuda = CudaContext::new(ordinal)
             .map_err(gpu_err(format!("create a context on device {ordinal}")))?;
         let stream = cuda.default_stream();
