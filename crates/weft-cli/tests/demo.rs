@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fails_with, ok_json, ok_text};
+use common::{fails_with, no_gpu_branch, ok_json, ok_text};
 
 /// The `(backend, search_backend)` of every row.
 fn row_backends(j: &serde_json::Value) -> Vec<(String, String)> {
@@ -35,6 +35,10 @@ fn demo_takes_the_gpu_path_where_a_gpu_is_usable() {
     let gpu = j["gpu"]["available"] == true;
     let want = if gpu { "gpu" } else { "cpu" };
     if !gpu {
+        no_gpu_branch(
+            "demo_takes_the_gpu_path_where_a_gpu_is_usable",
+            &j.to_string(),
+        );
         eprintln!(
             "demo_takes_the_gpu_path_where_a_gpu_is_usable: no usable GPU ({}); checking the \
              CPU path only",
@@ -80,6 +84,10 @@ fn demo_takes_the_gpu_path_where_a_gpu_is_usable() {
 fn demo_compares_with_the_cpu_only_when_asked() {
     let probe = ok_json(&["demo", "-n", "300", "--queries", "5", "--algos", "exact"]);
     if probe["gpu"]["available"] != true {
+        no_gpu_branch(
+            "demo_compares_with_the_cpu_only_when_asked",
+            &probe.to_string(),
+        );
         // Without a GPU there is nothing to compare: the CPU path, once.
         let j = ok_json(&[
             "demo",

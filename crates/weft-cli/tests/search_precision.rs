@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fails_with, graph_cmd, sift_rnndescent, weft};
+use common::{fails_with, graph_cmd, no_gpu_branch, sift_rnndescent, weft};
 
 #[test]
 fn search_precision_option() {
@@ -35,9 +35,11 @@ fn search_precision_option() {
             let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             if cmd == "search" {
                 assert_eq!(s["backend"], "gpu");
-                assert!(s["mode"].as_str().unwrap().contains("traversal=f16"), "{s}");
+                assert_eq!(s["search_precision"], "f16", "{s}");
+                assert!(s["mode"].as_str().unwrap().contains("f16 traversal"), "{s}");
             }
         } else {
+            no_gpu_branch("search_precision_option", &all);
             assert!(
                 all.contains("GPU") || all.contains("CUDA"),
                 "weft {cmd} --search-precision f16 without a GPU: unclear error:\n{all}"

@@ -121,6 +121,12 @@ fn user_errors_are_typed() {
     if weft::registry::GpuStatus::probe().is_available() {
         assert!(grnnd.is_ok(), "{:?}", grnnd.err());
     } else {
+        // A GPU machine (WEFT_REQUIRE_GPU) must build, never take this branch.
+        assert!(
+            !std::env::var("WEFT_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0"),
+            "WEFT_REQUIRE_GPU is set but no GPU is usable: {:?}",
+            grnnd.err()
+        );
         assert!(matches!(grnnd, Err(Error::Unsupported(_))));
     }
     // k for a search-graph builder, missing k for a k-NN builder, k >= n.

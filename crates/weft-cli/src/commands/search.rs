@@ -381,8 +381,18 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     } else {
         format!("beam search, beam width {beam}")
     };
+    // What the GPU CAGRA search traversed the data as (the exact rerank follows f16); null for
+    // the other searches.
+    let search_precision = (out.backend == "gpu"
+        && !args.exact
+        && !matches!(index.graph(), weft::graph::storage::StoredGraph::Hier(_)))
+    .then(|| match args.gpu.search_precision {
+        SearchPrecision::F16 => "f16",
+        _ => "exact",
+    });
     let mut json = json!({
         "queries": queries.rows(), "k": args.k, "seed": args.seed, "beam_width": beam, "mode": mode, "backend": out.backend,
+        "search_precision": search_precision,
         "seconds": seconds, "qps": qps,
         "distance_computations": out.stats.distance_computations, "out": args.out,
         "entry_points": entries_json, "filter": filter_json,

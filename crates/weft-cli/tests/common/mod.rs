@@ -16,6 +16,22 @@ pub fn weft_cmd(args: &[&str]) -> Command {
     c
 }
 
+/// Whether `WEFT_REQUIRE_GPU` is set (not empty, not `0`), as on the GPU machine of a device
+/// pack: there a test that branches on whether a GPU is usable must take its GPU branch.
+pub fn gpu_required() -> bool {
+    std::env::var("WEFT_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Marks test `what`'s branch for a machine without a usable GPU: under `WEFT_REQUIRE_GPU` it
+/// fails with `output` (what made the test take it), so that a GPU run cannot pass through the
+/// branch meant for a machine without one.
+pub fn no_gpu_branch(what: &str, output: &str) {
+    assert!(
+        !gpu_required(),
+        "{what}: WEFT_REQUIRE_GPU is set but the test took its no-GPU branch:\n{output}"
+    );
+}
+
 /// Runs `weft args` to the end.
 pub fn weft(args: &[&str]) -> Output {
     weft_cmd(args).output().expect("the weft binary runs")
@@ -66,6 +82,30 @@ pub fn fails(args: &[&str]) -> String {
 /// [`fails`], with every one of `needles` in stderr.
 pub fn fails_with(args: &[&str], needles: &[&str]) -> String {
     let err = fails(args);
+    for needle in needles {
+        assert!(
+            err.contains(needle),
+            "weft {args:?}: expected `{needle}` in:\n{err}"
+        );
+    }
+    err
+}
+
+/// Runs `args`, which must fail without a panic, with every GPU hidden from the process
+/// (`CUDA_VISIBLE_DEVICES` empty): a machine without a usable GPU, also on the GPU machine.
+/// Each of `needles` must be in stderr; returns stderr.
+pub fn fails_without_gpu(args: &[&str], needles: &[&str]) -> String {
+    let out = weft_cmd(args)
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .expect("the weft binary runs");
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "weft {args:?} without a GPU should fail:\n{}\n{err}",
+        text(&out.stdout)
+    );
+    assert!(!err.contains("panicked"), "weft {args:?} panicked:\n{err}");
     for needle in needles {
         assert!(
             err.contains(needle),
