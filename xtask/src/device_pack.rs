@@ -1,5 +1,5 @@
-//! `cargo xtask device-pack [--workspace | --crates a,b] [--no-cli] [--no-bench] [--bench-only]
-//! [--examples crate:example,...] [--out DIR]`:
+//! `cargo xtask device-pack [--workspace | --crates a,b] [--no-cli] [--no-bench] [--no-python]
+//! [--bench-only] [--examples crate:example,...] [--out DIR]`:
 //! gathers stripped release test binaries, example/bench binaries and the CLI, with a run
 //! script, into `device-pack/` (or `DIR`, relative to the workspace; ignored by git: use a name
 //! `device-pack*`), under the 64 MiB a device run may carry. `--bench-only` packs only the
@@ -7,7 +7,8 @@
 //!
 //! - test binaries: the tests of weft-gpu, of the example crate with its own kernel module
 //!   (`examples/custom-kernel`) and of every library crate under `crates/` that declares a
-//!   `cuda` feature, with those features on (`--crates a,b`: the tests of those
+//!   `cuda` feature (the facade among them), and of weft-cli unless `--no-cli`, with those
+//!   features on (`--crates a,b`: the tests of those
 //!   crates only, with their `cuda` features where they have one; `--workspace`: every
 //!   workspace test binary);
 //! - weft-gpu's micro-benchmark example (exact k-NN) and, unless `--no-cli`, the `weft` binary
@@ -15,12 +16,16 @@
 //! - unless `--no-bench`: the harness runner `weft-bench` (weft-benches), a TrueType font for
 //!   its plots (`fonts/`, from this machine), the commit (`COMMIT`) and the GPU peer script
 //!   (`peers/cuvs_peer.py` with the helpers of `peers/ann_peers.py`);
+//! - unless `--no-python`: the Python package as an abi3 wheel (maturin, release, the same
+//!   kernels) with its pytest suite, in `python/`;
 //! - kernels: every binary embeds cubins for sm_80 and sm_90, built by nvcc as `cargo xtask
 //!   kernels` finds it (`$NVCC`, `target/cuda-toolchain`, PATH; installed from PyPI when
 //!   missing) with `WEFT_REQUIRE_CUBINS=1`, so a module nvcc cannot build fails the pack;
 //!   `WEFT_NVCC=off` makes an NVRTC pack instead. The pack's `KERNELS` file says which
 //!   (`cubin` or `nvrtc`);
-//! - `run.sh`: runs every test binary with `WEFT_REQUIRE_GPU=1` (once with the build-time
+//! - `run.sh`: runs every test binary with `WEFT_REQUIRE_GPU=1` (the CLI's with
+//!   `WEFT_CLI_BIN` set to the packed `weft`; the Python suite once, from the installed wheel)
+//!   (once with the build-time
 //!   cubins, `WEFT_KERNELS=cubin` in a cubin pack, once with `WEFT_KERNELS=nvrtc`), and with `--sanitize` also under
 //!   `compute-sanitizer --tool memcheck` and `--tool racecheck`; logs go to `$OUT` (or
 //!   `device-pack/logs`). `run.sh --bench-suite quick|full` runs the benchmark harness instead
@@ -35,7 +40,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{cargo, root};
+use crate::util::{cargo, pinned_venv, root};
 
 const LIMIT: u64 = 64 << 20;
 
@@ -45,6 +50,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut cli = true;
     let mut bench = true;
     let mut bench_only = false;
+    let mut python = true;
     let mut out = None;
     let mut only: Option<Vec<String>> = None;
     let mut extra_examples: Vec<(String, String)> = Vec::new();
@@ -55,6 +61,7 @@ pub fn run(args: &[String]) -> Result<()> {
             "--no-cli" => cli = false,
             "--no-bench" => bench = false,
             "--bench-only" => bench_only = true,
+            "--no-python" => python = false,
             "--out" => out = Some(it.next().context("--out needs a folder name")?.clone()),
             "--crates" => {
                 let list = it.next().context("--crates needs a comma-separated list")?;
@@ -67,7 +74,7 @@ pub fn run(args: &[String]) -> Result<()> {
                 extra_examples = parse_examples(list)?;
             }
             other => bail!(
-                "device-pack: unknown option `{other}` (use --workspace, --crates a,b, --no-cli, --no-bench, --bench-only, --examples crate:example,..., --out DIR)"
+                "device-pack: unknown option `{other}` (use --workspace, --crates a,b, --no-cli, --no-bench, --no-python, --bench-only, --examples crate:example,..., --out DIR)"
             ),
         }
     }
@@ -76,6 +83,7 @@ pub fn run(args: &[String]) -> Result<()> {
     if bench_only {
         cli = false;
         bench = true;
+        python = false;
     }
     if pack.exists() {
         std::fs::remove_dir_all(&pack).with_context(|| format!("remove {}", pack.display()))?;
@@ -95,7 +103,7 @@ pub fn run(args: &[String]) -> Result<()> {
         // The crates with GPU tests: the runtime and the GPU back ends of the algorithms.
         let crates = match only {
             Some(list) => list,
-            None => gpu_crates(&root)?,
+            None => gpu_crates(&root, cli)?,
         };
         let mut features = Vec::new();
         for name in &crates {
@@ -207,6 +215,9 @@ pub fn run(args: &[String]) -> Result<()> {
             Err(e) => eprintln!("device-pack: weft-bench does not build, left out: {e:#}"),
         }
     }
+    if python {
+        pack_python(&pack, &kernels)?;
+    }
     write_pack_command(&pack, args)?;
     std::fs::write(pack.join("run.sh"), RUN_SH)?;
     set_executable(&pack.join("run.sh"))?;
@@ -219,12 +230,58 @@ pub fn run(args: &[String]) -> Result<()> {
         pack.display()
     );
     if total > LIMIT {
-        bail!(
-            "device-pack is {total} bytes, over the 64 MiB a device run carries; drop --workspace"
+        // The facade's test binaries embed every module's cubins (about 11 MiB each, gzipped):
+        // a default pack is over the limit. It is still whole; it travels in parts.
+        eprintln!(
+            "device-pack: {total} bytes, over the 64 MiB one device run carries: carry it in \
+             parts (e.g. copy part of tests/ to another device-pack-* folder, unpack each part \
+             under /root in back-to-back runs, and run.sh there), or pack less (--crates a,b, \
+             --no-python, --no-bench)"
         );
     }
     Ok(())
 }
+
+/// The Python package as an abi3 wheel built by maturin (release, the same kernels as the
+/// binaries) and its pytest suite, into `python/`: run.sh installs the wheel into a folder of
+/// its own (no network there; numpy and pytest are on the GPU machine) and runs the suite with
+/// `WEFT_REQUIRE_GPU=1`, so that the GPU tests cannot pass by skipping.
+fn pack_python(pack: &Path, kernels: &PackKernels) -> Result<()> {
+    let py = pinned_venv("build-venv", &[MATURIN_PIN])?;
+    let maturin = py
+        .parent()
+        .context("the build environment's python has no folder")?
+        .join("maturin");
+    let wheels = pack.join("python");
+    std::fs::create_dir_all(wheels.join("tests"))?;
+    let mut cmd = Command::new(&maturin);
+    cmd.current_dir(root())
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--quiet",
+            "--manifest-path",
+        ])
+        .arg(root().join("crates/weft-py/Cargo.toml"))
+        .arg("--out")
+        .arg(&wheels);
+    kernels.apply(&mut cmd);
+    crate::util::run(&mut cmd).context("maturin could not build the weft wheel")?;
+    let tests = root().join("crates/weft-py/tests");
+    for entry in std::fs::read_dir(&tests).with_context(|| format!("read {}", tests.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "py") {
+            let name = path.file_name().context("test file name")?;
+            std::fs::copy(&path, wheels.join("tests").join(name))
+                .with_context(|| format!("copy {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The maturin that builds the wheel (the one `cargo xtask test` builds the package with).
+const MATURIN_PIN: &str = "maturin==1.9.6";
 
 /// Parses `--examples`: a comma-separated list of `crate:example`.
 fn parse_examples(list: &str) -> Result<Vec<(String, String)>> {
@@ -248,11 +305,15 @@ fn crate_dir(root: &Path, name: &str) -> PathBuf {
     }
 }
 
-/// weft-gpu, the example crate with its own kernel module, and every library crate under
-/// `crates/` with a `cuda` feature (the facade `weft` and the CLI, whose tests are CPU tests,
-/// are left out).
-fn gpu_crates(root: &Path) -> Result<Vec<String>> {
+/// weft-gpu, the example crate with its own kernel module, every library crate under `crates/`
+/// with a `cuda` feature (the facade `weft` among them: its tests branch on the GPU) and, with
+/// `cli`, weft-cli (its tests run the packed `weft` binary through `WEFT_CLI_BIN`, and branch on
+/// the GPU too).
+fn gpu_crates(root: &Path, cli: bool) -> Result<Vec<String>> {
     let mut crates = vec!["weft-gpu".to_owned(), "weft-example-kernel".to_owned()];
+    if cli {
+        crates.push("weft-cli".to_owned());
+    }
     let dir = root.join("crates");
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .with_context(|| format!("read {}", dir.display()))?
@@ -264,7 +325,7 @@ fn gpu_crates(root: &Path) -> Result<Vec<String>> {
         let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
             continue;
         };
-        if matches!(name.as_str(), "weft" | "weft-cli" | "weft-gpu") {
+        if matches!(name.as_str(), "weft-cli" | "weft-gpu") {
             continue;
         }
         if has_cuda_feature(&path)? {
@@ -558,6 +619,8 @@ done
 if [ -n "$BENCH_SUITE" ] && [ $WANT_TESTS -eq 0 ]; then TESTS=0; fi
 export WEFT_REQUIRE_GPU=1
 export WEFT_GPU_LOG=1
+# The CLI tests run the packed `weft` binary.
+[ -x "$HERE/bin/weft" ] && export WEFT_CLI_BIN="$HERE/bin/weft"
 export WEFT_KERNEL_CACHE="$(mktemp -d)"
 # NVRTC from the toolkit when the loader's path lacks it.
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
@@ -586,6 +649,18 @@ for t in "$HERE"/tests/*; do
   record "$n (WEFT_KERNELS=nvrtc): rc=$rc $(grep -E '^test result' "$LOGS/$n.nvrtc.log" | tr '\n' ' ')"
   [ $rc -ne 0 ] && status=1
 done
+# The Python package: its wheel installed into a folder of its own, its suite run on the GPU.
+if [ $TESTS -eq 1 ] && ls "$HERE"/python/*.whl >/dev/null 2>&1; then
+  PYSITE="$(mktemp -d)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$PYSITE" "$HERE"/python/*.whl \
+    > "$LOGS/python.log" 2>&1; rc=$?
+  if [ $rc -eq 0 ]; then
+    (cd "$HERE/python/tests" && WEFT_KERNELS=$PACK_KERNELS PYTHONPATH="$PYSITE" PYTHONUNBUFFERED=1 \
+      python3 -m pytest . -q -rs -p no:cacheprovider ${PYTEST_ARGS:-}) >> "$LOGS/python.log" 2>&1; rc=$?
+  fi
+  record "python (WEFT_KERNELS=$PACK_KERNELS): rc=$rc $(grep -E '(passed|failed|error)' "$LOGS/python.log" | tail -1)"
+  [ $rc -ne 0 ] && status=1
+fi
 if [ $BENCH -eq 1 ] && [ -x "$HERE/bin/exact_bench" ]; then
   "$HERE/bin/exact_bench" > "$LOGS/exact_bench.log" 2>&1; rc=$?
   record "exact_bench: rc=$rc"; tail -n 20 "$LOGS/exact_bench.log" | tee -a "$SUMMARY"
