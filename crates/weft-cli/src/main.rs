@@ -30,6 +30,11 @@ pub struct Cli {
     /// available (more would only slow the work down).
     #[arg(long, global = true, value_parser = parse_threads)]
     threads: Option<usize>,
+    /// The GPU the GPU work runs on: its CUDA device number, as nvidia-smi counts them
+    /// (default: device 0, or $WEFT_GPU_DEVICE when set). A GPU given here is used or the
+    /// command fails, naming it: never the CPU instead.
+    #[arg(long, global = true, value_name = "N")]
+    gpu: Option<usize>,
     /// The command.
     #[command(subcommand)]
     command: Command,
@@ -134,7 +139,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    let ctx = progress::Session::new(cli.quiet || cli.json, cli.threads);
+    let ctx = progress::Session::new(cli.quiet || cli.json, cli.threads, cli.gpu);
     let result = match &cli.command {
         Command::Gen(a) => commands::gen_cmd::run(a, &ctx),
         Command::Info(a) => commands::info::run(a, &ctx),

@@ -13,6 +13,7 @@ pub struct Session {
     cancel: CancelToken,
     progress: Arc<Bars>,
     threads: Option<usize>,
+    gpu: Option<usize>,
 }
 
 impl Session {
@@ -20,7 +21,7 @@ impl Session {
     /// the token: builds, searches, writes; a cancelled writer removes its temporary file), the
     /// second exits at once, after deleting the temporary files of writes in progress (an exit
     /// runs no destructors; see `weft::core::temp_files`).
-    pub fn new(quiet: bool, threads: Option<usize>) -> Self {
+    pub fn new(quiet: bool, threads: Option<usize>, gpu: Option<usize>) -> Self {
         let cancel = CancelToken::new();
         let pressed = Arc::new(AtomicBool::new(false));
         let (token, again) = (cancel.clone(), Arc::clone(&pressed));
@@ -38,7 +39,27 @@ impl Session {
             cancel,
             progress: Arc::new(Bars::new(quiet)),
             threads,
+            gpu,
         }
+    }
+
+    /// The GPU asked for with `--gpu` (`None`: the default device).
+    pub fn gpu(&self) -> Option<usize> {
+        self.gpu
+    }
+
+    /// The algorithms of this build, with the GPU back ends on the `--gpu` device (or the
+    /// default one) when it is usable. A GPU asked for with `--gpu` that cannot be used is an
+    /// error naming it, whatever the backend.
+    pub fn registry(&self) -> anyhow::Result<weft::Registry> {
+        let status = weft::GpuStatus::probe_device_or_default(self.gpu);
+        if let (Some(d), weft::GpuStatus::Unavailable(reason)) = (self.gpu, &status) {
+            anyhow::bail!(
+                "--gpu {d}: this GPU cannot be used: {reason}. Leave --gpu out for the default \
+                 GPU (or the CPU where there is none), or name another (nvidia-smi lists them)"
+            );
+        }
+        Ok(weft::Registry::with_gpu(status))
     }
 
     /// A build context with `seed`, this session's threads, cancellation and progress.

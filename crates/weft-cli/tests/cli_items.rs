@@ -449,3 +449,88 @@ fn errors_name_the_options_that_set_them() {
         &["(set by -k)", "k = 500 exceeds"],
     );
 }
+
+/// `--gpu N` picks the GPU; one that cannot be used (no machine has a GPU 999) is an error
+/// that names it on every command with GPU work, never the CPU instead; on a GPU machine
+/// `--gpu 0` builds and searches there.
+#[test]
+fn gpu_option_names_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (base, queries, graph) = (p(d, "b.fbin"), p(d, "b.queries.fbin"), p(d, "g.wgraph"));
+    ok(&[
+        "gen",
+        "--preset",
+        "sift",
+        "-n",
+        "600",
+        "--queries",
+        "10",
+        "--out",
+        &base,
+    ]);
+    ok(&[
+        "build",
+        "--algo",
+        "rnndescent",
+        "--backend",
+        "cpu",
+        "--data",
+        &base,
+        "--out",
+        &graph,
+    ]);
+    let search = [
+        "search",
+        "--data",
+        &base,
+        "--graph",
+        &graph,
+        "--queries",
+        &queries,
+        "-k",
+        "5",
+    ];
+    for args in [
+        &[
+            "build",
+            "--algo",
+            "rnndescent",
+            "--data",
+            &base,
+            "--out",
+            &p(d, "x.wgraph"),
+        ][..],
+        &search[..],
+        &[
+            "gt",
+            "--base",
+            &base,
+            "--queries",
+            &queries,
+            "-k",
+            "5",
+            "--out",
+            &p(d, "gt.ivecs"),
+        ],
+        &["demo", "-n", "300", "--queries", "5", "--algos", "exact"],
+    ] {
+        let mut with = args.to_vec();
+        with.extend(["--gpu", "999"]);
+        fails_with(&with, &["--gpu 999", "cannot be used"]);
+    }
+    assert!(!std::path::Path::new(&p(d, "x.wgraph")).exists());
+    let gpu0 = weft(&["info", "--gpu", "0", "--json"]);
+    if !gpu0.status.success() {
+        assert!(
+            !std::env::var("WEFT_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0"),
+            "WEFT_REQUIRE_GPU is set but --gpu 0 fails:\n{}",
+            text(&gpu0.stderr)
+        );
+        return;
+    }
+    let mut on0 = search.to_vec();
+    on0.extend(["--gpu", "0", "--backend", "gpu"]);
+    let found = ok_json(&on0);
+    assert_eq!(found["backend"], "gpu");
+}

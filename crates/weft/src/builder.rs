@@ -44,6 +44,7 @@ pub struct IndexBuilder {
     cancel: CancelToken,
     progress: Option<Arc<dyn Progress>>,
     gpu: Option<GpuStatus>,
+    device: Option<usize>,
 }
 
 impl std::fmt::Debug for IndexBuilder {
@@ -57,6 +58,7 @@ impl std::fmt::Debug for IndexBuilder {
             .field("cancelled", &self.cancel.is_cancelled())
             .field("progress", &self.progress.is_some())
             .field("gpu", &self.gpu)
+            .field("device", &self.device)
             .finish()
     }
 }
@@ -73,6 +75,7 @@ impl IndexBuilder {
             cancel: CancelToken::new(),
             progress: None,
             gpu: None,
+            device: None,
         }
     }
 
@@ -121,6 +124,16 @@ impl IndexBuilder {
         self
     }
 
+    /// Builds on CUDA device `ordinal` (default: the default device, `$WEFT_GPU_DEVICE` or
+    /// else 0); the index's GPU searches then run there too ([`Index::device`]). A device that
+    /// cannot be used (missing, no driver) fails the build with an [`Error::Unsupported`] that
+    /// names it, whatever the backend: a device asked for is never replaced by the CPU.
+    /// [`IndexBuilder::gpu`], when given, takes precedence.
+    pub fn device(mut self, ordinal: usize) -> Self {
+        self.device = Some(ordinal);
+        self
+    }
+
     /// The algorithm and its parameters.
     pub fn algorithm(&self) -> &Algorithm {
         &self.algorithm
@@ -146,7 +159,20 @@ impl IndexBuilder {
             ));
         }
         let params = self.algorithm.params_json()?;
-        let registry = Registry::with_gpu(self.gpu.clone().unwrap_or_else(GpuStatus::probe));
+        let gpu = match (&self.gpu, self.device) {
+            (Some(gpu), _) => gpu.clone(),
+            // A device asked for by number is used or the build fails: never the CPU instead.
+            (None, Some(d)) => match GpuStatus::probe_device(d) {
+                GpuStatus::Unavailable(reason) => {
+                    return Err(Error::Unsupported(format!(
+                        "GPU {d} was asked for and cannot be used: {reason}"
+                    )));
+                }
+                available => available,
+            },
+            (None, None) => GpuStatus::probe(),
+        };
+        let registry = Registry::with_gpu(gpu);
         Index::build_with(
             &registry,
             data.into(),

@@ -98,6 +98,12 @@ pub struct GpuSearchOptions {
     /// (traverse an f16 copy, rerank the whole list with exact f32 distances; see
     /// `weft_search::SearchPrecision`). Hierarchical (GGNN) graphs take `Exact` only.
     pub precision: weft_search::SearchPrecision,
+    /// The CUDA device the search runs on (`None`, the default: the index's own,
+    /// [`Index::device`], and for an index without one the default device, `$WEFT_GPU_DEVICE`
+    /// or else 0). A device given here is used or the search fails (also with
+    /// [`Backend::Auto`]: never the CPU instead) with an [`Error::Unsupported`] that names it; a
+    /// search on another device than the last one uploads the index there.
+    pub device: Option<usize>,
 }
 
 impl Default for GpuSearchOptions {
@@ -109,6 +115,7 @@ impl Default for GpuSearchOptions {
             max_iterations: 0,
             tau: weft_search::GgnnSearchParams::default().tau,
             precision: weft_search::SearchPrecision::Exact,
+            device: None,
         }
     }
 }
@@ -246,6 +253,9 @@ pub struct Index {
     layer: LayerCache,
     /// The CPU graph searches' copies of the data and the graph in huge pages, once made.
     huge_pages: HugePageCache,
+    /// The CUDA device the GPU searches run on by default (the build's GPU; `None`: the default
+    /// device).
+    device: Option<usize>,
     #[cfg(feature = "cuda")]
     gpu: GpuCache,
 }
@@ -342,11 +352,16 @@ struct GpuCache(std::sync::Mutex<Option<GpuState>>);
 
 #[cfg(feature = "cuda")]
 enum GpuState {
-    /// The probe failed with this message.
-    Unavailable(String),
-    /// The resident search session, of the data's element type (boxed: it is large), and the
-    /// seed of the spread entry points it was made with (`None`: the graph's own).
-    Ready(Box<weft_core::PerElement<GpuSessions>>, Option<u64>),
+    /// The probe of the device (`None`: the default one) failed with this message.
+    Unavailable(Option<usize>, String),
+    /// The resident search session, of the data's element type (boxed: it is large), the seed
+    /// of the spread entry points it was made with (`None`: the graph's own) and the device it
+    /// is on as asked for (`None`: the default one).
+    Ready(
+        Box<weft_core::PerElement<GpuSessions>>,
+        Option<u64>,
+        Option<usize>,
+    ),
 }
 
 /// The resident GPU search session of an index over elements `T`: the CAGRA search's for
@@ -420,7 +435,7 @@ impl std::fmt::Debug for GpuCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = match self.0.try_lock().as_deref() {
             Ok(None) => "empty",
-            Ok(Some(GpuState::Unavailable(_))) => "unavailable",
+            Ok(Some(GpuState::Unavailable(..))) => "unavailable",
             Ok(Some(GpuState::Ready(..))) => "resident",
             Err(_) => "busy",
         };
@@ -514,6 +529,7 @@ impl Index {
             spread: SpreadCache::default(),
             layer: LayerCache::default(),
             huge_pages: HugePageCache::default(),
+            device: registry.gpu().device(),
             #[cfg(feature = "cuda")]
             gpu: GpuCache::default(),
         })
@@ -604,6 +620,7 @@ impl Index {
             spread: SpreadCache::default(),
             layer: LayerCache::default(),
             huge_pages: HugePageCache::default(),
+            device: None,
             #[cfg(feature = "cuda")]
             gpu: GpuCache::default(),
         })
@@ -885,7 +902,7 @@ impl Index {
         };
         let searches_on_cpu = match params.backend {
             Backend::Cpu => true,
-            Backend::Auto => !self.gpu_may_search(),
+            Backend::Auto => !self.gpu_may_search(self.search_device(params)),
             Backend::Gpu => false,
         };
         let layer = if searches_on_cpu {
@@ -955,18 +972,39 @@ impl Index {
         })
     }
 
-    /// Whether an automatic search may run on the GPU: this build has GPU support and the index
-    /// has not found the GPU unusable yet.
-    fn gpu_may_search(&self) -> bool {
+    /// Whether an automatic search may run on the GPU `device` (`None`: the default one): this
+    /// build has GPU support and the index has not found that GPU unusable yet.
+    fn gpu_may_search(&self, device: Option<usize>) -> bool {
         #[cfg(feature = "cuda")]
         {
             let cache = self.gpu.0.lock().unwrap_or_else(|e| e.into_inner());
-            !matches!(cache.as_ref(), Some(GpuState::Unavailable(_)))
+            !matches!(cache.as_ref(), Some(GpuState::Unavailable(d, _)) if *d == device)
         }
         #[cfg(not(feature = "cuda"))]
         {
+            let _ = device;
             false
         }
+    }
+
+    /// The CUDA device a GPU search with `params` runs on: `params.gpu.device`, else the
+    /// index's ([`Index::device`]); `None`: the default device.
+    fn search_device(&self, params: &SearchParams) -> Option<usize> {
+        params.gpu.device.or(self.device)
+    }
+
+    /// The CUDA device the GPU searches run on when their parameters name none: the GPU the
+    /// index was built on, or the one set with [`Index::set_device`]; `None` (an index built on
+    /// the CPU or loaded from files): the default device, `$WEFT_GPU_DEVICE` or else 0.
+    pub fn device(&self) -> Option<usize> {
+        self.device
+    }
+
+    /// Makes `device` the CUDA device of this index's GPU searches when their parameters name
+    /// none (`None`: the default device). The device is checked at the next GPU search, which
+    /// uploads the index there.
+    pub fn set_device(&mut self, device: Option<usize>) {
+        self.device = device;
     }
 
     /// The entry layer of a CPU search from `entries` with `params` (`None`: it scores every
@@ -1013,7 +1051,8 @@ impl Index {
     ) -> Result<Option<SearchStats>> {
         let required = match params.backend {
             Backend::Cpu => return Ok(None),
-            Backend::Auto => false,
+            // A device asked for by number is used or the search fails.
+            Backend::Auto => params.gpu.device.is_some(),
             Backend::Gpu => true,
         };
         #[cfg(feature = "cuda")]
@@ -1033,6 +1072,7 @@ impl Index {
             };
             self.search_resident_session::<T, CagraSearchSession<T>>(
                 required,
+                self.search_device(params),
                 spread.map(|(seed, _)| seed),
                 out,
                 |ctx| {
@@ -1093,6 +1133,7 @@ impl Index {
         let p = ggnn_gpu_params(params, data.rows(), data.dim())?;
         self.search_resident_session::<T, weft_search::GgnnSearchSession<T>>(
             required,
+            self.search_device(params),
             None,
             out,
             |ctx| {
@@ -1117,13 +1158,16 @@ impl Index {
     /// `new_session`; its errors (e.g. out of device memory) are returned, not cached, while a
     /// failed probe is cached. `spread_seed` is the seed of the spread entry points
     /// `new_session` gives the session (`None`: the graph's own); a resident session made with
-    /// another is dropped and made again. `None` when no GPU is usable and `required` is false;
+    /// another is dropped and made again. `device` is the CUDA device to search on (`None`: the
+    /// default one); a session or a failed probe of another device is dropped and the device
+    /// probed. `None` when no GPU is usable and `required` is false;
     /// an error when it is true, or when the resident session is not an `S` of elements `T`
     /// (neither happens: an index's data and graph do not change).
     #[cfg(feature = "cuda")]
     fn search_resident_session<T: Element, S: ResidentSession<T>>(
         &self,
         required: bool,
+        device: Option<usize>,
         spread_seed: Option<u64>,
         out: &mut NeighborsMut<'_>,
         new_session: impl FnOnce(weft_gpu::GpuContext) -> Result<S>,
@@ -1135,23 +1179,34 @@ impl Index {
             *g = None;
             g
         });
-        if matches!(cache.as_ref(), Some(GpuState::Ready(_, seed)) if *seed != spread_seed) {
-            // Made with other spread entry points: free it before making the new one.
-            *cache = None;
+        match cache.as_ref() {
+            // Made with other spread entry points, or on another device: free it before making
+            // the new one.
+            Some(GpuState::Ready(_, seed, on)) if *seed != spread_seed || *on != device => {
+                *cache = None;
+            }
+            // Another device than the one found unusable: probe it.
+            Some(GpuState::Unavailable(on, _)) if *on != device => *cache = None,
+            _ => {}
         }
         if cache.is_none() {
-            *cache = Some(match weft_gpu::probe() {
-                Err(e) => GpuState::Unavailable(e.to_string()),
+            let probed = match device {
+                Some(d) => weft_gpu::probe_device(d),
+                None => weft_gpu::probe(),
+            };
+            *cache = Some(match probed {
+                Err(e) => GpuState::Unavailable(device, e.to_string()),
                 Ok(ctx) => GpuState::Ready(
                     Box::new(weft_core::PerElement::new::<T>(
                         new_session(ctx)?.into_session(),
                     )),
                     spread_seed,
+                    device,
                 ),
             });
         }
         let session = match cache.as_mut() {
-            Some(GpuState::Ready(state, _)) => {
+            Some(GpuState::Ready(state, _, _)) => {
                 let resident = state.dtype();
                 let Some(session) = state.get_mut::<T>() else {
                     return Err(Error::InvalidInput(format!(
@@ -1161,9 +1216,10 @@ impl Index {
                 };
                 S::of(session)
             }
-            Some(GpuState::Unavailable(e)) if required => {
+            Some(GpuState::Unavailable(on, e)) if required => {
+                let which = on.map_or_else(String::new, |d| format!(" (device {d} was asked for)"));
                 return Err(Error::Unsupported(format!(
-                    "the GPU search backend needs a usable CUDA GPU: {e}"
+                    "the GPU search backend needs a usable CUDA GPU{which}: {e}"
                 )));
             }
             _ => return Ok(None),

@@ -343,18 +343,56 @@ pub enum GpuStatus {
 }
 
 impl GpuStatus {
-    /// Looks for a GPU (never panics; without the `cuda` feature, says so).
+    /// Looks for the default GPU (never panics; without the `cuda` feature, says so): device
+    /// `$WEFT_GPU_DEVICE` when that is set, else device 0. [`GpuStatus::probe_device`] names
+    /// the device.
     pub fn probe() -> Self {
         #[cfg(feature = "cuda")]
         {
-            match weft_gpu::probe() {
-                Ok(ctx) => GpuStatus::Available(std::sync::Arc::new(ctx)),
-                Err(e) => GpuStatus::Unavailable(e.to_string()),
-            }
+            Self::from_probe(weft_gpu::probe())
         }
         #[cfg(not(feature = "cuda"))]
         {
             GpuStatus::Unavailable("built without the `cuda` feature".into())
+        }
+    }
+
+    /// Looks for CUDA device `ordinal` (never panics): a device that does not exist is
+    /// unavailable, with a reason that names it and the number of devices visible.
+    pub fn probe_device(ordinal: usize) -> Self {
+        #[cfg(feature = "cuda")]
+        {
+            Self::from_probe(weft_gpu::probe_device(ordinal))
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = ordinal;
+            GpuStatus::Unavailable("built without the `cuda` feature".into())
+        }
+    }
+
+    /// Looks for device `ordinal` when given, else for the default device ([`GpuStatus::probe`]).
+    pub fn probe_device_or_default(ordinal: Option<usize>) -> Self {
+        match ordinal {
+            Some(d) => Self::probe_device(d),
+            None => Self::probe(),
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    fn from_probe(probed: Result<weft_gpu::GpuContext>) -> Self {
+        match probed {
+            Ok(ctx) => GpuStatus::Available(std::sync::Arc::new(ctx)),
+            Err(e) => GpuStatus::Unavailable(e.to_string()),
+        }
+    }
+
+    /// The CUDA device number of the GPU, when one is available.
+    pub fn device(&self) -> Option<usize> {
+        match self {
+            #[cfg(feature = "cuda")]
+            GpuStatus::Available(ctx) => Some(ctx.info().ordinal),
+            GpuStatus::Unavailable(_) => None,
         }
     }
 

@@ -1,8 +1,8 @@
 //! `weft algos`.
 
 use anyhow::Result;
+use weft::GpuStatus;
 use weft::registry::{GPU_ONLY, PLANNED};
-use weft::{GpuStatus, Registry};
 
 use super::Report;
 use crate::progress::Session;
@@ -13,8 +13,8 @@ pub struct Args {}
 
 /// Lists the registered algorithms, the GPU-only ones this machine cannot run, and the planned
 /// ones.
-pub fn run(_args: &Args, _s: &Session) -> Result<Report> {
-    let registry = Registry::available();
+pub fn run(_args: &Args, s: &Session) -> Result<Report> {
+    let registry = s.registry()?;
     let mut list = registry.list();
     for a in &mut list {
         a.default_params = super::tidy_floats(std::mem::take(&mut a.default_params));

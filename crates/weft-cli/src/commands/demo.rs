@@ -7,7 +7,7 @@ use serde_json::json;
 use weft::graph::stats::graph_stats;
 use weft::graph::storage::GraphKind;
 use weft::io::{IdMatrix, Preset};
-use weft::{AlgorithmInfo, AnyDataset, Backend, Index, Produces, Registry, SearchParams};
+use weft::{AlgorithmInfo, AnyDataset, Backend, Index, Produces, SearchParams};
 
 use super::eval::{Point, sweep_with, table};
 use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
@@ -143,7 +143,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let base = AnyDataset::from(base);
 
     let ctx = s.ctx(args.seed);
-    let registry = Registry::available();
+    let registry = s.registry()?;
     if matches!(args.backend, DemoBackend::Gpu | DemoBackend::Both) {
         require_gpu(&registry)?;
     }

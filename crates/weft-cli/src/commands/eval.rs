@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use weft::graph::recall::search_recall;
 use weft::io::IdMatrix;
-use weft::{AnyDataset, Backend, Index, Metric, Registry, SearchParams};
+use weft::{AnyDataset, Backend, Index, Metric, SearchParams};
 
 use super::search::{
     GpuArgs, entry_points, entry_points_json, entry_points_text, graph_kind_fields, load_index,
@@ -206,7 +206,7 @@ fn ground_truth_metric_warning(
     }
     s.stage("checking the ground truth's metric");
     let sample = first_rows(queries, m)?;
-    let registry = Registry::available();
+    let registry = s.registry()?;
     let ctx = s.ctx(0);
     let agreement = |metric: Metric| -> Result<f64> {
         let (found, _) =
@@ -258,7 +258,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         .beam_width
         .clone()
         .unwrap_or_else(|| default_beams(args.k));
-    args.gpu.check()?;
+    args.gpu.check(s)?;
     args.gpu.check_k(args.k, &beams)?;
     let index = load_index(&args.data, &args.graph, args.format.format)?;
     let queries = read_vectors(&args.queries, false, args.format.format)?;
@@ -315,7 +315,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     }
     let (entries, entry_seconds) = entry_points(&index, args.seed, s)?;
     s.stage("sweeping the beam width");
-    let mut base = args.gpu.apply(SearchParams::default());
+    let mut base = args.gpu.apply(SearchParams::default(), s);
     base.seed = args.seed;
     base.filter = filter.clone();
     let points = sweep_with(&index, &queries, &gt, args.k, &beams, args.runs, &base, s)?;

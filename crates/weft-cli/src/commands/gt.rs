@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
+use weft::Metric;
 use weft::io::IdMatrix;
-use weft::{Metric, Registry};
 
 use super::build::BackendArg;
 use super::{
@@ -50,7 +50,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         &[("--base", &args.base), ("--queries", &args.queries)],
     )?;
     id_output(&args.out)?;
-    let registry = Registry::available();
+    let registry = s.registry()?;
     if args.backend == BackendArg::Gpu {
         require_gpu(&registry)?;
     }

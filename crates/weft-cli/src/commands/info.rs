@@ -25,7 +25,7 @@ pub struct Args {
 /// Describes files from their headers, or the machine.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
     if args.files.is_empty() {
-        return Ok(machine(s));
+        return machine(s);
     }
     let mut docs = vec![];
     let mut text = String::new();
@@ -112,10 +112,10 @@ fn describe(path: &Path, format: Option<Format>) -> Result<(Value, String)> {
     Ok((doc, text))
 }
 
-fn machine(s: &Session) -> Report {
+fn machine(s: &Session) -> Result<Report> {
     let isa = weft::core::distance::detect_isa();
     let threads = s.threads();
-    let registry = weft::Registry::available();
+    let registry = s.registry()?;
     let gpu = registry.gpu().describe();
     let gpu_text = if gpu["available"] == true {
         format!(
@@ -145,11 +145,11 @@ fn machine(s: &Session) -> Report {
         isa.name(),
         algos.join(", ")
     );
-    Report {
+    Ok(Report {
         json: json!({
             "version": env!("CARGO_PKG_VERSION"), "cpu": { "threads": threads, "distance_isa": isa.name() },
             "gpu": gpu, "algorithms": algos,
         }),
         text,
-    }
+    })
 }

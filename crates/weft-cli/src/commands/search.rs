@@ -166,16 +166,17 @@ impl GpuArgs {
         Ok(())
     }
 
-    /// Refuses `--backend gpu` where no GPU back end can run, before any work.
-    pub fn check(&self) -> Result<()> {
-        if self.backend == BackendArg::Gpu {
-            require_gpu(&weft::Registry::available())?;
+    /// Refuses `--backend gpu` where no GPU back end can run, and a `--gpu` that cannot be
+    /// used, before any work.
+    pub fn check(&self, s: &Session) -> Result<()> {
+        if self.backend == BackendArg::Gpu || s.gpu().is_some() {
+            require_gpu(&s.registry()?)?;
         }
         Ok(())
     }
 
-    /// `params` with this backend and these GPU options.
-    pub fn apply(&self, mut params: SearchParams) -> SearchParams {
+    /// `params` with this backend, these GPU options and the session's `--gpu` device.
+    pub fn apply(&self, mut params: SearchParams, s: &Session) -> SearchParams {
         params.backend = match self.backend {
             BackendArg::Auto => SearchBackend::Auto,
             BackendArg::Cpu => SearchBackend::Cpu,
@@ -188,6 +189,7 @@ impl GpuArgs {
             max_iterations: self.max_iterations,
             tau: self.tau,
             precision: self.search_precision,
+            device: s.gpu(),
         };
         params
     }
@@ -316,7 +318,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     }
     let beam = args.beam_width.unwrap_or_else(|| default_beam(args.k));
     if !args.exact {
-        args.gpu.check()?;
+        args.gpu.check(s)?;
         args.gpu.check_k(args.k, &[beam])?;
     }
     let index = load_index(&args.data, &args.graph, args.format.format)?;
@@ -324,7 +326,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let mut params = if args.exact {
         SearchParams::exact()
     } else {
-        let mut p = args.gpu.apply(SearchParams::with_beam_width(beam));
+        let mut p = args.gpu.apply(SearchParams::with_beam_width(beam), s);
         p.seed = args.seed;
         p
     };
