@@ -1,8 +1,8 @@
 //! `weft.build`, `weft.load` and `weft.Index`.
 
-use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use std::sync::Arc;
 
+use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -189,10 +189,12 @@ impl PyIndex {
     /// `exact=True`: compare with every vector instead. `backend`: `auto` (the GPU when usable),
     /// `cpu` or `gpu`. `threads`: run on a pool of that many threads (one pool per count, kept
     /// for later calls). `seed`: the seed of the search's random choices. `max_hops`: stop each
-    /// query after that many expanded vertices. `filter`: only these ids are returned, given as a bool mask of length n or an
-    /// array of allowed ids (filtered-out points are still traversed; rows with fewer than k
-    /// allowed neighbours found are padded with `weft.INVALID` and `inf`). C-contiguous
-    /// queries are read in place; the GIL is released; Ctrl-C cancels a long search.
+    /// query after that many expanded vertices. `filter`: only these ids are returned, given as
+    /// a bool mask of length n or an array of allowed ids (filtered-out points are still
+    /// traversed; rows with fewer than k allowed neighbours found are padded with
+    /// `weft.INVALID` and `inf`). C-contiguous queries are read in place; the GIL is released;
+    /// Ctrl-C cancels a long search. Distances: smaller is nearer; `l2` the squared Euclidean
+    /// distance, `ip` -<q, x>, `cosine` 1 - cos(q, x).
     #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
