@@ -88,9 +88,9 @@ fn process_running(pid: u32) -> bool {
     }
 }
 
-/// Deletes the temporary files that writers of `target` left behind in its directory when
-/// their process died (`.name.<pid>.*.weft-tmp` whose `<pid>` no longer runs, this process's
-/// own never); returns how many were deleted. Errors (an unreadable directory, a file gone
+/// Deletes the temporary files (and folders) that writers of `target` left behind in its
+/// directory when their process died (`.name.<pid>.*.weft-tmp` whose `<pid>` no longer runs,
+/// this process's own never); returns how many were deleted. Errors (an unreadable directory, a file gone
 /// meanwhile) are ignored: this is housekeeping, and the write that follows reports real
 /// problems.
 pub fn remove_stale(target: &Path) -> usize {
@@ -124,7 +124,13 @@ pub fn remove_stale(target: &Path) -> usize {
         else {
             continue;
         };
-        if pid != me && !process_running(pid) && std::fs::remove_file(entry.path()).is_ok() {
+        // A folder: the temporary folder of an index save (`weft::Index::save`).
+        let path = entry.path();
+        let gone = || match entry.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path).is_ok(),
+            _ => std::fs::remove_file(&path).is_ok(),
+        };
+        if pid != me && !process_running(pid) && gone() {
             removed += 1;
         }
     }
@@ -156,8 +162,12 @@ mod tests {
         for p in [&dead, &mine, &other_target, &not_ours] {
             std::fs::write(p, b"x").unwrap();
         }
-        assert_eq!(remove_stale(&target), 1);
-        assert!(!dead.exists());
+        // A killed index save's temporary folder.
+        let dead_dir = dir.join(format!(".g.wgraph.{}.1{TEMP_SUFFIX}", dead_pid()));
+        std::fs::create_dir_all(&dead_dir).unwrap();
+        std::fs::write(dead_dir.join("data.fbin"), b"x").unwrap();
+        assert_eq!(remove_stale(&target), 2);
+        assert!(!dead.exists() && !dead_dir.exists());
         assert!(mine.exists() && other_target.exists() && not_ours.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -41,11 +41,8 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Error::Unsupported(_) => ("UnsupportedError", vec![]),
         Error::Cancelled => ("CancelledError", vec![]),
         Error::Io { path, source } => {
-            let mut attrs = vec![("filename", py_str(py, &path.display().to_string()))];
-            if let Some(code) = source.raw_os_error() {
-                attrs.push(("errno", py_int(py, code as usize)));
-            }
-            ("WeftIOError", attrs)
+            let made = io_error(py, &message, path, source);
+            return made.unwrap_or_else(|_| PyRuntimeError::new_err(message));
         }
         Error::Format { path, .. } => (
             "FormatError",
@@ -60,6 +57,26 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
         // `weft._errors` missing (the extension imported outside its package): still raise.
         Err(_) => PyRuntimeError::new_err(message),
     }
+}
+
+/// The `OSError` of an [`Error::Io`]: `weft._errors._io_error` picks the class from the errno
+/// (`FileNotFoundError` and the like, also `WeftIOError`s) and sets `errno`, `strerror` and
+/// `filename`, so that the message reads `[Errno 2] No such file or directory: 'path'`.
+fn io_error(
+    py: Python<'_>,
+    message: &str,
+    path: &std::path::Path,
+    source: &std::io::Error,
+) -> PyResult<PyErr> {
+    let module = ERRORS.get_or_try_init(py, || py.import("weft._errors").map(|m| m.unbind()))?;
+    let kind = format!("{:?}", source.kind());
+    let instance = module.bind(py).getattr("_io_error")?.call1((
+        message,
+        source.raw_os_error(),
+        kind,
+        path.display().to_string(),
+    ))?;
+    Ok(PyErr::from_value(instance))
 }
 
 /// An instance of `weft._errors.<class>(message)` with `attrs` set, as a `PyErr`.

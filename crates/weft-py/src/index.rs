@@ -1,16 +1,20 @@
 //! `weft.build`, `weft.load` and `weft.Index`.
 
+use std::sync::Arc;
+
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use serde_json::Value;
 use weft::{Algorithm, CancelToken, Index, NeighborsMut, NodeId, SearchParams, StoredGraph};
 
 use crate::arrays::{self, input, numpy_name, with_input};
 use crate::convert;
 use crate::errors::err;
-use crate::run::cancellable;
+use crate::progress::{Collector, Reporter};
+use crate::run::{cancellable, cancellable_polling};
+use crate::state::{self, STATE_VERSION};
 
 /// Estimated distance-element operations below which a search runs on the calling thread
 /// (GIL released, not cancellable): about a few milliseconds of work, where a worker thread
@@ -74,14 +78,21 @@ pub struct PyIndex {
 /// `algorithm`: a name of `weft.algorithms()`; `**params`: its parameters by name, checked by the
 /// library (unknown names and impossible values raise `InvalidParamsError`, nothing is
 /// adjusted); `k`: the neighbour count of the k-NN graph builders (`exact`, `nndescent`).
-/// `metric`: `l2`, `ip` or `cosine`. `backend`: `auto` (the GPU when usable), `cpu` or `gpu`.
-/// The same `seed` and parameters give the same graph on the CPU, whatever `threads`.
+/// `metric`: `l2` (squared Euclidean distance), `ip` (distance -<q, x>) or `cosine`
+/// (1 - cosine similarity); smaller is nearer for every metric. `backend`: `auto` (the GPU when
+/// usable), `cpu` or `gpu`. The same `seed` and parameters give the same graph on the CPU,
+/// whatever `threads`.
 ///
-/// A C-contiguous array is not copied: the index keeps it and reads it in place (do not modify
-/// it while the index lives; `copy=True` gives the index its own copy). The GIL is released
+/// `copy=True` (the default) gives the index its own copy of the vectors, so later changes to
+/// `data` do not reach it. `copy=False` reads a C-contiguous array of a weft element type in
+/// place, without a copy: the index keeps a reference to the array, which must not be
+/// modified while the index lives (searches would see the change, and the graph would no
+/// longer fit its vectors). `progress`: called as `progress(stage, done, total)` on the calling
+/// thread as the build goes (`total` is `None` when unknown; an exception it raises cancels the
+/// build and is raised); `verbose=True` prints the same to `sys.stderr`. The GIL is released
 /// and Ctrl-C cancels the build.
 #[pyfunction]
-#[pyo3(signature = (data, *, metric = "l2", algorithm = "rnndescent", backend = "auto", seed = 0, threads = None, k = None, copy = false, **params))]
+#[pyo3(signature = (data, *, metric = "l2", algorithm = "rnndescent", backend = "auto", seed = 0, threads = None, k = None, copy = true, progress = None, verbose = false, **params))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn build(
     py: Python<'_>,
@@ -93,12 +104,21 @@ pub(crate) fn build(
     threads: Option<usize>,
     k: Option<usize>,
     copy: bool,
+    progress: Option<Py<PyAny>>,
+    verbose: bool,
     params: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyIndex> {
     let params = match params {
         Some(p) => convert::to_json(p.as_any())?,
         None => Value::Object(Default::default()),
     };
+    if let Some(p) = &progress
+        && !p.bind(py).is_callable()
+    {
+        return Err(PyTypeError::new_err(
+            "progress must be a callable, called as progress(stage, done, total)",
+        ));
+    }
     let algorithm = Algorithm::from_json(algorithm, &params, k).map_err(err)?;
     let metric = convert::metric(metric)?;
     let backend = convert::backend(backend)?;
@@ -113,8 +133,36 @@ pub(crate) fn build(
     if let Some(t) = threads {
         builder = builder.threads(t);
     }
-    let index = cancellable(py, &token, move || builder.build(dataset))?.map_err(err)?;
+    let mut reporter = Reporter::new(progress, verbose);
+    let index = if reporter.wanted() {
+        let collector = Arc::new(Collector::default());
+        builder = builder.progress(collector.clone());
+        cancellable_polling(
+            py,
+            &token,
+            move || builder.build(dataset),
+            |py| reporter.poll(py, &collector),
+        )?
+    } else {
+        cancellable(py, &token, move || builder.build(dataset))?
+    }
+    .map_err(err)?;
     Ok(PyIndex { inner: index })
+}
+
+/// Rebuilds a pickled `Index` from its state (`Index.__reduce__`; called through
+/// `weft._index_from_state`).
+#[pyfunction]
+pub(crate) fn _index_from_state(py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<PyIndex> {
+    let (version, files): (u32, Vec<(String, Vec<u8>)>) = state.extract()?;
+    if version != STATE_VERSION {
+        return Err(err(weft::Error::Unsupported(format!(
+            "a pickled weft.Index of state version {version}; this weft reads version \
+             {STATE_VERSION}"
+        ))));
+    }
+    let inner = py.detach(|| state::from_files(&files)).map_err(err)?;
+    Ok(PyIndex { inner })
 }
 
 /// Loads an index saved by `Index.save` (memory-mapped).
@@ -139,12 +187,14 @@ impl PyIndex {
     /// `beam_width`: the graph search's candidate list size (at least k; default max(k, 64)),
     /// on every back end.
     /// `exact=True`: compare with every vector instead. `backend`: `auto` (the GPU when usable),
-    /// `cpu` or `gpu`. `threads`: a pool of that many threads for this call. `seed`: the seed of
-    /// the search's random choices. `max_hops`: stop each query after that many expanded
-    /// vertices. `filter`: only these ids are returned, given as a bool mask of length n or an
-    /// array of allowed ids (filtered-out points are still traversed; rows with fewer than k
-    /// allowed neighbours found are padded with `weft.INVALID` and `inf`). C-contiguous
-    /// queries are read in place; the GIL is released; Ctrl-C cancels a long search.
+    /// `cpu` or `gpu`. `threads`: run on a pool of that many threads (one pool per count, kept
+    /// for later calls). `seed`: the seed of the search's random choices. `max_hops`: stop each
+    /// query after that many expanded vertices. `filter`: only these ids are returned, given as
+    /// a bool mask of length n or an array of allowed ids (filtered-out points are still
+    /// traversed; rows with fewer than k allowed neighbours found are padded with
+    /// `weft.INVALID` and `inf`). C-contiguous queries are read in place; the GIL is released;
+    /// Ctrl-C cancels a long search. Distances: smaller is nearer; `l2` the squared Euclidean
+    /// distance, `ip` -<q, x>, `cosine` 1 - cos(q, x).
     #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
@@ -217,9 +267,25 @@ impl PyIndex {
         Ok((ids, dists))
     }
 
-    /// Saves the index into folder `path` (created if needed): the graph and the vectors.
+    /// Saves the index into folder `path` (created if needed): the graph and the vectors,
+    /// replacing the folder in one rename (a failed save leaves the old index; concurrent saves
+    /// never mix files). An empty path raises `InvalidParamsError`; an existing `path` that
+    /// holds other files than an index's raises `InvalidInputError`.
     fn save(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
         py.detach(|| self.inner.save(&path)).map_err(err)
+    }
+
+    /// Pickle support: the index's saved files as bytes, rebuilt by `weft._index_from_state`
+    /// into an index held in memory that searches identically.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let files = py.detach(|| state::to_files(&self.inner)).map_err(err)?;
+        let files: Vec<(String, Bound<'py, PyBytes>)> = files
+            .into_iter()
+            .map(|(name, bytes)| (name, PyBytes::new(py, &bytes)))
+            .collect();
+        let rebuild = py.import("weft")?.getattr("_index_from_state")?;
+        let state = (STATE_VERSION, files).into_pyobject(py)?;
+        Ok((rebuild, (state,)).into_pyobject(py)?.into_any())
     }
 
     /// Loads an index saved by `Index.save` (memory-mapped).

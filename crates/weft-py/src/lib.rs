@@ -15,7 +15,9 @@ mod convert;
 mod errors;
 mod index;
 mod io;
+mod progress;
 mod run;
+mod state;
 
 use pyo3::prelude::*;
 
@@ -25,6 +27,7 @@ fn _weft(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<index::PyIndex>()?;
     m.add_function(wrap_pyfunction!(index::build, m)?)?;
     m.add_function(wrap_pyfunction!(index::load, m)?)?;
+    m.add_function(wrap_pyfunction!(index::_index_from_state, m)?)?;
     m.add_function(wrap_pyfunction!(io::read, m)?)?;
     m.add_function(wrap_pyfunction!(io::write, m)?)?;
     m.add_function(wrap_pyfunction!(io::read_ids, m)?)?;

@@ -25,6 +25,18 @@ pub(crate) fn cancellable<R: Send>(
     token: &CancelToken,
     work: impl FnOnce() -> R + Send,
 ) -> PyResult<R> {
+    cancellable_polling(py, token, work, |_| Ok(()))
+}
+
+/// [`cancellable`], with `poll` called on the calling thread (GIL held) at every wake-up and
+/// once more after the work has returned: it hands progress to Python. An exception from
+/// `poll` cancels `token` like Ctrl-C and is raised once the worker has returned.
+pub(crate) fn cancellable_polling<R: Send>(
+    py: Python<'_>,
+    token: &CancelToken,
+    work: impl FnOnce() -> R + Send,
+    mut poll: impl FnMut(Python<'_>) -> PyResult<()>,
+) -> PyResult<R> {
     let done = Arc::new(AtomicBool::new(false));
     thread::scope(|s| {
         let caller = thread::current();
@@ -43,7 +55,7 @@ pub(crate) fn cancellable<R: Send>(
             py.detach(|| thread::park_timeout(POLL));
             if interrupted.is_none()
                 && !done.load(Ordering::Acquire)
-                && let Err(e) = py.check_signals()
+                && let Err(e) = py.check_signals().and_then(|()| poll(py))
             {
                 token.cancel();
                 interrupted = Some(e);
@@ -53,6 +65,11 @@ pub(crate) fn cancellable<R: Send>(
             Ok(result) => result,
             Err(panic) => std::panic::resume_unwind(panic),
         };
+        if interrupted.is_none()
+            && let Err(e) = poll(py)
+        {
+            interrupted = Some(e);
+        }
         match interrupted {
             Some(e) => Err(e),
             None => Ok(result),

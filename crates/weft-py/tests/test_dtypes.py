@@ -89,21 +89,29 @@ def test_non_contiguous_input_gives_the_same_results(index, base, queries):
     np.testing.assert_array_equal(index.search(wide[:, ::2], 10, **cpu)[0], want)
 
 
-def test_build_without_copy_reads_the_array_and_copy_true_owns_its_vectors():
+def test_build_copies_by_default_and_copy_false_reads_the_array():
+    """Issue 34 item 6: build kept a reference to the caller's array, so changing the array
+    afterwards changed search results. It copies by default now; copy=False shares."""
     data = random_data(500, 8, seed=12)
-    shared = weft.build(data, degree=8)
-    owned = weft.build(data, degree=8, copy=True)
+    owned = weft.build(data, degree=8)
+    shared = weft.build(data, degree=8, copy=False)
     probe = data[:5].copy()
-    before = owned.search(probe, 1, exact=True)[0]
-    np.testing.assert_array_equal(before[:, 0], np.arange(5))
-    data[:5] += 100.0  # the documented hazard of copy=False: the index sees the change
-    np.testing.assert_array_equal(owned.search(probe, 1, exact=True)[0], before)
-    assert not np.array_equal(shared.search(probe, 1, exact=True)[0], before)
+    before_ids, before_d = owned.search(probe, 3, exact=True)
+    graph_before = owned.search(probe, 3)
+    np.testing.assert_array_equal(before_ids[:, 0], np.arange(5))
+    data[:5] += 100.0  # the documented hazard of copy=False: that index sees the change
+    after_ids, after_d = owned.search(probe, 3, exact=True)
+    np.testing.assert_array_equal(after_ids, before_ids)
+    np.testing.assert_array_equal(after_d, before_d)
+    for got, want in zip(owned.search(probe, 3), graph_before):
+        np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(shared.search(probe, 1, exact=True)[0][:, 0], before_ids[:, 0])
     np.testing.assert_array_equal(owned.data()[:5], probe)
 
 
 def test_the_index_keeps_its_array_alive():
-    index = weft.build(random_data(300, 8, seed=13), degree=8)  # the only reference is the index's
+    # copy=False: the only reference to the array is the index's.
+    index = weft.build(random_data(300, 8, seed=13), degree=8, copy=False)
     import gc
 
     gc.collect()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -112,3 +113,56 @@ def test_gpu_back_ends_without_a_gpu():
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+def test_a_missing_file_is_a_file_not_found_error(tmp_path):
+    """Issue 34 item 7: the message read `[Errno 2] None: '...'` (strerror unset)."""
+    missing = str(tmp_path / "missing.fbin")
+    with pytest.raises(FileNotFoundError) as e:
+        weft.read(missing)
+    assert isinstance(e.value, weft.WeftIOError) and isinstance(e.value, weft.WeftError)
+    assert e.value.errno == errno.ENOENT
+    assert e.value.strerror == os.strerror(errno.ENOENT)
+    assert e.value.filename == missing
+    assert str(e.value) == f"[Errno 2] No such file or directory: {missing!r}"
+    with pytest.raises(FileNotFoundError) as e:
+        weft.load(tmp_path / "no-index")
+    assert "None" not in str(e.value)
+    assert e.value.filename.startswith(str(tmp_path / "no-index"))
+
+
+def test_io_errors_without_an_errno_keep_the_library_message():
+    e = weft._errors._io_error("I/O error on x: boom", None, "Other", "x")
+    assert isinstance(e, weft.WeftIOError) and e.errno is None
+    assert str(e) == "I/O error on x: boom" and e.filename == "x"
+    e = weft._errors._io_error("I/O error on x: gone", None, "NotFound", "x")
+    assert isinstance(e, FileNotFoundError) and e.errno == errno.ENOENT
+
+
+def test_save_refuses_an_empty_path(index, tmp_path, monkeypatch):
+    """Issue 34 item 15: save('') wrote into the current folder."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(weft.InvalidParamsError) as e:
+        index.save("")
+    assert e.value.param == "path" and isinstance(e.value, ValueError)
+    assert "empty path" in str(e.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_save_refuses_a_folder_of_other_files(index, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(weft.InvalidInputError, match="notes.txt"):
+        index.save(tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_recall_of_empty_results_is_a_value_error():
+    """Issue 34 item 15: recall on empty arrays raised ZeroDivisionError."""
+    empty = np.zeros((0, 10), np.uint32)
+    with pytest.raises(ValueError, match="empty"):
+        weft.recall(empty, empty)
+    with pytest.raises(ValueError, match="empty"):
+        weft.recall(np.zeros(0, np.uint32), np.zeros(0, np.uint32))
+    with pytest.raises(ValueError, match="empty"):
+        weft.recall(np.zeros((3, 0), np.uint32), np.zeros((3, 5), np.uint32))
+    assert weft.recall(np.array([[1, 2]]), np.array([[2, 3]])) == 0.5

@@ -446,7 +446,11 @@ impl std::fmt::Debug for GpuCache {
 /// File names inside a saved index folder.
 const GRAPH_FILE: &str = "graph.wgraph";
 
-fn data_file_name(dtype: DType) -> (&'static str, Format) {
+/// Every vector file name a saved index folder may hold.
+const DATA_FILES: [&str; 4] = ["data.fbin", "data.npy", "data.u8bin", "data.i8bin"];
+
+/// The vector file of a saved index folder for `dtype`, and its format.
+pub(crate) fn data_file_name(dtype: DType) -> (&'static str, Format) {
     match dtype {
         DType::F32 => ("data.fbin", Format::Fbin),
         DType::F16 => ("data.npy", Format::Npy),
@@ -1232,14 +1236,24 @@ impl Index {
         search(session, out.reborrow()).map(Some)
     }
 
-    /// Saves the index into folder `dir` (created if needed): `graph.wgraph` and the vectors in
-    /// `data.fbin` / `data.npy` / `data.u8bin` / `data.i8bin`. Each file is written atomically.
+    /// Saves the index into folder `dir` (its parents created if needed): `graph.wgraph` and
+    /// the vectors in `data.fbin` / `data.npy` / `data.u8bin` / `data.i8bin`.
+    ///
+    /// The folder is replaced whole, in one rename: the files are written into a hidden
+    /// temporary folder beside `dir`, which then takes its place (an existing index is renamed
+    /// aside first and removed after). A save that fails part-way leaves the old index as it
+    /// was, and saves into one folder from several threads or processes never mix their files
+    /// (the last one wins). An existing `dir` must be a folder that holds only an index's files
+    /// (else [`Error::InvalidInput`], nothing written); an empty path is an
+    /// [`Error::InvalidParams`] for `path`.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
-        let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let (name, format) = data_file_name(self.data.dtype());
-        weft_io::write_any(dir.join(name), &self.data, Some(format))?;
-        storage::save(dir.join(GRAPH_FILE), &self.graph, &self.meta)
+        let mut allowed = DATA_FILES.to_vec();
+        allowed.push(GRAPH_FILE);
+        crate::save::replace_dir(dir.as_ref(), &allowed, |tmp| {
+            let (name, format) = data_file_name(self.data.dtype());
+            weft_io::write_any(tmp.join(name), &self.data, Some(format))?;
+            storage::save(tmp.join(GRAPH_FILE), &self.graph, &self.meta)
+        })
     }
 
     /// Loads an index saved by [`Index::save`], memory-mapping the graph and the vectors (the

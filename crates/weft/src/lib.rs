@@ -36,6 +36,7 @@ pub mod algorithm;
 pub mod builder;
 pub mod index;
 pub mod registry;
+mod save;
 
 pub use algorithm::{
     Algorithm, CagraParams, GgnnParams, GrnndParams, KnnSource, NnDescentParams, RnnDescentParams,

@@ -12,7 +12,12 @@ from ._errors import (
     OutOfDeviceMemoryError as OutOfDeviceMemoryError,
     UnsupportedError as UnsupportedError,
     WeftError as WeftError,
+    WeftFileExistsError as WeftFileExistsError,
+    WeftFileNotFoundError as WeftFileNotFoundError,
     WeftIOError as WeftIOError,
+    WeftIsADirectoryError as WeftIsADirectoryError,
+    WeftNotADirectoryError as WeftNotADirectoryError,
+    WeftPermissionError as WeftPermissionError,
 )
 from ._weft import (
     INVALID as INVALID,
@@ -35,4 +40,7 @@ def gpu_available() -> bool:
 
 def recall(found: Any, truth: Any) -> float:
     """Recall@k of ``found`` (``queries x k`` ids) against exact ``truth`` (at least ``k``
-    columns)."""
+    columns). Empty results (no query, or ``k = 0``) raise ``ValueError``."""
+
+def _index_from_state(state: Any) -> Index:
+    """Rebuilds a pickled :class:`Index`."""

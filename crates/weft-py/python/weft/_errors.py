@@ -18,8 +18,10 @@ DimensionMismatchError  InvalidInputError                      sizes that must a
 NonFiniteError          InvalidInputError                      NaN or infinity (``.row``,
                                                                ``.col``)
 FormatError             ValueError                             a malformed file (``.filename``)
-WeftIOError             OSError                                an I/O error (``.filename``,
-                                                               ``.errno``)
+WeftIOError             OSError                                an I/O error (``.errno``,
+                                                               ``.strerror``, ``.filename``);
+                                                               for a missing file also a
+                                                               ``FileNotFoundError``, see below
 InvalidGraphError       ValueError                             a graph that breaks its
                                                                invariants
 UnsupportedError        RuntimeError                           not for this input, build or
@@ -29,12 +31,20 @@ GpuError                RuntimeError                           a GPU driver or l
 CancelledError          WeftError                              work cancelled
 ======================  =====================================  ===============================
 
+An I/O error whose errno has a built-in subclass of ``OSError`` is raised as a subclass of both
+:class:`WeftIOError` and that class: ``FileNotFoundError``, ``PermissionError``,
+``FileExistsError``, ``IsADirectoryError``, ``NotADirectoryError``; it reads like Python's own
+(``[Errno 2] No such file or directory: 'x.fbin'``).
+
 Ctrl-C during a build or a search raises :class:`KeyboardInterrupt` (the work is cancelled
 first). Wrong Python argument types (a list of strings as vectors, float64 ids...) raise
 :class:`TypeError`.
 """
 
 from __future__ import annotations
+
+import errno as _errno
+import os as _os
 
 __all__ = [
     "WeftError",
@@ -44,6 +54,11 @@ __all__ = [
     "NonFiniteError",
     "FormatError",
     "WeftIOError",
+    "WeftFileNotFoundError",
+    "WeftPermissionError",
+    "WeftFileExistsError",
+    "WeftIsADirectoryError",
+    "WeftNotADirectoryError",
     "InvalidGraphError",
     "UnsupportedError",
     "OutOfDeviceMemoryError",
@@ -87,7 +102,67 @@ class FormatError(WeftError, ValueError):
 
 
 class WeftIOError(WeftError, OSError):
-    """An operating-system error on ``filename``."""
+    """An operating-system error on ``filename`` (``errno`` and ``strerror`` when the system
+    gave an error number)."""
+
+    def __str__(self) -> str:
+        # Without an errno, OSError's own format would read "[Errno None] None: 'file'".
+        if self.errno is None and self.args:
+            return str(self.args[0])
+        return super().__str__()
+
+
+class WeftFileNotFoundError(WeftIOError, FileNotFoundError):
+    """A file or folder that does not exist (``errno.ENOENT``)."""
+
+
+class WeftPermissionError(WeftIOError, PermissionError):
+    """Access refused (``errno.EACCES``, ``errno.EPERM``)."""
+
+
+class WeftFileExistsError(WeftIOError, FileExistsError):
+    """The file exists (``errno.EEXIST``)."""
+
+
+class WeftIsADirectoryError(WeftIOError, IsADirectoryError):
+    """A folder where a file was expected (``errno.EISDIR``)."""
+
+
+class WeftNotADirectoryError(WeftIOError, NotADirectoryError):
+    """A file where a folder was expected (``errno.ENOTDIR``)."""
+
+
+_BY_ERRNO = {
+    _errno.ENOENT: WeftFileNotFoundError,
+    _errno.EACCES: WeftPermissionError,
+    _errno.EPERM: WeftPermissionError,
+    _errno.EEXIST: WeftFileExistsError,
+    _errno.EISDIR: WeftIsADirectoryError,
+    _errno.ENOTDIR: WeftNotADirectoryError,
+}
+
+# Rust's `std::io::ErrorKind` of an error that carries no errno, by name.
+_ERRNO_OF_KIND = {
+    "NotFound": _errno.ENOENT,
+    "PermissionDenied": _errno.EACCES,
+    "AlreadyExists": _errno.EEXIST,
+    "IsADirectory": _errno.EISDIR,
+    "NotADirectory": _errno.ENOTDIR,
+}
+
+
+def _io_error(message: str, code: "int | None", kind: str, filename: str) -> WeftIOError:
+    """The exception for the library's I/O error ``message`` on ``filename`` (called by the
+    native module): with an errno (the system's, or that of the error's ``kind``), the class of
+    that errno, ``OSError(errno, strerror, filename)`` as Python's own; without one, a
+    :class:`WeftIOError` with the library's message."""
+    if code is None:
+        code = _ERRNO_OF_KIND.get(kind)
+    if code is None:
+        e = WeftIOError(message)
+        e.filename = filename
+        return e
+    return _BY_ERRNO.get(code, WeftIOError)(code, _os.strerror(code), filename)
 
 
 class InvalidGraphError(WeftError, ValueError):

@@ -3,9 +3,28 @@
 
 Arrays: vectors are 2-D numpy arrays, one vector per row (a 1-D array is one vector), of
 ``float32``, ``float16``, ``uint8`` or ``int8``; other float types are converted to ``float32``
-(a copy). A C-contiguous array of a weft type is read in place, never copied; anything else
-(Fortran order, strided views, lists) is converted into a contiguous copy first. Ids are
-``uint32``; :data:`INVALID` marks a missing neighbour.
+(a copy). Queries and ground-truth inputs that are C-contiguous arrays of a weft type are read
+in place; anything else (Fortran order, strided views, lists) is converted into a contiguous
+copy first. :func:`build` copies its vectors unless ``copy=False``. Ids are ``uint32``;
+:data:`INVALID` marks a missing neighbour.
+
+Distances follow one convention for every metric: smaller is nearer, and results come nearest
+first. What ``distances`` holds, per metric (``x`` a vector of the index, ``q`` a query):
+
+=========  ===================================  ==============================================
+metric     distance                             note
+=========  ===================================  ==============================================
+``l2``     ``sum((q - x) ** 2)``                squared: take ``np.sqrt`` for the Euclidean
+                                                distance (``euclidean`` and ``sqeuclidean``
+                                                are names of this same metric)
+``ip``     ``-dot(q, x)``                       the inner product negated, so the largest
+                                                inner product comes first; FAISS's
+                                                inner-product indexes return ``+dot`` (negate
+                                                weft's to compare), hnswlib's ``ip`` space
+                                                ``1 - dot``
+``cosine`` ``1 - dot(q, x) / (|q| |x|)``        in ``[0, 2]``; ``1 - distance`` is the cosine
+                                                similarity
+=========  ===================================  ==============================================
 
 Errors are raised as the classes of :mod:`weft._errors` (subclasses of :class:`WeftError` and
 of ``ValueError``/``OSError``/``RuntimeError``/``MemoryError``), with the library's messages;
@@ -17,7 +36,7 @@ and file reads release the GIL; long builds and searches run on a worker thread,
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Optional, Tuple, Union, overload
+from typing import Any, Callable, Literal, Optional, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -43,7 +62,9 @@ def build(
     seed: int = 0,
     threads: Optional[int] = None,
     k: Optional[int] = None,
-    copy: bool = False,
+    copy: bool = True,
+    progress: Optional[Callable[[str, int, Optional[int]], Any]] = None,
+    verbose: bool = False,
     **params: Any,
 ) -> Index:
     """Builds an index of ``data`` (``n x dim``).
@@ -55,16 +76,32 @@ def build(
     never adjusted. ``k`` is the neighbour count of the k-NN graph builders (``exact``,
     ``nndescent``; required there, refused by the others, whose degree is a parameter).
 
-    ``metric``: ``l2`` (squared Euclidean), ``ip`` (negated inner product) or ``cosine``.
+    ``metric``: ``l2`` (squared Euclidean distance), ``ip`` (distance ``-dot(q, x)``, the
+    negated inner product) or ``cosine`` (``1 -`` the cosine similarity); smaller is nearer for
+    every metric (see the module's table).
     ``backend``: ``auto`` (the GPU when one is usable and the algorithm has a GPU back end, else
     the CPU), ``cpu`` or ``gpu`` (requirements: an error when they cannot run). ``seed``: the
     same seed and parameters give the same graph on the CPU, whatever ``threads`` (default: all
     cores).
 
-    A C-contiguous array of a weft element type is not copied: the index keeps a reference to
-    it and reads it in place, so it must not be modified while the index lives; ``copy=True``
-    gives the index its own copy.
+    ``copy=True`` (the default, as hnswlib and FAISS do) gives the index its own copy of the
+    vectors: changing ``data`` afterwards changes nothing in the index. ``copy=False`` opts into
+    zero-copy: a C-contiguous array of a weft element type is read in place and the index keeps
+    a reference to it (keeping it alive). The contract: do not modify the array while the index
+    (or anything searching it) lives, since searches would read the new values against a graph
+    built for the old ones. An array that needs converting (another dtype, Fortran order, a
+    strided view) is copied whatever ``copy`` says.
+
+    ``progress``: a callable, called as ``progress(stage, done, total)`` on the calling thread
+    while the build runs: when a stage begins (``done == 0``), as it advances, and when it ends
+    (``total`` is ``None`` when the stage does not know it; stages are the algorithm's, e.g.
+    ``"rnndescent"``, ``"nndescent"``). An exception it raises cancels the build and is raised
+    by ``build``. ``verbose=True`` prints the same reports to ``sys.stderr`` (a line per stage
+    begun and ended, at most one a second in between).
     """
+
+def _index_from_state(state: Any) -> Index:
+    """Rebuilds a pickled :class:`Index` (use ``weft._index_from_state``, which pickles name)."""
 
 def load(path: PathLike) -> Index:
     """Loads an index saved by :meth:`Index.save` (the graph and the vectors are memory-mapped;
@@ -88,14 +125,17 @@ class Index:
         filter: Optional[ArrayLike] = None,
     ) -> Tuple[Ids, Distances]:
         """The ``k`` nearest neighbours of each query: ``(ids, distances)``, ``queries x k``
-        (``k`` for a 1-D query), nearest first; distances in the index's metric.
+        (``k`` for a 1-D query), nearest first (smallest distance first); distances in the
+        index's metric: ``l2`` the squared Euclidean distance, ``ip`` ``-dot(q, x)`` (the
+        negated inner product, so the largest inner product comes first), ``cosine``
+        ``1 - cos(q, x)``.
 
         ``beam_width``: the candidate list size of the graph search (at least ``k``; default
         ``max(k, 64)``), on every back end (the CPU beam search, the GPU searches): larger is
         slower and more accurate. ``exact=True`` compares with every
         vector instead. ``backend``: ``auto`` searches on the GPU when one is usable, ``cpu``
-        and ``gpu`` are requirements. ``threads``: a pool of that many threads for this call
-        (default: all cores). ``seed``: the seed of the search's random choices (entry points
+        and ``gpu`` are requirements. ``threads``: run on a pool of that many threads, kept for
+        later calls with the same count (default: all cores). ``seed``: the seed of the search's random choices (entry points
         of a k-NN graph). ``max_hops``: stop each query after that many expanded vertices.
         ``filter``: only these ids are returned, on every back end and with ``exact=True``: a
         bool mask of length n (``True`` = allowed) or an integer array of allowed ids.
@@ -110,7 +150,20 @@ class Index:
 
     def save(self, path: PathLike) -> None:
         """Saves the index into folder ``path`` (created if needed): ``graph.wgraph`` and the
-        vectors (``data.fbin``/``.npy``/``.u8bin``/``.i8bin``), each written atomically."""
+        vectors (``data.fbin``/``.npy``/``.u8bin``/``.i8bin``).
+
+        The folder is replaced whole and atomically: the files are written into a hidden
+        temporary folder beside ``path``, which then takes its place in one rename. A save that
+        fails part-way leaves the previous index there, loadable; saves into one folder from
+        several threads or processes never mix their files (the last one wins). An empty path
+        raises :class:`InvalidParamsError`; an existing ``path`` that is not a folder, or that
+        holds files other than an index's, raises :class:`InvalidInputError` (nothing is
+        written)."""
+
+    def __reduce__(self) -> Tuple[Any, Tuple[Any]]:
+        """Pickle support (``pickle``, ``copy.deepcopy``, multiprocessing): the state is the
+        files of :meth:`save` as bytes; the unpickled index is held in memory and searches
+        identically."""
 
     @staticmethod
     def load(path: PathLike) -> Index:
