@@ -89,10 +89,12 @@ pub struct PyIndex {
 /// modified while the index lives (searches would see the change, and the graph would no
 /// longer fit its vectors). `progress`: called as `progress(stage, done, total)` on the calling
 /// thread as the build goes (`total` is `None` when unknown; an exception it raises cancels the
-/// build and is raised); `verbose=True` prints the same to `sys.stderr`. The GIL is released
-/// and Ctrl-C cancels the build.
+/// build and is raised); `verbose=True` prints the same to `sys.stderr`. `device`: the CUDA
+/// device (GPU number) to build on, and the index's GPU searches then default to it (`None`:
+/// device 0, or `$WEFT_GPU_DEVICE`); a device that cannot be used raises `UnsupportedError`
+/// naming it, whatever the backend. The GIL is released and Ctrl-C cancels the build.
 #[pyfunction]
-#[pyo3(signature = (data, *, metric = "l2", algorithm = "rnndescent", backend = "auto", seed = 0, threads = None, k = None, copy = true, progress = None, verbose = false, **params))]
+#[pyo3(signature = (data, *, metric = "l2", algorithm = "rnndescent", backend = "auto", seed = 0, threads = None, k = None, copy = true, progress = None, verbose = false, device = None, **params))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn build(
     py: Python<'_>,
@@ -106,6 +108,7 @@ pub(crate) fn build(
     copy: bool,
     progress: Option<Py<PyAny>>,
     verbose: bool,
+    device: Option<usize>,
     params: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyIndex> {
     let params = match params {
@@ -132,6 +135,9 @@ pub(crate) fn build(
         .cancel(token.clone());
     if let Some(t) = threads {
         builder = builder.threads(t);
+    }
+    if let Some(d) = device {
+        builder = builder.device(d);
     }
     let mut reporter = Reporter::new(progress, verbose);
     let index = if reporter.wanted() {
@@ -194,8 +200,10 @@ impl PyIndex {
     /// traversed; rows with fewer than k allowed neighbours found are padded with
     /// `weft.INVALID` and `inf`). C-contiguous queries are read in place; the GIL is released;
     /// Ctrl-C cancels a long search. Distances: smaller is nearer; `l2` the squared Euclidean
-    /// distance, `ip` -<q, x>, `cosine` 1 - cos(q, x).
-    #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None))]
+    /// distance, `ip` -<q, x>, `cosine` 1 - cos(q, x). `device`: the CUDA device of a GPU
+    /// search (`None`: the one the index was built on, else the default device); a device that
+    /// cannot be used raises `UnsupportedError` naming it, never falling back to the CPU.
+    #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None, device = None))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
@@ -209,6 +217,7 @@ impl PyIndex {
         seed: u64,
         max_hops: Option<usize>,
         filter: Option<&Bound<'py, PyAny>>,
+        device: Option<usize>,
     ) -> PyResult<convert::Results<'py, numpy::IxDyn>> {
         let index = &self.inner;
         let queries = input(queries, Some(index.data().dtype()), "queries")?;
@@ -223,6 +232,7 @@ impl PyIndex {
         params.threads = threads;
         params.seed = seed;
         params.max_hops = max_hops;
+        params.gpu.device = device;
         if let Some(f) = filter.filter(|f| !f.is_none()) {
             params.filter = Some(convert::filter(f, index.data().rows())?);
         }

@@ -151,9 +151,12 @@ pub(crate) fn info<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, P
     convert::to_py(py, &value)
 }
 
-/// The exact `k` nearest neighbours of every query among `base`, by brute force.
+/// The exact `k` nearest neighbours of every query among `base`, by brute force. `device`: the
+/// CUDA device of the GPU back end (`None`: the default device); a device that cannot be used
+/// raises `UnsupportedError` naming it, whatever the backend.
 #[pyfunction]
-#[pyo3(signature = (base, queries, k, *, metric = "l2", backend = "auto", threads = None))]
+#[pyo3(signature = (base, queries, k, *, metric = "l2", backend = "auto", threads = None, device = None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn ground_truth<'py>(
     py: Python<'py>,
     base: &Bound<'py, PyAny>,
@@ -162,6 +165,7 @@ pub(crate) fn ground_truth<'py>(
     metric: &str,
     backend: &str,
     threads: Option<usize>,
+    device: Option<usize>,
 ) -> PyResult<convert::Results<'py, numpy::Ix2>> {
     let metric = convert::metric(metric)?;
     let backend = convert::backend(backend)?;
@@ -177,9 +181,17 @@ pub(crate) fn ground_truth<'py>(
     let ctx = BuildCtx::new(0)
         .with_threads(threads)
         .with_cancel(token.clone());
-    let gpu = match backend {
-        weft::Backend::Cpu => GpuStatus::Unavailable("the CPU was asked for".into()),
-        _ => GpuStatus::probe(),
+    let gpu = match (backend, device) {
+        (weft::Backend::Cpu, None) => GpuStatus::Unavailable("the CPU was asked for".into()),
+        (_, Some(d)) => match py.detach(|| GpuStatus::probe_device(d)) {
+            GpuStatus::Unavailable(reason) => {
+                return Err(err(Error::Unsupported(format!(
+                    "GPU {d} was asked for and cannot be used: {reason}"
+                ))));
+            }
+            available => available,
+        },
+        (_, None) => py.detach(GpuStatus::probe),
     };
     let found = if gpu.is_available() {
         // The GPU path takes owned datasets (copied once, as the upload does anyway).
@@ -274,10 +286,12 @@ pub(crate) fn algorithms<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
     Ok(list)
 }
 
-/// Whether a GPU is usable, and which (device, memory, driver), or why not.
+/// Whether a GPU is usable, and which (device, memory, driver), or why not: the default device,
+/// or CUDA device `device`.
 #[pyfunction]
-pub(crate) fn gpu_info<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-    let status = py.detach(GpuStatus::probe);
+#[pyo3(signature = (device = None))]
+pub(crate) fn gpu_info<'py>(py: Python<'py>, device: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+    let status = py.detach(|| GpuStatus::probe_device_or_default(device));
     convert::to_py(py, &status.describe())
 }
 

@@ -65,9 +65,15 @@ def build(
     copy: bool = True,
     progress: Optional[Callable[[str, int, Optional[int]], Any]] = None,
     verbose: bool = False,
+    device: Optional[int] = None,
     **params: Any,
 ) -> Index:
     """Builds an index of ``data`` (``n x dim``).
+
+    ``device``: the CUDA device (GPU number, as ``nvidia-smi`` lists them) to build on; the
+    index's GPU searches default to it too (``None``: device 0, or ``$WEFT_GPU_DEVICE``). A
+    device that cannot be used raises :class:`UnsupportedError` naming it, whatever the
+    backend: never the CPU instead.
 
     ``algorithm``: one of :func:`algorithms` (``exact``, ``nndescent``, ``rnndescent``,
     ``cagra``, ``ggnn``; ``grnnd`` with a GPU). ``**params`` are the algorithm's parameters by
@@ -123,6 +129,7 @@ class Index:
         seed: int = 0,
         max_hops: Optional[int] = None,
         filter: Optional[ArrayLike] = None,
+        device: Optional[int] = None,
     ) -> Tuple[Ids, Distances]:
         """The ``k`` nearest neighbours of each query: ``(ids, distances)``, ``queries x k``
         (``k`` for a 1-D query), nearest first (smallest distance first); distances in the
@@ -141,7 +148,10 @@ class Index:
         bool mask of length n (``True`` = allowed) or an integer array of allowed ids.
         Filtered-out points are still traversed; a row with fewer than ``k`` allowed neighbours
         found is padded with :data:`INVALID` and ``inf``. A mask of another length or an id out
-        of range raises :class:`InvalidParamsError`; another dtype ``TypeError``.
+        of range raises :class:`InvalidParamsError`; another dtype ``TypeError``. ``device``: the
+        CUDA device of a GPU search (``None``: the one the index was built on, else the default
+        one); one that cannot be used raises :class:`UnsupportedError` naming it, never the CPU
+        instead.
 
         Queries are converted to the index's element type when it is a float type; an index of
         ``uint8``/``int8`` vectors takes queries of that type only (``TypeError`` otherwise).
@@ -252,19 +262,21 @@ def ground_truth(
     metric: Metric = "l2",
     backend: Backend = "auto",
     threads: Optional[int] = None,
+    device: Optional[int] = None,
 ) -> Tuple[Ids, Distances]:
     """The exact ``k`` nearest neighbours of every query among ``base``, by brute force
     (``queries x k``, nearest first): on the GPU when one is usable (``auto``), else on the CPU,
-    where both arrays are read in place."""
+    where both arrays are read in place. ``device``: the CUDA device of the GPU back end
+    (``None``: the default one); one that cannot be used raises :class:`UnsupportedError`."""
 
 def algorithms() -> list[dict[str, Any]]:
     """The algorithms of this build: ``name``, ``backend`` (``cpu``/``gpu``), ``produces``
     (``knn_graph``/``search_graph``), ``description`` and ``default_params``. GPU back ends are
     listed only when a GPU is usable."""
 
-def gpu_info() -> dict[str, Any]:
-    """``{"available": True, "device": ..., ...}`` for a usable CUDA GPU, else
-    ``{"available": False, "reason": ...}``."""
+def gpu_info(device: Optional[int] = None) -> dict[str, Any]:
+    """``{"available": True, "device": ..., ...}`` for a usable CUDA GPU (the default device, or
+    CUDA device ``device``), else ``{"available": False, "reason": ...}``."""
 
 def _input_address(array: ArrayLike) -> int:
     """The address of the buffer weft reads for ``array`` (a testing aid: ``array.ctypes.data``
