@@ -124,7 +124,7 @@ fn dimension_mismatches_are_typed_errors() {
     let dim = base.dim();
     let index = Index::builder(Algorithm::exact(5))
         .backend(Backend::Cpu)
-        .build(&array(&base))
+        .build(array(&base))
         .unwrap();
     let q_flat = queries.as_slice();
     let wide = Array2::<f32>::zeros((3, dim + 1));
