@@ -10,12 +10,15 @@
 //! - `cargo xtask bench`: the benchmark harness.
 //! - `cargo xtask cuvs-wheels`: the cuVS wheels in parts for the GPU machine (its GPU peer).
 //! - `cargo xtask tidy`: only weft-gpu names cudarc, dependencies point one way, none unused.
+//! - `cargo xtask package-check [--allow-dirty] [--verify]`: the publishable crates package (metadata,
+//!   licenses, kernels and their headers), and the toolchain meets the MSRV.
 
 mod bench;
 mod cuvs_wheels;
 mod device_pack;
 mod kernels;
 mod nvrtc_time;
+mod package_check;
 mod test;
 mod tidy;
 mod util;
@@ -34,6 +37,10 @@ tasks:
   bench         run the benchmark harness
   cuvs-wheels   download the cuVS wheels and split them into device-pack-wheels-NN/ parts
   tidy          check that only weft-gpu names cudarc, dependencies point one way, none unused
+  package-check check that the publishable crates package (metadata, licenses, kernel sources
+                and headers; cargo package --no-verify) and the toolchain meets the MSRV
+                [--allow-dirty: package uncommitted changes too] [--verify: build each package
+                from its .crate, as cargo publish does; slow]
   help          print this message";
 
 fn main() -> Result<()> {
@@ -50,6 +57,7 @@ fn main() -> Result<()> {
         "bench" => bench::run(rest),
         "cuvs-wheels" => cuvs_wheels::run(rest),
         "tidy" => tidy::run(rest),
+        "package-check" => package_check::run(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

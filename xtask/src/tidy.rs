@@ -98,7 +98,8 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn layer(name: &str) -> Option<u32> {
+/// The layer of workspace package `name` ([`LAYERS`]).
+pub fn layer(name: &str) -> Option<u32> {
     LAYERS.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
 }
 

@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use ndarray::ArrayView2;
 use weft_core::{BuildCtx, CancelToken, DatasetView, Element, Error, Metric, Progress, Result};
-use weft_io::AnyDataset;
 
 use crate::algorithm::Algorithm;
 use crate::index::Index;
+use crate::input::IndexData;
 use crate::registry::{Backend, GpuStatus, Registry};
 
 /// How to build an [`Index`]: the algorithm with its typed parameters, the metric, where it
@@ -150,8 +150,11 @@ impl IndexBuilder {
         }
     }
 
-    /// Builds the index of `data` (a [`weft_core::Dataset`] or an [`AnyDataset`]).
-    pub fn build(&self, data: impl Into<AnyDataset>) -> Result<Index> {
+    /// Builds the index of `data`: any [`IndexData`], i.e. an [`AnyDataset`](weft_io::AnyDataset), a
+    /// [`weft_core::Dataset`] (both moved into the index), or borrowed vectors, copied: a
+    /// [`DatasetView`], a 2-D `ndarray` array ([`ArrayView2`], `&Array2`, any memory layout) or
+    /// a flat row-major slice with its dimension, `(&[T], dim)`.
+    pub fn build(&self, data: impl IndexData) -> Result<Index> {
         if self.threads == Some(0) {
             return Err(Error::invalid_param(
                 "threads",
@@ -175,7 +178,7 @@ impl IndexBuilder {
         let registry = Registry::with_gpu(gpu);
         Index::build_with(
             &registry,
-            data.into(),
+            data,
             self.metric,
             self.algorithm.name(),
             Some(self.backend),
@@ -185,14 +188,15 @@ impl IndexBuilder {
         )
     }
 
-    /// Builds from a borrowed view (the vectors are copied into the index).
+    /// Builds from a borrowed view (the vectors are copied into the index):
+    /// [`IndexBuilder::build`], which takes views too.
     pub fn build_from_view<T: Element>(&self, data: DatasetView<'_, T>) -> Result<Index> {
-        self.build(data.to_dataset())
+        self.build(data)
     }
 
-    /// Builds from a 2-D `ndarray` array (rows are vectors; any memory layout; copied).
+    /// Builds from a 2-D `ndarray` array (rows are vectors; any memory layout; copied):
+    /// [`IndexBuilder::build`], which takes arrays too.
     pub fn build_from_array<T: Element>(&self, data: ArrayView2<'_, T>) -> Result<Index> {
-        let owned = data.as_standard_layout();
-        self.build_from_view(DatasetView::try_from(owned.view())?)
+        self.build(data)
     }
 }

@@ -20,6 +20,7 @@ use weft_search::{
 
 use crate::algorithm::Algorithm;
 use crate::builder::IndexBuilder;
+use crate::input::{IndexData, Vectors};
 use crate::registry::{Backend, Registry, with_view};
 
 /// How an [`Index`] answers queries.
@@ -470,9 +471,11 @@ impl Index {
     /// [`Backend::Auto`] (the GPU back end when a GPU is usable and the algorithm has one) and
     /// JSON `params` (merged over the algorithm's defaults), for command lines and config
     /// files; Rust code reads better with [`Index::builder`]. `k` is the neighbour count of
-    /// k-NN graph builders and must be `None` for search-graph builders.
+    /// k-NN graph builders and must be `None` for search-graph builders. `data` is any
+    /// [`IndexData`]: an [`AnyDataset`], a [`Dataset`], a [`DatasetView`], an `ndarray` array or
+    /// a `(&[T], dim)` slice (borrowed vectors are copied into the index).
     pub fn build(
-        data: AnyDataset,
+        data: impl IndexData,
         metric: Metric,
         algorithm: &str,
         params: &Value,
@@ -497,7 +500,7 @@ impl Index {
     #[allow(clippy::too_many_arguments)]
     pub fn build_with(
         registry: &Registry,
-        data: AnyDataset,
+        data: impl IndexData,
         metric: Metric,
         algorithm: &str,
         backend: Option<Backend>,
@@ -505,6 +508,7 @@ impl Index {
         k: Option<usize>,
         ctx: &BuildCtx,
     ) -> Result<Index> {
+        let data = data.into_any_dataset()?;
         if data.rows() == 0 {
             return Err(Error::InvalidInput(
                 "cannot build an index on an empty dataset".into(),
@@ -539,7 +543,8 @@ impl Index {
         })
     }
 
-    /// Builds from a borrowed view (the vectors are copied into the index).
+    /// Builds from a borrowed view (the vectors are copied into the index): [`Index::build`],
+    /// which takes views too.
     pub fn build_from_view<T: Element>(
         data: DatasetView<'_, T>,
         metric: Metric,
@@ -548,17 +553,11 @@ impl Index {
         k: Option<usize>,
         ctx: &BuildCtx,
     ) -> Result<Index> {
-        Self::build(
-            AnyDataset::from_typed(data.to_dataset()),
-            metric,
-            algorithm,
-            params,
-            k,
-            ctx,
-        )
+        Self::build(data, metric, algorithm, params, k, ctx)
     }
 
-    /// Builds from a 2-D `ndarray` array (rows are vectors; any memory layout).
+    /// Builds from a 2-D `ndarray` array (rows are vectors; any memory layout; copied):
+    /// [`Index::build`], which takes arrays too.
     pub fn build_from_array<T: Element>(
         data: ndarray::ArrayView2<'_, T>,
         metric: Metric,
@@ -567,9 +566,7 @@ impl Index {
         k: Option<usize>,
         ctx: &BuildCtx,
     ) -> Result<Index> {
-        let owned = data.as_standard_layout();
-        let view = DatasetView::try_from(owned.view())?;
-        Self::build_from_view(view, metric, algorithm, params, k, ctx)
+        Self::build(data, metric, algorithm, params, k, ctx)
     }
 
     /// Assembles an index from a dataset and a graph built on it, checking that they agree:
@@ -730,45 +727,63 @@ impl Index {
     }
 
     /// Searches `queries` (same element type and dimension as the data) for `k` neighbours each.
-    /// The results are also `queries x k` `ndarray` views: [`Neighbors::ids_view`],
+    /// The queries are any [`Vectors`]: a [`DatasetView`], a [`Dataset`], an `ndarray` array
+    /// ([`ArrayView2`](ndarray::ArrayView2), `&Array2`, any memory layout) or a flat row-major
+    /// slice with its dimension, `(&[T], dim)`; all give the same results. Queries of another
+    /// dimension than the data are an [`Error::DimensionMismatch`], of another element type an
+    /// error too. The results are also `queries x k` `ndarray` views: [`Neighbors::ids_view`],
     /// [`Neighbors::distances_view`].
-    pub fn search<T: Element>(
+    pub fn search(
         &self,
-        queries: DatasetView<'_, T>,
+        queries: impl Vectors,
         k: usize,
         params: &SearchParams,
     ) -> Result<SearchOutput> {
         weft_core::error::check_k(k, self.data.rows())?;
-        let mut out = Neighbors::new(queries.rows(), k);
-        let report = self.search_into_buffers(queries, out.as_mut(), params)?;
-        Ok(SearchOutput {
-            neighbors: out,
-            stats: report.stats,
-            elapsed: report.elapsed,
-            backend: report.backend,
+        queries.with_view(|queries| {
+            let mut out = Neighbors::new(queries.rows(), k);
+            let report = self.search_view_into_buffers(queries, out.as_mut(), params)?;
+            Ok(SearchOutput {
+                neighbors: out,
+                stats: report.stats,
+                elapsed: report.elapsed,
+                backend: report.backend,
+            })
         })
     }
 
-    /// [`Index::search`] into the caller's arrays: `ids` and `distances` are `queries x k`
-    /// (`k`, the neighbours wanted, is their column count; any memory layout), and receive what
-    /// [`Index::search`] returns for that `k`. Arrays of other shapes are an
-    /// [`Error::DimensionMismatch`]. After an error their contents are unspecified.
+    /// [`Index::search`] into the caller's arrays: `queries` are any [`Vectors`] (as for
+    /// [`Index::search`]); `ids` and `distances` are `queries x k` (`k`, the neighbours wanted,
+    /// is their column count; any memory layout), and receive what [`Index::search`] returns for
+    /// that `k`. Arrays of other shapes are an [`Error::DimensionMismatch`]. After an error their
+    /// contents are unspecified. [`Index::search_into_buffers`] writes into plain slices.
     ///
     /// ```no_run
     /// # fn demo(index: &weft::Index, queries: &weft::Dataset<f32>) -> weft::Result<()> {
-    /// let mut ids = ndarray::Array2::<weft::NodeId>::zeros((queries.rows(), 10));
-    /// let mut distances = ndarray::Array2::<f32>::zeros((queries.rows(), 10));
+    /// let mut ids = weft::ndarray::Array2::<weft::NodeId>::zeros((queries.rows(), 10));
+    /// let mut distances = weft::ndarray::Array2::<f32>::zeros((queries.rows(), 10));
     /// index.search_into(queries.view(), &mut ids, &mut distances, &weft::SearchParams::default())?;
     /// # Ok(()) }
     /// ```
-    pub fn search_into<'i, 'd, T: Element>(
+    pub fn search_into<'i, 'd>(
         &self,
-        queries: DatasetView<'_, T>,
+        queries: impl Vectors,
         ids: impl Into<ArrayViewMut2<'i, NodeId>>,
         distances: impl Into<ArrayViewMut2<'d, f32>>,
         params: &SearchParams,
     ) -> Result<SearchReport> {
-        let (mut ids, mut distances) = (ids.into(), distances.into());
+        let (ids, distances) = (ids.into(), distances.into());
+        queries.with_view(|queries| self.search_view_into(queries, ids, distances, params))
+    }
+
+    /// [`Index::search_into`] of a view.
+    fn search_view_into<T: Element>(
+        &self,
+        queries: DatasetView<'_, T>,
+        mut ids: ArrayViewMut2<'_, NodeId>,
+        mut distances: ArrayViewMut2<'_, f32>,
+        params: &SearchParams,
+    ) -> Result<SearchReport> {
         if ids.nrows() != queries.rows() {
             return Err(Error::dim_mismatch(
                 "rows of the id array vs queries",
@@ -793,7 +808,7 @@ impl Index {
         }
         weft_core::error::check_k(k, self.data.rows())?;
         if let (Some(ids), Some(distances)) = (ids.as_slice_mut(), distances.as_slice_mut()) {
-            return self.search_into_buffers(
+            return self.search_view_into_buffers(
                 queries,
                 NeighborsMut::new(ids, distances, k)?,
                 params,
@@ -801,16 +816,27 @@ impl Index {
         }
         // Not in standard layout: search into contiguous buffers, then copy.
         let mut found = Neighbors::new(queries.rows(), k);
-        let report = self.search_into_buffers(queries, found.as_mut(), params)?;
+        let report = self.search_view_into_buffers(queries, found.as_mut(), params)?;
         ids.assign(&found.ids_view());
         distances.assign(&found.distances_view());
         Ok(report)
     }
 
-    /// [`Index::search`] into flat row-major buffers: `out` holds one row of `out.k()`
-    /// neighbours per query (else an [`Error::DimensionMismatch`]). After an error its contents
-    /// are unspecified.
-    pub fn search_into_buffers<T: Element>(
+    /// [`Index::search`] into flat row-major buffers: `queries` are any [`Vectors`] (as for
+    /// [`Index::search`]); `out` ([`NeighborsMut::new`] over an id slice and a distance slice)
+    /// holds one row of `out.k()` neighbours per query (else an [`Error::DimensionMismatch`]).
+    /// After an error its contents are unspecified.
+    pub fn search_into_buffers(
+        &self,
+        queries: impl Vectors,
+        out: NeighborsMut<'_>,
+        params: &SearchParams,
+    ) -> Result<SearchReport> {
+        queries.with_view(|queries| self.search_view_into_buffers(queries, out, params))
+    }
+
+    /// [`Index::search_into_buffers`] of a view.
+    fn search_view_into_buffers<T: Element>(
         &self,
         queries: DatasetView<'_, T>,
         out: NeighborsMut<'_>,

@@ -5,16 +5,20 @@
 //!
 //! - [`Index`]: build with [`Index::builder`] from an [`Algorithm`] holding its typed
 //!   parameters (or, for command lines and config files, with [`Index::build`]: an algorithm
-//!   name and JSON parameters), from a [`DatasetView`], an `ndarray` array or a vector file;
-//!   search into [`Neighbors`] (ids and distances, also as `ndarray` views) or into the
-//!   caller's arrays ([`Index::search_into`]), optionally restricted to the ids a [`Filter`]
-//!   allows ([`SearchParams::with_filter`]); save to a folder, load by memory map.
+//!   name and JSON parameters), from a vector file, a [`Dataset`] or a [`DatasetView`], an
+//!   `ndarray` array or a flat slice with its dimension (any [`IndexData`]); search queries
+//!   given the same ways (any [`Vectors`]) into [`Neighbors`] (ids and distances, also as
+//!   `ndarray` views) or into the caller's arrays ([`Index::search_into`]) or slices
+//!   ([`Index::search_into_buffers`]), optionally restricted to the ids a [`Filter`] allows
+//!   ([`SearchParams::with_filter`]); save to a folder, load by memory map.
 //! - [`Backend`]: where builds and searches run; [`Backend::Auto`], the default of both, is the
 //!   GPU when this build has GPU support and a GPU is usable, else the CPU.
 //! - [`Registry`]: the algorithms available in this build, by name ([`Registry::available`]);
 //!   algorithms planned but not implemented yet are listed apart and never pretend to work.
-//! - Re-exports of the crates underneath ([`core`], [`io`], [`graph`], [`search`]) and of the
-//!   types most programs need.
+//! - Re-exports of the crates underneath ([`core`], [`io`], [`graph`], [`search`]), of the
+//!   types most programs need, and of the two external crates of the API, [`ndarray`] and
+//!   [`half`] (`f16` vectors): use `weft::ndarray` and `weft::half` and your arrays are always of
+//!   the versions weft takes, with no version of your own to keep in step.
 //!
 //! ```no_run
 //! use weft::{Algorithm, Index, Metric, RnnDescentParams, SearchParams};
@@ -31,10 +35,32 @@
 //! println!("their distances: {:?}", result.neighbors.distances_view().row(0));
 //! # Ok(()) }
 //! ```
+//!
+//! Queries and data can be `ndarray` arrays or plain slices as well; all spellings give the same
+//! results, and queries of another dimension than the data are an [`Error::DimensionMismatch`]:
+//!
+//! ```
+//! use weft::ndarray::Array2;
+//! use weft::{Algorithm, Index, SearchParams};
+//! # fn main() -> weft::Result<()> {
+//! let base = Array2::from_shape_fn((200, 8), |(i, j)| ((i * 31 + j * 7) % 97) as f32);
+//! let index = Index::builder(Algorithm::exact(5)).build(base.view())?; // copied into the index
+//! let flat: Vec<f32> = base.slice(weft::ndarray::s![..10, ..]).iter().copied().collect();
+//! let params = SearchParams::exact();
+//! let from_array = index.search(base.slice(weft::ndarray::s![..10, ..]), 5, &params)?;
+//! let from_slice = index.search((&flat[..], 8), 5, &params)?;
+//! assert_eq!(from_array.neighbors.ids_view(), from_slice.neighbors.ids_view());
+//! assert!(matches!(
+//!     index.search((&flat[..], 4), 5, &params),
+//!     Err(weft::Error::DimensionMismatch { .. })
+//! ));
+//! # Ok(()) }
+//! ```
 
 pub mod algorithm;
 pub mod builder;
 pub mod index;
+pub mod input;
 pub mod registry;
 mod save;
 
@@ -43,6 +69,7 @@ pub use algorithm::{
 };
 pub use builder::IndexBuilder;
 pub use index::{Index, SearchOutput, SearchParams, SearchReport};
+pub use input::{IndexData, Vectors};
 pub use registry::{AlgorithmInfo, Backend, DynBuilder, GpuStatus, Produces, Registry};
 
 /// The GPU runtime (device probe, context, exact GPU k-NN), with the `cuda` feature.
@@ -63,6 +90,13 @@ pub fn kernel_modules() -> Vec<&'static weft_gpu::KernelModule> {
     all.sort_by_key(|m| m.name);
     all
 }
+
+/// The `ndarray` crate weft's API takes and returns arrays of (re-exported: no version of your
+/// own to match).
+pub use ndarray;
+
+/// The `half` crate of weft's `f16` element type (re-exported: no version of your own to match).
+pub use half;
 
 pub use weft_core as core;
 pub use weft_graph as graph;

@@ -81,7 +81,7 @@ fn typed_build_of_every_cpu_algorithm_equals_the_json_build() {
         let params = algorithm.params_json().unwrap();
         let json = Index::build_with(
             &registry,
-            base.clone().into(),
+            base.clone(),
             Metric::L2Squared,
             name,
             Some(Backend::Cpu),
