@@ -388,7 +388,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let search_precision = (out.backend == "gpu"
         && !args.exact
         && !matches!(index.graph(), weft::graph::storage::StoredGraph::Hier(_)))
-    .then(|| match args.gpu.search_precision {
+    .then_some(match args.gpu.search_precision {
         SearchPrecision::F16 => "f16",
         _ => "exact",
     });
