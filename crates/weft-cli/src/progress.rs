@@ -1,4 +1,5 @@
-//! Progress bars (indicatif) and Ctrl-C cancellation for the commands.
+//! Progress bars (indicatif) and cancellation for the commands: Ctrl-C (SIGINT), SIGTERM
+//! (`kill`, a service manager stopping the process) and SIGHUP (the terminal closed) alike.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,22 +18,23 @@ pub struct Session {
 }
 
 impl Session {
-    /// Installs the Ctrl-C handler: the first press cancels the work (every command looks at
-    /// the token: builds, searches, writes; a cancelled writer removes its temporary file), the
-    /// second exits at once, after deleting the temporary files of writes in progress (an exit
-    /// runs no destructors; see `weft::core::temp_files`).
+    /// Installs the handler of Ctrl-C (SIGINT), SIGTERM and SIGHUP: the first signal cancels
+    /// the work (every command looks at the token: builds, searches, writes; a cancelled writer
+    /// removes its temporary file) and the command ends with exit status 130; the second exits
+    /// at once, with status 130, after deleting the temporary files of writes in progress (an
+    /// exit runs no destructors; see `weft::core::temp_files`).
     pub fn new(quiet: bool, threads: Option<usize>, gpu: Option<usize>) -> Self {
         let cancel = CancelToken::new();
         let pressed = Arc::new(AtomicBool::new(false));
         let (token, again) = (cancel.clone(), Arc::clone(&pressed));
-        // A failure to install the handler (e.g. one already set) only loses Ctrl-C handling.
+        // A failure to install the handler (e.g. one already set) only loses signal handling.
         let _ = ctrlc::set_handler(move || {
             if again.swap(true, Ordering::SeqCst) {
                 weft::core::temp_files::remove_registered();
                 eprintln!("\ninterrupted again: exiting");
                 std::process::exit(130);
             }
-            eprintln!("\ncancelling (press Ctrl-C again to exit now)...");
+            eprintln!("\ncancelling (press Ctrl-C or send SIGTERM again to exit now)...");
             token.cancel();
         });
         Session {

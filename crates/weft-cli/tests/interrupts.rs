@@ -108,6 +108,34 @@ fn a_second_ctrl_c_exits_and_removes_the_temporary_file() {
     assert_eq!(temp_files(dir.path()), Vec::<PathBuf>::new());
 }
 
+/// Issue 34 item 13: SIGTERM (`kill`, a service manager) killed `weft gen` outright (exit 143)
+/// and left its hidden temporary file; it cancels like Ctrl-C now, and so does SIGHUP.
+#[test]
+fn sigterm_and_sighup_cancel_like_ctrl_c_and_leave_no_file() {
+    for sig in ["-TERM", "-HUP"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = p(dir.path(), "big.fbin");
+        let mut child = spawn_gen(&out, BIG);
+        wait_for_temp_file(dir.path(), &mut child);
+        signal(&child, sig);
+        let (code, err) = wait_within(child, Duration::from_secs(20), "gen");
+        assert_eq!(code, Some(130), "kill {sig}: {err}");
+        assert!(err.contains("cancelled"), "kill {sig}: {err}");
+        assert!(!Path::new(&out).exists());
+        assert_eq!(temp_files(dir.path()), Vec::<PathBuf>::new(), "kill {sig}");
+    }
+    // A second SIGTERM exits at once, and removes the temporary file too.
+    let dir = tempfile::tempdir().unwrap();
+    let out = p(dir.path(), "big.fbin");
+    let mut child = spawn_gen(&out, BIG);
+    wait_for_temp_file(dir.path(), &mut child);
+    signal(&child, "-TERM");
+    signal(&child, "-TERM");
+    let (code, err) = wait_within(child, Duration::from_secs(20), "gen");
+    assert_eq!(code, Some(130), "{err}");
+    assert_eq!(temp_files(dir.path()), Vec::<PathBuf>::new());
+}
+
 #[test]
 fn search_stops_at_the_first_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();

@@ -20,10 +20,16 @@
 //!   namespace: two containers writing the same target in a shared folder at the same moment
 //!   could take each other's live temporary file for a dead one's (each write still renames
 //!   its own file, or fails).
+//!
+//! A target that is not a regular file is never renamed over ([`output_target`]): a character
+//! device (`/dev/null`) or a FIFO is written in place, streaming, with no temporary file; a
+//! directory or any other kind of file is refused.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use crate::{Error, Result};
 
 /// The suffix of every weft temporary file.
 pub const TEMP_SUFFIX: &str = ".weft-tmp";
@@ -137,6 +143,75 @@ pub fn remove_stale(target: &Path) -> usize {
     removed
 }
 
+/// How a writer treats its target path ([`output_target`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputTarget {
+    /// No file yet, or a regular file (or a symbolic link to one): written to a temporary file
+    /// beside it that is renamed over it when complete.
+    Replace,
+    /// A character device (such as `/dev/null`) or a FIFO, or a symbolic link to one: opened
+    /// and written in place, streaming, never replaced (renaming a file over it would destroy
+    /// the device node or pipe).
+    Stream,
+}
+
+/// What the output path `path` is, for a writer: [`OutputTarget::Replace`] for a regular file
+/// or none, [`OutputTarget::Stream`] for a character device or FIFO. A directory, a block
+/// device or a socket is refused with an [`Error::Io`] naming the path (kind `IsADirectory` for
+/// a directory, `InvalidInput` otherwise); nothing is written.
+pub fn output_target(path: &Path) -> Result<OutputTarget> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(OutputTarget::Replace),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(OutputTarget::Replace);
+    }
+    if kind.is_dir() {
+        return Err(Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory: give the path of a file to write (nothing was written)",
+            ),
+        ));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_char_device() || kind.is_fifo() {
+            return Ok(OutputTarget::Stream);
+        }
+        let what = if kind.is_block_device() {
+            "a block device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        Err(Error::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "is {what}: weft writes regular files, character devices (such as \
+                     /dev/null) and FIFOs only (nothing was written)"
+                ),
+            ),
+        ))
+    }
+    #[cfg(not(unix))]
+    Err(Error::io(
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "is not a regular file: refusing to write over it (nothing was written)",
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +261,35 @@ mod tests {
         assert!(remove_registered() >= 1);
         assert!(!a.exists());
         assert!(b.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn outputs_that_are_not_regular_files_are_streamed_to_or_refused() {
+        let dir = std::env::temp_dir().join(format!("weft-temp-kind-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f.fbin");
+        assert_eq!(output_target(&file).unwrap(), OutputTarget::Replace);
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(output_target(&file).unwrap(), OutputTarget::Replace);
+        assert_eq!(
+            output_target(Path::new("/dev/null")).unwrap(),
+            OutputTarget::Stream
+        );
+        let fifo = dir.join("p.fbin");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert_eq!(output_target(&fifo).unwrap(), OutputTarget::Stream);
+        let err = output_target(&dir).unwrap_err();
+        assert!(
+            matches!(&err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::IsADirectory),
+            "{err}"
+        );
+        assert!(err.to_string().contains("is a directory"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

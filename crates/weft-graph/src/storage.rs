@@ -939,8 +939,21 @@ impl Drop for TempGuard {
 
 /// Writes `path` atomically: temporary file `.name.<pid>.<n>.weft-tmp` in the same directory
 /// (see [`weft_core::temp_files`]: those that killed writers of `path` left behind are removed
-/// first), write, fsync, rename, fsync of the directory.
+/// first), write, fsync, rename, fsync of the directory. A character device or FIFO is written
+/// in place instead, never replaced; a directory is refused
+/// ([`weft_core::temp_files::output_target`]).
 fn write_atomic(path: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    if weft_core::temp_files::output_target(path)? == weft_core::temp_files::OutputTarget::Stream {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let mut w = io::BufWriter::with_capacity(1 << 20, file);
+        body(&mut w)
+            .and_then(|()| w.flush())
+            .map_err(|e| Error::io(path, e))?;
+        return Ok(());
+    }
     let name = path
         .file_name()
         .ok_or_else(|| Error::InvalidInput(format!("{} is not a file path", path.display())))?;

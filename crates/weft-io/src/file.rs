@@ -216,6 +216,8 @@ impl VectorFile {
     pub fn open(path: impl AsRef<Path>, options: &ReadOptions) -> Result<Self> {
         let path = path.as_ref();
         let format = Format::resolve(path, options.format)?;
+        // A FIFO or a device is refused before it is opened (opening a FIFO blocks).
+        crate::check_input_file(path)?;
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let metadata = file.metadata().map_err(|e| Error::io(path, e))?;
         if !metadata.is_file() {

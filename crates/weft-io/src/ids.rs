@@ -87,7 +87,7 @@ pub fn write_ids(path: impl AsRef<Path>, ids: &IdMatrix, format: Option<Format>)
             ));
         }
     };
-    let mut writer = RawWriter::create(path, format, element, ids.cols)?;
+    let mut writer = RawWriter::create(path, format, element, ids.cols, Some(ids.rows as u64))?;
     for row in ids.ids.chunks_exact(ids.cols) {
         writer.push_row(bytemuck::cast_slice(row))?;
     }

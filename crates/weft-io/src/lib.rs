@@ -16,8 +16,13 @@
 //! - [`info`]: format, element type, rows, dim, sizes and npy order, from the header alone.
 //! - [`AnyDataset`]: a dataset of whichever element type the file holds, with an explicit
 //!   conversion to `f32`.
-//! - Writing ([`write`], [`VectorWriter`]): always to a temporary file beside the target,
-//!   renamed over it at the end; the streaming writer patches the row count into the header.
+//! - Writing ([`write`], [`VectorWriter`], [`write_file`]): always to a temporary file beside
+//!   the target, renamed over it at the end; the streaming writer patches the row count into
+//!   the header. A character device (`/dev/null`) or FIFO is written in place instead, never
+//!   replaced; a directory is refused. Writes of known size check the free space first
+//!   ([`check_free_space`]).
+//! - Inputs that are not regular files (FIFOs, devices, directories) are refused before they
+//!   are opened ([`check_input_file`]).
 //! - Ids ([`IdMatrix`], [`read_ids`], [`write_ids`]): ground truth in `ivecs`, `ibin` or `npy`.
 //! - [`synthetic`]: seeded benchmark-shaped datasets ([`Preset`], [`SyntheticSpec`]).
 //!
@@ -56,6 +61,7 @@ mod format;
 mod ids;
 mod npy;
 pub mod synthetic;
+mod target;
 mod write;
 
 pub use any::AnyDataset;
@@ -66,4 +72,5 @@ pub use file::{
 pub use format::{Format, Order, StoredElement};
 pub use ids::{IdMatrix, read_ids, write_ids};
 pub use synthetic::{Generator, Preset, Shaping, Split, SyntheticSpec};
-pub use write::{VectorWriter, write, write_any};
+pub use target::{available_bytes, check_free_space, check_input_file, write_file};
+pub use write::{VectorWriter, vector_file_bytes, write, write_any};

@@ -1,8 +1,8 @@
 //! Writing vector files: whole datasets ([`write`]) and row by row ([`VectorWriter`]), always to
-//! a temporary file in the target's directory that is renamed over the target at the end.
+//! a temporary file in the target's directory that is renamed over the target at the end, or in
+//! place to a character device (`/dev/null`) or FIFO (see [`crate::target`]).
 
-use std::fs::File;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
@@ -11,18 +11,21 @@ use weft_core::{DatasetView, Element, Error, Result};
 use crate::any::AnyDataset;
 use crate::format::{Format, StoredElement};
 use crate::npy;
+use crate::target::{Output, check_free_space};
 
 /// Buffer size of the writers.
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
-/// Writes `data` to `path` atomically. `format: None` takes the format from the extension;
-/// the format must hold `T` (`npy` holds every element type and is written in C order).
+/// Writes `data` to `path` atomically (in place to a character device or FIFO). `format: None`
+/// takes the format from the extension; the format must hold `T` (`npy` holds every element
+/// type and is written in C order). A file its file system has no room for is refused before
+/// anything is written.
 pub fn write<T: Element>(
     path: impl AsRef<Path>,
     data: DatasetView<'_, T>,
     format: Option<Format>,
 ) -> Result<()> {
-    let mut writer = VectorWriter::<T>::create(path, data.dim(), format)?;
+    let mut writer = VectorWriter::<T>::create_sized(path, data.dim(), data.rows() as u64, format)?;
     writer.push_rows(data)?;
     writer.finish().map(|_| ())
 }
@@ -60,9 +63,27 @@ impl<T: Element> std::fmt::Debug for VectorWriter<T> {
 
 impl<T: Element> VectorWriter<T> {
     /// Starts writing rows of `dim` elements to `path` in `format` (`None`: from the
-    /// extension).
+    /// extension). The row count is patched into the header at the end, so a FIFO can take
+    /// only headerless formats (`*vecs`) this way; [`VectorWriter::create_sized`] streams any.
     pub fn create(path: impl AsRef<Path>, dim: usize, format: Option<Format>) -> Result<Self> {
-        let path = path.as_ref();
+        Self::open(path.as_ref(), dim, None, format)
+    }
+
+    /// Starts writing exactly `rows` rows of `dim` elements to `path` in `format` (`None`: from
+    /// the extension): the header is written with its final row count at once (so any format
+    /// streams to a FIFO), a row count the format cannot record or a file its file system has
+    /// no room for ([`crate::check_free_space`]) is refused before anything is written, and
+    /// [`VectorWriter::finish`] refuses another count of rows.
+    pub fn create_sized(
+        path: impl AsRef<Path>,
+        dim: usize,
+        rows: u64,
+        format: Option<Format>,
+    ) -> Result<Self> {
+        Self::open(path.as_ref(), dim, Some(rows), format)
+    }
+
+    fn open(path: &Path, dim: usize, rows: Option<u64>, format: Option<Format>) -> Result<Self> {
         let format = Format::resolve(path, format)?;
         if !format.holds_dtype(T::DTYPE) {
             let fitting: Vec<&str> = Format::vector_formats_for(T::DTYPE)
@@ -79,7 +100,7 @@ impl<T: Element> VectorWriter<T> {
             ));
         }
         Ok(VectorWriter {
-            raw: RawWriter::create(path, format, StoredElement::from_dtype(T::DTYPE), dim)?,
+            raw: RawWriter::create(path, format, StoredElement::from_dtype(T::DTYPE), dim, rows)?,
             element: PhantomData,
         })
     }
@@ -123,11 +144,53 @@ impl<T: Element> VectorWriter<T> {
         self.raw.dim
     }
 
-    /// Completes the file: patches the header, flushes, syncs and renames it over the target.
-    /// Returns the number of rows written.
+    /// Completes the file: patches the header, flushes, syncs and renames it over the target
+    /// (a character device or FIFO: flushes). Returns the number of rows written.
     pub fn finish(self) -> Result<usize> {
         self.raw.finish()
     }
+}
+
+/// The bytes of a vector or id file of `rows` rows of `dim` elements in `format`: header, rows
+/// and their per-row headers (`*vecs`).
+pub fn vector_file_bytes(format: Format, element: StoredElement, rows: u64, dim: usize) -> u64 {
+    let row = dim as u64 * element.size() as u64 + if format.is_vecs() { 4 } else { 0 };
+    let header = match format {
+        f if f.is_bin() => 8,
+        Format::Npy => npy::encode_header(npy::descr_for(element), rows, dim as u64).len() as u64,
+        _ => 0,
+    };
+    header.saturating_add(rows.saturating_mul(row))
+}
+
+/// Whether `path` is a FIFO (or a symbolic link to one).
+fn is_fifo(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
+}
+
+/// The refusal of a header whose row count would be patched at the end, on an output that
+/// cannot be rewound.
+fn unrewindable(path: &Path, format: Format) -> Error {
+    Error::io(
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            format!(
+                "a FIFO (or a device that cannot seek) cannot be rewound to record the row \
+                 count in the {format} header at the end; write a headerless format (fvecs, \
+                 ivecs, bvecs) to it, or a regular file"
+            ),
+        ),
+    )
 }
 
 /// The format-level writer shared by [`VectorWriter`] and the id writer: rows arrive as bytes.
@@ -137,18 +200,19 @@ pub(crate) struct RawWriter {
     element: StoredElement,
     dim: usize,
     rows: u64,
-    out: BufWriter<tempfile::NamedTempFile>,
-    /// Keeps the temporary file on the process's list ([`weft_core::temp_files`]) until it is
-    /// renamed or removed.
-    _registration: weft_core::temp_files::Registration,
+    /// The row count announced in the header at creation, if known then.
+    expected: Option<u64>,
+    out: BufWriter<Output>,
 }
 
 impl RawWriter {
+    /// Starts a file of `dim`-element rows; `rows`, when known, goes into the header at once.
     pub(crate) fn create(
         path: &Path,
         format: Format,
         element: StoredElement,
         dim: usize,
+        rows: Option<u64>,
     ) -> Result<Self> {
         if dim == 0 {
             return Err(Error::InvalidInput(
@@ -165,30 +229,41 @@ impl RawWriter {
                 "dimension {dim} exceeds what {format} can record ({dim_limit})"
             )));
         }
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let name = path
-            .file_name()
-            .ok_or_else(|| Error::InvalidInput(format!("{} is not a file path", path.display())))?;
-        // `.name.<pid>.<random>.weft-tmp`: see weft_core::temp_files, whose cleanup of files
-        // that killed writers of this target left behind runs first.
-        weft_core::temp_files::remove_stale(path);
-        let temp = tempfile::Builder::new()
-            .prefix(&weft_core::temp_files::temp_prefix(name))
-            .suffix(weft_core::temp_files::TEMP_SUFFIX)
-            .tempfile_in(dir)
-            .map_err(|e| Error::io(path, e))?;
-        let registration = weft_core::temp_files::register(temp.path());
-        let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, temp);
-        match format {
-            f if f.is_bin() => out
-                .write_all(&[0u8, 0, 0, 0])
-                .and_then(|()| out.write_all(&(dim as u32).to_le_bytes())),
-            Format::Npy => {
-                out.write_all(&npy::encode_header(npy::descr_for(element), 0, dim as u64))
+        if let Some(rows) = rows {
+            if format.is_bin() && rows > u32::MAX as u64 {
+                return Err(Error::InvalidInput(format!(
+                    "{}: {rows} rows exceed what {format} can record ({}); use npy or {}",
+                    path.display(),
+                    u32::MAX,
+                    if element.size() == 1 {
+                        "bvecs"
+                    } else {
+                        "fvecs"
+                    }
+                )));
             }
+            check_free_space(path, vector_file_bytes(format, element, rows, dim))?;
+        }
+        let has_header = format.is_bin() || format == Format::Npy;
+        // A FIFO cannot be rewound: said before it is opened (an open blocks until a reader
+        // comes); a character device that cannot seek either (a terminal), once opened.
+        if has_header && rows.is_none() && is_fifo(path) {
+            return Err(unrewindable(path, format));
+        }
+        let mut output = Output::create(path)?;
+        if has_header && rows.is_none() && output.is_stream() && !output.can_seek() {
+            return Err(unrewindable(path, format));
+        }
+        let header_rows = rows.unwrap_or(0);
+        match format {
+            f if f.is_bin() => output
+                .write_all(&(header_rows as u32).to_le_bytes())
+                .and_then(|()| output.write_all(&(dim as u32).to_le_bytes())),
+            Format::Npy => output.write_all(&npy::encode_header(
+                npy::descr_for(element),
+                header_rows,
+                dim as u64,
+            )),
             _ => Ok(()),
         }
         .map_err(|e| Error::io(path, e))?;
@@ -198,12 +273,20 @@ impl RawWriter {
             element,
             dim,
             rows: 0,
-            out,
-            _registration: registration,
+            expected: rows,
+            out: BufWriter::with_capacity(WRITE_BUFFER_BYTES, output),
         })
     }
 
     fn check_room(&self, more: usize) -> Result<()> {
+        if let Some(expected) = self.expected
+            && self.rows + more as u64 > expected
+        {
+            return Err(Error::InvalidInput(format!(
+                "{}: more than the {expected} rows announced written",
+                self.path.display()
+            )));
+        }
         if self.format.is_bin() && self.rows + more as u64 > u32::MAX as u64 {
             return Err(Error::InvalidInput(format!(
                 "{}: {} rows exceed what {} can record ({})",
@@ -246,31 +329,35 @@ impl RawWriter {
     pub(crate) fn finish(self) -> Result<usize> {
         let path = self.path;
         let io = |e: std::io::Error| Error::io(&path, e);
-        let mut temp = self.out.into_inner().map_err(|e| io(e.into_error()))?;
-        let file: &mut File = temp.as_file_mut();
-        match self.format {
-            f if f.is_bin() => {
-                file.seek(SeekFrom::Start(0)).map_err(io)?;
-                file.write_all(&(self.rows as u32).to_le_bytes())
-                    .map_err(io)?;
-            }
-            Format::Npy => {
-                file.seek(SeekFrom::Start(0)).map_err(io)?;
-                let header =
-                    npy::encode_header(npy::descr_for(self.element), self.rows, self.dim as u64);
-                file.write_all(&header).map_err(io)?;
-            }
-            _ => {}
-        }
-        file.sync_all().map_err(io)?;
-        #[cfg(unix)]
+        if let Some(expected) = self.expected
+            && self.rows != expected
         {
-            use std::os::unix::fs::PermissionsExt;
-            // Temporary files are created owner-only; a dataset is an ordinary file.
-            file.set_permissions(std::fs::Permissions::from_mode(0o644))
-                .map_err(io)?;
+            return Err(Error::InvalidInput(format!(
+                "{}: {} rows written of the {expected} announced",
+                path.display(),
+                self.rows
+            )));
         }
-        temp.persist(&path).map_err(|e| io(e.error))?;
+        let mut out = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        out.flush().map_err(io)?;
+        // The header already holds the row count when it was announced.
+        if self.expected.is_none() {
+            match self.format {
+                f if f.is_bin() => out
+                    .patch_start(&(self.rows as u32).to_le_bytes())
+                    .map_err(io)?,
+                Format::Npy => {
+                    let header = npy::encode_header(
+                        npy::descr_for(self.element),
+                        self.rows,
+                        self.dim as u64,
+                    );
+                    out.patch_start(&header).map_err(io)?;
+                }
+                _ => {}
+            }
+        }
+        out.commit(&path)?;
         Ok(self.rows as usize)
     }
 }

@@ -1343,11 +1343,27 @@ fn cagra_gpu_params(
         Some(f) => p.with_filter(f),
         None => p,
     };
+    // k first: a k beyond the list's limit is what to change, not the beam width derived from it.
+    let max = weft_search::CAGRA_GPU_MAX_BEAM_WIDTH;
+    if k > max {
+        return Err(Error::invalid_param(
+            "k",
+            format!(
+                "k = {k} exceeds the {max} results per query the GPU CAGRA search can return (its \
+                 candidate list, the beam width, holds at most {max}): ask for k <= {max}, or \
+                 search on the CPU, whose beam search has no such limit"
+            ),
+        ));
+    }
     p.validate(rows, dim)?;
     if p.beam_width < k {
         return Err(Error::invalid_param(
             "beam_width",
-            format!("the beam width {} is below k = {k}", p.beam_width),
+            format!(
+                "the beam width {} is below k = {k}: the candidate list must hold the k results; \
+                 give a beam width of at least k",
+                p.beam_width
+            ),
         ));
     }
     Ok(p)
@@ -1518,7 +1534,21 @@ mod tests {
         assert!(
             matches!(&err, Error::InvalidParams { name, .. } if name == "beam_width"),
             "{err}"
-        );
+        ); // A k beyond the GPU list's limit blames k (what the caller gave), not the beam width
+        // derived from it (max(k, 64) in Python, k rounded up to 32 in the CLI).
+        for beam in [1500, 1504] {
+            let err = cagra_gpu_params(&SearchParams::with_beam_width(beam), 10_000, 16, 1500)
+                .unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidParams { name, .. } if name == "k"),
+                "{err}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains("k = 1500") && text.contains("k <= 1024") && text.contains("CPU"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         }
     }
     let mut notes = vec![];
-    let metric = resolve_metric(args.metric, &args.data, &mut notes);
+    let metric = resolve_metric(args.metric, &args.data, &mut notes)?;
     let data = read_vectors(&args.data, false, args.format.format)?;
     let mut params = collect_params(args.params.as_deref(), &args.param)?;
     if let Some(bytes) = args.gpu_mem_limit {

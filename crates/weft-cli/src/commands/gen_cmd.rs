@@ -5,7 +5,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use half::f16;
-use weft::io::{Generator, Preset, Split, SyntheticSpec, VectorWriter};
+use weft::io::{
+    Generator, Preset, Split, StoredElement, SyntheticSpec, VectorWriter, check_free_space,
+    vector_file_bytes,
+};
 use weft::{CancelToken, DType, DatasetView, Element};
 
 use super::{Report, known_format, metric_json, refuse_overwriting_inputs, secs, sidecar_path};
@@ -121,7 +124,9 @@ fn write_split<T: Element>(
     cancel: &CancelToken,
 ) -> Result<usize> {
     let dim = generator.spec().dim;
-    let mut w = VectorWriter::<T>::create(path, dim, None)?;
+    // Sized: the header is final from the start (a FIFO takes any format) and the free space
+    // is checked before anything is written.
+    let mut w = VectorWriter::<T>::create_sized(path, dim, n, None)?;
     let step = (STEP_BYTES / (4 * dim)).max(1) as u64;
     let mut start = 0u64;
     while start < n {
@@ -140,6 +145,27 @@ fn write_split<T: Element>(
     cancel.check()?;
     w.finish()
         .with_context(|| format!("finishing {}", path.display()))
+}
+
+/// Whether the files `a` and `b` would be written to the same file system (their directories'
+/// devices; Unix), so that they share its free space.
+fn same_file_system(a: &Path, b: &Path) -> bool {
+    let dir = |p: &Path| match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        matches!(
+            (std::fs::metadata(dir(a)), std::fs::metadata(dir(b))),
+            (Ok(x), Ok(y)) if x.dev() == y.dev()
+        )
+    }
+    #[cfg(not(unix))]
+    {
+        dir(a) == dir(b)
+    }
 }
 
 /// Parses `-n`: a dataset of no vectors is an error, not an empty run that writes nothing.
@@ -201,12 +227,29 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         .queries_out
         .clone()
         .unwrap_or_else(|| default_queries_path(&args.out));
-    known_format(&args.out, None)?;
+    let out_format = known_format(&args.out, None)?;
+    refuse_overwriting_inputs("--out", &args.out, &[])?;
     if args.queries > 0 {
         known_format(&queries_path, None)?;
         refuse_overwriting_inputs("--queries-out", &queries_path, &[("--out", &args.out)])?;
     }
     let dtype = args.dtype.dtype();
+    // Both files must fit before the first byte is written (`-n 100000000000` is 51 TB).
+    let element = StoredElement::from_dtype(dtype);
+    let base_bytes = vector_file_bytes(out_format, element, args.n, dim);
+    if args.queries > 0 && same_file_system(&args.out, &queries_path) {
+        let query_format = known_format(&queries_path, None)?;
+        let query_bytes = vector_file_bytes(query_format, element, args.queries, dim);
+        check_free_space(&args.out, base_bytes.saturating_add(query_bytes)).with_context(|| {
+            format!(
+                "--out {} and --queries-out {} together",
+                args.out.display(),
+                queries_path.display()
+            )
+        })?;
+    } else {
+        check_free_space(&args.out, base_bytes)?;
+    }
     let scale = integer_scale(&generator, args.n, dtype, preset.name())?;
     let mut written = vec![];
     for (split, n, path) in [
@@ -227,14 +270,18 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         written.push(serde_json::json!({ "path": path, "rows": rows, "dim": dim }));
         s.done();
     }
-    // What the data was generated for, beside it: build and gt take the metric from here.
+    // What the data was generated for, beside it: build and gt take the metric from here. Data
+    // written to a device or FIFO (not a file) leaves no file to describe.
     let sidecar = sidecar_path(&args.out);
-    let description = serde_json::json!({
-        "generator": "weft gen", "preset": preset.name(), "metric": spec.metric.name(),
-        "seed": args.seed, "dtype": dtype, "scale": scale, "rows": args.n, "dim": dim,
-    });
-    std::fs::write(&sidecar, format!("{description:#}\n"))
-        .with_context(|| format!("writing {}", sidecar.display()))?;
+    let described = std::fs::metadata(&args.out).is_ok_and(|m| m.is_file());
+    if described {
+        let description = serde_json::json!({
+            "generator": "weft gen", "preset": preset.name(), "metric": spec.metric.name(),
+            "seed": args.seed, "dtype": dtype, "scale": scale, "rows": args.n, "dim": dim,
+        });
+        weft::io::write_file(&sidecar, format!("{description:#}\n").as_bytes())
+            .with_context(|| format!("writing {}", sidecar.display()))?;
+    }
     let elapsed = start.elapsed().as_secs_f64();
     let text = written
         .iter()
@@ -248,20 +295,25 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         })
         .collect::<String>()
         + &format!(
-            "preset {}{} (metric {}, recorded in {}), seed {}, in {}\n",
+            "preset {}{} (metric {}{}), seed {}, in {}\n",
             preset.name(),
             match spec.separation {
                 Some(sep) => format!(": {} clusters, separation {sep}", spec.clusters),
                 None => String::new(),
             },
             spec.metric,
-            sidecar.display(),
+            if described {
+                format!(", recorded in {}", sidecar.display())
+            } else {
+                String::new()
+            },
             args.seed,
             secs(elapsed)
         );
     let mut json = serde_json::json!({
         "preset": preset.name(), "metric": spec.metric, "seed": args.seed,
-        "spec": spec, "files": written, "seconds": elapsed, "dtype": dtype, "description": sidecar,
+        "spec": spec, "files": written, "seconds": elapsed, "dtype": dtype,
+        "description": described.then_some(&sidecar),
     });
     // One name for the metric in text and JSON (the spec's serde name for l2 is l2_squared).
     json["metric"] = metric_json(spec.metric);

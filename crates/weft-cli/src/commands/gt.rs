@@ -55,7 +55,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         require_gpu(&registry)?;
     }
     let mut notes = vec![];
-    let metric = resolve_metric(args.metric, &args.base, &mut notes);
+    let metric = resolve_metric(args.metric, &args.base, &mut notes)?;
     let base = read_vectors(&args.base, false, args.format.format)?;
     let queries = read_vectors(&args.queries, false, args.format.format)?;
     let ctx = s.ctx(0);

@@ -49,6 +49,8 @@ fn is_graph_file(path: &Path) -> bool {
 }
 
 fn describe(path: &Path, format: Option<Format>) -> Result<(Value, String)> {
+    // A FIFO or device would block (or never end) the header read: refused unopened.
+    weft::io::check_input_file(path)?;
     if is_graph_file(path) {
         let h = storage::read_header(path)?;
         let algo = h.meta.algorithm().unwrap_or_else(|| "unknown".into());

@@ -102,13 +102,25 @@ pub fn id_output(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Refuses an output file that is one of the inputs (the same path, another path to the same
-/// file, a hard or symbolic link to it), before anything is read or written.
+/// Refuses, before anything is read or written, an output file that is one of the inputs (the
+/// same path, another path to the same file, a hard or symbolic link to it), that is a
+/// dataset's description (`*.weft.json`, which `weft gen` writes and `build` and `gt` read the
+/// metric from), or that is a directory or another file that cannot be written (a character
+/// device such as `/dev/null`, or a FIFO, is written in place).
 pub fn refuse_overwriting_inputs(
     out_flag: &str,
     out: &Path,
     inputs: &[(&str, &Path)],
 ) -> Result<()> {
+    if is_sidecar(out) {
+        bail!(
+            "{out_flag} {}: a `{SIDECAR_SUFFIX}` file describes a dataset (weft gen writes it; \
+             build and gt take the data's metric from it): refusing to write over it (nothing \
+             was written); name the output otherwise",
+            out.display()
+        );
+    }
+    weft::core::temp_files::output_target(out).with_context(|| out_flag.to_string())?;
     for (flag, input) in inputs {
         if same_file(out, input) {
             bail!(
@@ -288,26 +300,75 @@ pub fn graph_record(meta: &GraphMeta) -> Map<String, Value> {
     m
 }
 
+/// How the name of a dataset's description ends.
+pub const SIDECAR_SUFFIX: &str = ".weft.json";
+
 /// The description `weft gen` writes beside a generated vector file: `<file>.weft.json`.
 pub fn sidecar_path(data: &Path) -> std::path::PathBuf {
     let mut name = data.file_name().unwrap_or_default().to_os_string();
-    name.push(".weft.json");
+    name.push(SIDECAR_SUFFIX);
     data.with_file_name(name)
 }
 
-/// The metric `weft gen` recorded for `data` in its sidecar ([`sidecar_path`]), if any.
-pub fn generated_metric(data: &Path) -> Option<Metric> {
-    let text = std::fs::read_to_string(sidecar_path(data)).ok()?;
-    let doc: Value = serde_json::from_str(&text).ok()?;
-    Metric::from_name(doc.get("metric")?.as_str()?)
+/// Whether `path` names a dataset's description (`*.weft.json`, in any letter case).
+pub fn is_sidecar(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.to_ascii_lowercase().ends_with(SIDECAR_SUFFIX))
+}
+
+/// The metric `weft gen` recorded for `data` in its description ([`sidecar_path`]): `None`
+/// when there is none; an error naming the file when it cannot be read or is malformed (not
+/// JSON, no `metric`, an unknown metric), never a silent default.
+pub fn generated_metric(data: &Path) -> Result<Option<Metric>> {
+    let sidecar = sidecar_path(data);
+    match std::fs::symlink_metadata(&sidecar) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        _ => {}
+    }
+    let malformed = |why: &str| {
+        anyhow!(
+            "{}: malformed description of {} ({why}); it records the metric the data was \
+             generated for: fix or delete it, or give --metric",
+            sidecar.display(),
+            data.display()
+        )
+    };
+    weft::io::check_input_file(&sidecar).map_err(|e| malformed(&e.to_string()))?;
+    let text = std::fs::read_to_string(&sidecar).map_err(|e| malformed(&e.to_string()))?;
+    let doc: Value =
+        serde_json::from_str(&text).map_err(|e| malformed(&format!("not JSON: {e}")))?;
+    let Some(name) = doc.get("metric") else {
+        return Err(malformed("no `metric` field"));
+    };
+    let metric = name
+        .as_str()
+        .and_then(Metric::from_name)
+        .ok_or_else(|| malformed(&format!("`metric` is {name}, not l2, ip or cosine")))?;
+    Ok(Some(metric))
 }
 
 /// The metric a command uses on `data`: `--metric` when given, else the one `weft gen` recorded
 /// for the file, else l2. Also returns a note for people: where an implicit metric came from,
-/// or a warning when `--metric` differs from the recorded one (on stderr too).
-pub fn resolve_metric(given: Option<Metric>, data: &Path, json_notes: &mut Vec<String>) -> Metric {
-    let recorded = generated_metric(data);
-    match (given, recorded) {
+/// or a warning when `--metric` differs from the recorded one (on stderr too). A description
+/// that exists but is malformed is an error ([`generated_metric`]).
+pub fn resolve_metric(
+    given: Option<Metric>,
+    data: &Path,
+    json_notes: &mut Vec<String>,
+) -> Result<Metric> {
+    let recorded = match (given, generated_metric(data)) {
+        (_, Ok(r)) => r,
+        (None, Err(e)) => return Err(e),
+        // --metric decides; the broken description is still said, never passed over.
+        (Some(_), Err(e)) => {
+            let note = format!("warning: {e:#}");
+            eprintln!("{note}");
+            json_notes.push(note);
+            None
+        }
+    };
+    Ok(match (given, recorded) {
         (Some(m), Some(r)) if m != r => {
             let note = format!(
                 "warning: --metric {m}, but {} was generated for {r} (see {}); the graph and \
@@ -329,7 +390,7 @@ pub fn resolve_metric(given: Option<Metric>, data: &Path, json_notes: &mut Vec<S
             r
         }
         (None, None) => Metric::L2Squared,
-    }
+    })
 }
 
 /// A library error in the words of the command line: an invalid parameter is named by the
@@ -344,6 +405,7 @@ pub fn with_cli_names(e: weft::Error) -> anyhow::Error {
         "threads" => "--threads".to_string(),
         "algorithm" => "--algo".to_string(),
         "params" => "--params".to_string(),
+        "beam_width" => "--beam-width (or its default)".to_string(),
         other => format!("--param {other}"),
     };
     let hint = if name == "k" && reason.contains("builds a search graph") {
@@ -367,11 +429,19 @@ pub fn secs(s: f64) -> String {
     }
 }
 
+/// Refuses an input of option `flag` that is not a regular file (a FIFO, a device such as
+/// `/dev/zero`, a directory) from its metadata, before it is opened: reading it could block or
+/// never end.
+pub fn input_file(flag: &str, path: &Path) -> Result<()> {
+    weft::io::check_input_file(path).with_context(|| format!("{flag} {}", path.display()))
+}
+
 /// Reads the allowed ids of `--filter FILE` for data of `n` points: a text file, one decimal
 /// id (`0..n`) per line; blank lines and lines starting with `#` are skipped; repeats are
 /// allowed. An unreadable file, a line that is not an id, or an id `>= n` is an error naming
 /// the option, the file and the line.
 pub fn read_filter(path: &Path, n: usize) -> Result<weft::Filter> {
+    input_file("--filter", path)?;
     let text = std::fs::read(path)
         .with_context(|| format!("--filter {}: cannot read the file", path.display()))?;
     let Ok(text) = String::from_utf8(text) else {

@@ -198,6 +198,7 @@ impl GpuArgs {
 /// Loads data (as `format`, else by its extension) and graph as one index (the graph is memory-mapped and checksum-verified).
 pub fn load_index(data: &Path, graph: &Path, format: Option<Format>) -> Result<Index> {
     let vectors = read_vectors(data, false, format)?;
+    super::input_file("--graph", graph)?;
     let (g, meta) = storage::load(graph, LoadOptions::mmap())
         .with_context(|| format!("loading graph {}", graph.display()))?;
     Index::from_parts(vectors, g, meta).context("the graph does not belong to this data")
@@ -301,6 +302,21 @@ fn distances_path(out: &Path, given: Option<&PathBuf>) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// A search error in the words of the command line ([`with_cli_names`]); one about the beam
+/// width when the user gave none says it was the default derived from `-k`, and what to do.
+fn beam_error(e: weft::Error, given: bool, beam: usize, k: usize) -> anyhow::Error {
+    match &e {
+        weft::Error::InvalidParams { name, reason } if name == "beam_width" && !given => {
+            anyhow::anyhow!(
+                "-k {k}: the default beam width for it ({beam}: 64, or k rounded up to a \
+                 multiple of 32 above 64) cannot be used: {reason}; give --beam-width W (at \
+                 least k) that the search accepts, or a smaller -k"
+            )
+        }
+        _ => with_cli_names(e),
+    }
+}
+
 /// Searches and writes the neighbour ids and distances (or prints them without --out).
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let inputs = [
@@ -356,7 +372,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let out = s
         .ctx(0)
         .install(|| index.search_any(&queries, args.k, &params))?
-        .map_err(with_cli_names)?;
+        .map_err(|e| beam_error(e, args.beam_width.is_some(), beam, args.k))?;
     s.done();
     let seconds = out.elapsed.as_secs_f64();
     let qps = queries.rows() as f64 / seconds.max(1e-9);
@@ -441,4 +457,49 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
             out.stats.distance_computations as f64 / queries.rows().max(1) as f64,
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 34 item 15: `weft search -k 1500` without --beam-width blamed `--param
+    /// beam_width`, a flag the user never gave.
+    #[test]
+    fn a_beam_width_error_names_what_the_user_gave() {
+        let reason = "the beam width 1504 must be between 1 and 1024";
+        let derived = beam_error(
+            weft::Error::invalid_param("beam_width", reason),
+            false,
+            1504,
+            1500,
+        )
+        .to_string();
+        assert!(
+            derived.contains("-k 1500")
+                && derived.contains("default beam width")
+                && derived.contains("--beam-width W")
+                && derived.contains(reason),
+            "{derived}"
+        );
+        assert!(!derived.contains("--param"), "{derived}");
+        let given = beam_error(
+            weft::Error::invalid_param("beam_width", reason),
+            true,
+            1504,
+            1500,
+        )
+        .to_string();
+        assert!(given.contains("set by --beam-width"), "{given}");
+        assert!(!given.contains("--param"), "{given}");
+        // The library names k when k is what cannot be served: the CLI says -k.
+        let k = beam_error(
+            weft::Error::invalid_param("k", "k = 1500 exceeds"),
+            false,
+            1504,
+            1500,
+        )
+        .to_string();
+        assert!(k.contains("set by -k") && k.contains("k = 1500"), "{k}");
+    }
 }
