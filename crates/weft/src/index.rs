@@ -537,7 +537,12 @@ impl Index {
             spread: SpreadCache::default(),
             layer: LayerCache::default(),
             huge_pages: HugePageCache::default(),
-            device: registry.gpu().device(),
+            // The GPU the graph was built on; an index built on the CPU has none.
+            device: if info.backend == Backend::Gpu {
+                registry.gpu().device()
+            } else {
+                None
+            },
             #[cfg(feature = "cuda")]
             gpu: GpuCache::default(),
         })
