@@ -36,10 +36,18 @@ def test_mask_and_ids_give_the_same_filtered_results(index, base, queries, backe
     allowed = rng.random(len(base)) < 0.3
     by_mask = index.search(queries, 10, beam_width=64, backend=backend, filter=allowed)
     by_ids = index.search(queries, 10, beam_width=64, backend=backend, filter=np.flatnonzero(allowed))
-    np.testing.assert_array_equal(by_mask[0], by_ids[0])
-    check_rows(*by_mask, allowed)
     truth = filtered_truth(base, queries, allowed, 10)
-    assert weft.recall(by_mask[0], truth) >= 0.9
+    for found in (by_mask, by_ids):
+        check_rows(*found, allowed)
+        assert weft.recall(found[0], truth) >= 0.9
+    if backend == "cpu" or not weft.gpu_available():
+        # The CPU search is deterministic: one filter, two spellings, the same answers.
+        np.testing.assert_array_equal(by_mask[0], by_ids[0])
+    else:
+        # The GPU search's automatic mode (multi-CTA for a small batch) is not bit-repeatable
+        # from call to call (an H200 differed in 10 of 2,000 ids between the two spellings);
+        # both answers honour the filter and find what the exact filtered search finds.
+        assert weft.recall(by_mask[0], by_ids[0]) >= 0.98
 
 
 def test_exact_filtered_search_equals_numpy(index, base, queries):
