@@ -40,7 +40,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{cargo, pinned_venv, root};
+use crate::util::{cargo, root};
 
 const LIMIT: u64 = 64 << 20;
 
@@ -247,27 +247,12 @@ pub fn run(args: &[String]) -> Result<()> {
 /// its own (no network there; numpy and pytest are on the GPU machine) and runs the suite with
 /// `WEFT_REQUIRE_GPU=1`, so that the GPU tests cannot pass by skipping.
 fn pack_python(pack: &Path, kernels: &PackKernels) -> Result<()> {
-    let py = pinned_venv("build-venv", &[MATURIN_PIN])?;
-    let maturin = py
-        .parent()
-        .context("the build environment's python has no folder")?
-        .join("maturin");
     let wheels = pack.join("python");
     std::fs::create_dir_all(wheels.join("tests"))?;
-    let mut cmd = Command::new(&maturin);
-    cmd.current_dir(root())
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "--quiet",
-            "--manifest-path",
-        ])
-        .arg(root().join("crates/weft-py/Cargo.toml"))
-        .arg("--out")
-        .arg(&wheels);
-    kernels.apply(&mut cmd);
-    crate::util::run(&mut cmd).context("maturin could not build the weft wheel")?;
+    // The wheel `cargo xtask test` builds, with this pack's kernels.
+    crate::test::build_wheel(&crate::test::test_python()?, &wheels, |cmd| {
+        kernels.apply(cmd)
+    })?;
     let tests = root().join("crates/weft-py/tests");
     for entry in std::fs::read_dir(&tests).with_context(|| format!("read {}", tests.display()))? {
         let path = entry?.path();
@@ -279,9 +264,6 @@ fn pack_python(pack: &Path, kernels: &PackKernels) -> Result<()> {
     }
     Ok(())
 }
-
-/// The maturin that builds the wheel (the one `cargo xtask test` builds the package with).
-const MATURIN_PIN: &str = "maturin==1.9.6";
 
 /// Parses `--examples`: a comma-separated list of `crate:example`.
 fn parse_examples(list: &str) -> Result<Vec<(String, String)>> {

@@ -51,7 +51,7 @@ pub fn run(args: &[String]) -> Result<()> {
 }
 
 /// `target/test-venv` with the peers' numpy pin and [`PY_TEST_PINS`].
-fn test_python() -> Result<PathBuf> {
+pub(crate) fn test_python() -> Result<PathBuf> {
     let mut pins: Vec<&str> = PEER_PINS
         .iter()
         .copied()
@@ -75,44 +75,8 @@ const ABI3_TAG: &str = "-cp39-abi3-";
 /// environment of `python` with pip, and runs the package's pytest suite there, skipped tests
 /// listed with their reason. CI thus tests the very wheel a release would publish.
 fn python_package_tests(python: &Path) -> Result<()> {
-    let bin = python
-        .parent()
-        .context("the virtual environment's python has no folder")?;
     let package = root().join("crates/weft-py");
-    let wheels = root().join("target/wheels");
-    let prefix = format!("{}-", DISTRIBUTION.replace('-', "_"));
-    // Earlier builds' wheels: removed, so that the one left is this build's.
-    if let Ok(entries) = std::fs::read_dir(&wheels) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&prefix) && name.ends_with(".whl") {
-                std::fs::remove_file(entry.path())
-                    .with_context(|| format!("cannot remove the old wheel {name}"))?;
-            }
-        }
-    }
-    sh(Command::new(bin.join("maturin"))
-        .current_dir(&package)
-        .args(["build", "--release", "--out"])
-        .arg(&wheels))
-    .context("maturin could not build the wheel of crates/weft-py")?;
-    let built: Vec<PathBuf> = std::fs::read_dir(&wheels)
-        .with_context(|| format!("maturin wrote no {}", wheels.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
-        })
-        .collect();
-    let [wheel] = built.as_slice() else {
-        bail!(
-            "expected one {prefix}*.whl in {} after maturin build, found {built:?}",
-            wheels.display()
-        );
-    };
-    check_wheel_name(wheel)?;
+    let wheel = build_wheel(python, &root().join("target/wheels"), |_| {})?;
     sh(Command::new(python)
         .current_dir(root())
         .args([
@@ -124,7 +88,7 @@ fn python_package_tests(python: &Path) -> Result<()> {
             "--no-cache-dir",
             "--force-reinstall",
         ])
-        .arg(wheel))
+        .arg(&wheel))
     .context("pip could not install the wheel of crates/weft-py")?;
     sh(Command::new(python).current_dir(&package).args([
         "-m",
@@ -135,6 +99,56 @@ fn python_package_tests(python: &Path) -> Result<()> {
         "-p",
         "no:cacheprovider",
     ]))
+}
+
+/// Builds the abi3 wheel of crates/weft-py with the maturin of `python`'s virtual environment
+/// (`maturin build --release`, the command adjusted by `configure`, e.g. the kernels' compiler)
+/// into `out`, after removing the distribution's earlier wheels there, and returns its path,
+/// checked by [`check_wheel_name`]. `cargo xtask test` and `cargo xtask device-pack` build
+/// their wheels here.
+pub(crate) fn build_wheel(
+    python: &Path,
+    out: &Path,
+    configure: impl FnOnce(&mut Command),
+) -> Result<PathBuf> {
+    let bin = python
+        .parent()
+        .context("the virtual environment's python has no folder")?;
+    let prefix = format!("{}-", DISTRIBUTION.replace('-', "_"));
+    // Earlier builds' wheels: removed, so that the one left is this build's.
+    if let Ok(entries) = std::fs::read_dir(out) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name.ends_with(".whl") {
+                std::fs::remove_file(entry.path())
+                    .with_context(|| format!("cannot remove the old wheel {name}"))?;
+            }
+        }
+    }
+    let mut cmd = Command::new(bin.join("maturin"));
+    cmd.current_dir(root().join("crates/weft-py"))
+        .args(["build", "--release", "--out"])
+        .arg(out);
+    configure(&mut cmd);
+    sh(&mut cmd).context("maturin could not build the wheel of crates/weft-py")?;
+    let built: Vec<PathBuf> = std::fs::read_dir(out)
+        .with_context(|| format!("maturin wrote no {}", out.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
+        })
+        .collect();
+    let [wheel] = built.as_slice() else {
+        bail!(
+            "expected one {prefix}*.whl in {} after maturin build, found {built:?}",
+            out.display()
+        );
+    };
+    check_wheel_name(wheel)?;
+    Ok(wheel.clone())
 }
 
 /// Fails unless `wheel` is named as an abi3 wheel of [`DISTRIBUTION`] for CPython 3.9 and newer:

@@ -54,13 +54,13 @@ impl Session {
     /// default one) when it is usable. A GPU asked for with `--gpu` that cannot be used is an
     /// error naming it, whatever the backend.
     pub fn registry(&self) -> anyhow::Result<weft::Registry> {
-        let status = weft::GpuStatus::probe_device_or_default(self.gpu);
-        if let (Some(d), weft::GpuStatus::Unavailable(reason)) = (self.gpu, &status) {
-            anyhow::bail!(
-                "--gpu {d}: this GPU cannot be used: {reason}. Leave --gpu out for the default \
-                 GPU (or the CPU where there is none), or name another (nvidia-smi lists them)"
-            );
-        }
+        let status = weft::GpuStatus::require(self.gpu).map_err(|e| {
+            anyhow::anyhow!(
+                "--gpu {}: {e} (leave --gpu out for the default GPU, or the CPU where there is \
+                 none; nvidia-smi lists the GPUs)",
+                self.gpu.unwrap_or_default()
+            )
+        })?;
         Ok(weft::Registry::with_gpu(status))
     }
 

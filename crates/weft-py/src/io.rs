@@ -183,15 +183,7 @@ pub(crate) fn ground_truth<'py>(
         .with_cancel(token.clone());
     let gpu = match (backend, device) {
         (weft::Backend::Cpu, None) => GpuStatus::Unavailable("the CPU was asked for".into()),
-        (_, Some(d)) => match py.detach(|| GpuStatus::probe_device(d)) {
-            GpuStatus::Unavailable(reason) => {
-                return Err(err(Error::Unsupported(format!(
-                    "GPU {d} was asked for and cannot be used: {reason}"
-                ))));
-            }
-            available => available,
-        },
-        (_, None) => py.detach(GpuStatus::probe),
+        _ => py.detach(|| GpuStatus::require(device)).map_err(err)?,
     };
     let found = if gpu.is_available() {
         // The GPU path takes owned datasets (copied once, as the upload does anyway).

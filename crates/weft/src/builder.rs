@@ -162,18 +162,9 @@ impl IndexBuilder {
             ));
         }
         let params = self.algorithm.params_json()?;
-        let gpu = match (&self.gpu, self.device) {
-            (Some(gpu), _) => gpu.clone(),
-            // A device asked for by number is used or the build fails: never the CPU instead.
-            (None, Some(d)) => match GpuStatus::probe_device(d) {
-                GpuStatus::Unavailable(reason) => {
-                    return Err(Error::Unsupported(format!(
-                        "GPU {d} was asked for and cannot be used: {reason}"
-                    )));
-                }
-                available => available,
-            },
-            (None, None) => GpuStatus::probe(),
+        let gpu = match &self.gpu {
+            Some(gpu) => gpu.clone(),
+            None => GpuStatus::require(self.device)?,
         };
         let registry = Registry::with_gpu(gpu);
         Index::build_with(

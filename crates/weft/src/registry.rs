@@ -379,6 +379,19 @@ impl GpuStatus {
         }
     }
 
+    /// The GPU status for work that asked for device `ordinal` (`None`: the default device,
+    /// which may be unavailable: the work then runs on the CPU). A device asked for is used or
+    /// this fails with an [`Error::Unsupported`] that names it: never the CPU instead. The one
+    /// rule of every surface (the builder, the CLI's `--gpu`, Python's `device=`).
+    pub fn require(ordinal: Option<usize>) -> Result<Self> {
+        match (ordinal, Self::probe_device_or_default(ordinal)) {
+            (Some(d), GpuStatus::Unavailable(reason)) => Err(Error::Unsupported(format!(
+                "GPU {d} was asked for and cannot be used: {reason}"
+            ))),
+            (_, status) => Ok(status),
+        }
+    }
+
     #[cfg(feature = "cuda")]
     fn from_probe(probed: Result<weft_gpu::GpuContext>) -> Self {
         match probed {

@@ -10,10 +10,6 @@ fn data(rows: usize, dim: usize, seed: u64) -> Dataset<f32> {
     Dataset::from_fn(rows, dim, |_, _| r.next_f32()).unwrap()
 }
 
-fn gpu_required() -> bool {
-    std::env::var("WEFT_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 /// No machine has a device 999: the build and the search name it, on every backend.
 #[test]
 fn a_device_that_cannot_be_used_is_named_and_never_replaced_by_the_cpu() {
@@ -58,8 +54,9 @@ fn a_device_that_cannot_be_used_is_named_and_never_replaced_by_the_cpu() {
 #[test]
 fn device_zero_builds_and_searches_where_there_is_a_gpu() {
     if !weft::registry::GpuStatus::probe_device(0).is_available() {
+        #[cfg(feature = "cuda")]
         assert!(
-            !gpu_required(),
+            !weft::gpu::testing::gpu_required(),
             "WEFT_REQUIRE_GPU is set but GPU 0 cannot be used"
         );
         eprintln!("device_zero_builds_and_searches_where_there_is_a_gpu: SKIPPED (no GPU 0)");

@@ -16,18 +16,13 @@ pub fn weft_cmd(args: &[&str]) -> Command {
     c
 }
 
-/// Whether `WEFT_REQUIRE_GPU` is set (not empty, not `0`), as on the GPU machine of a device
-/// pack: there a test that branches on whether a GPU is usable must take its GPU branch.
-pub fn gpu_required() -> bool {
-    std::env::var("WEFT_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// Marks test `what`'s branch for a machine without a usable GPU: under `WEFT_REQUIRE_GPU` it
-/// fails with `output` (what made the test take it), so that a GPU run cannot pass through the
-/// branch meant for a machine without one.
+/// Marks test `what`'s branch for a machine without a usable GPU: under `WEFT_REQUIRE_GPU` (as
+/// on the GPU machine of a device pack; `weft::gpu::testing::gpu_required`) it fails with
+/// `output` (what made the test take it), so that a GPU run cannot pass through the branch
+/// meant for a machine without one.
 pub fn no_gpu_branch(what: &str, output: &str) {
     assert!(
-        !gpu_required(),
+        !weft::gpu::testing::gpu_required(),
         "{what}: WEFT_REQUIRE_GPU is set but the test took its no-GPU branch:\n{output}"
     );
 }
