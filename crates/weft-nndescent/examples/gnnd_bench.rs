@@ -11,6 +11,10 @@
 //! Environment overrides of the GNND settings for experiments: `GNND_SYMMETRIC=0|1`,
 //! `GNND_INBOX=<slots>`, `GNND_ROW_OFFERS=1..4`.
 //!
+//! Merges: `GNND_MERGE_HALVES=half,doubled,auto` builds the graphs of the set's two halves, then
+//! times their merge (`Gnnd::merge_device`, vectors resident) once per listed
+//! [`MergeLists`] and reports the merged graph's recall beside the whole set's build.
+//!
 //! Growth and out-of-memory runs: `GNND_PREFIXES=1000000,2000000,...` first times in-memory
 //! builds of those prefixes of the set (same settings, recall on each prefix);
 //! `GNND_SKIP_FULL=1` skips the in-memory build of the whole set; `GNND_BUDGET=<bytes>` then
@@ -27,7 +31,7 @@ use std::time::Instant;
 use weft_core::{BuildCtx, DatasetView, Element, Metric};
 use weft_gpu::{DeviceMatrix, ExactGpu, probe};
 use weft_io::Preset;
-use weft_nndescent::gpu::{Gnnd, GnndTuning};
+use weft_nndescent::gpu::{Gnnd, GnndTuning, MergeLists};
 use weft_nndescent::{NnDescentGpu, NnDescentParams, ShardSchedule};
 
 fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
@@ -143,6 +147,57 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tuning.row_offers,
             tuning.inbox_for(k, run.gpu_sample),
         );
+    }
+    if let Ok(list) = std::env::var("GNND_MERGE_HALVES") {
+        let dev = dev
+            .as_ref()
+            .expect("GNND_MERGE_HALVES needs the whole set on the device");
+        run.max_iters = iters[0];
+        let n1 = n / 2;
+        let (va, vb) = (
+            data.view().slice_rows(0..n1)?,
+            data.view().slice_rows(n1..n)?,
+        );
+        let (da, db) = (
+            DeviceMatrix::upload(&ctx, va)?,
+            DeviceMatrix::upload(&ctx, vb)?,
+        );
+        let ga = gnnd
+            .build_device(&da, metric, k, &run, &bctx)?
+            .0
+            .download(&ctx)?;
+        let gb = gnnd
+            .build_device(&db, metric, k, &run, &BuildCtx::new(8))?
+            .0
+            .download(&ctx)?;
+        for name in list.split(',') {
+            let lists = match name.trim() {
+                "half" => MergeLists::Half,
+                "doubled" => MergeLists::Doubled,
+                "auto" => MergeLists::Auto,
+                other => {
+                    return Err(format!("merge lists `{other}`: use half, doubled or auto").into());
+                }
+            };
+            let merger = Gnnd::new(&ctx).with_tuning(GnndTuning {
+                merge_lists: lists,
+                ..tuning
+            });
+            ctx.synchronize()?;
+            let t = Instant::now();
+            let (g, stats) = merger.merge_device(&da, &ga, &db, &gb, metric, &run, &bctx)?;
+            ctx.synchronize()?;
+            let secs = t.elapsed().as_secs_f64();
+            let g = g.download(&ctx)?;
+            g.validate()?;
+            let recall = sample_recall(&ctx, dev, data.view(), metric, k, &g)?;
+            println!(
+                "RESULT gnnd-merge {preset} n={n} ({n1} + {}) d={} k={k} lists={lists:?}: merge_device {secs:.3} s, {} iterations, recall@{k} {recall:.4} (10k sample)",
+                n - n1,
+                data.dim(),
+                stats.iterations,
+            );
+        }
     }
     drop(dev);
     if let Some(budget) = env_num("GNND_BUDGET") {

@@ -65,6 +65,62 @@ pub struct GnndTuning {
     /// Offers per sample row and join, in `1..=4`: the row's nearest `row_offers` partners
     /// among the pairs worth offering (the paper: 1). Default 4.
     pub row_offers: usize,
+    /// How a graph merge (GGM) makes room in each list for the other subset's vertices.
+    /// Default [`MergeLists::Auto`].
+    pub merge_lists: MergeLists,
+}
+
+/// How GGM ([`Gnnd::merge`]) makes room in each list for cross neighbours (vertices of the
+/// other subset) while it refines the lists.
+///
+/// Measured on an H200 (`gnnd_bench` with `GNND_MERGE_HALVES`, two halves of 1M x 128 merged,
+/// see `docs/gnnd.md`): at k = 8 the paper's lists reach graph recall 0.911 and doubled lists
+/// 0.974 for 13% more merge time; at k = 16 and 32 the paper's lists are already above a single
+/// build of the whole set (0.992 and 0.999 against 0.989 and 0.998) and doubled ones cost 1.4 to
+/// 1.8x the merge time for 0.001 to 0.007 more.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MergeLists {
+    /// [`MergeLists::Doubled`] below degree [`MergeLists::DOUBLED_BELOW`], else
+    /// [`MergeLists::Half`]. The default.
+    #[default]
+    Auto,
+    /// The paper's: lists of `k` entries, of which each keeps its nearest `k - k/2` own entries
+    /// and gives `k/2` slots to cross neighbours; the `k/2` own entries set aside return at the
+    /// end. At small `k` the cross joins have too little to explore from.
+    Half,
+    /// Lists of `2k` entries during the merge: every own entry is kept and `k` slots take cross
+    /// neighbours; each row is cut to its nearest `k` at the end (needs `2k <= MAX_K`).
+    Doubled,
+}
+
+impl MergeLists {
+    /// [`MergeLists::Auto`] doubles the lists of degrees below this.
+    pub const DOUBLED_BELOW: usize = 16;
+
+    /// The lists a merge of degree-`k` graphs uses ([`MergeLists::Auto`] resolved).
+    pub fn resolve(self, k: usize) -> MergeLists {
+        match self {
+            MergeLists::Auto if k < Self::DOUBLED_BELOW => MergeLists::Doubled,
+            MergeLists::Auto => MergeLists::Half,
+            other => other,
+        }
+    }
+
+    /// The entries per list during a merge of degree-`k` graphs.
+    pub fn width(self, k: usize) -> usize {
+        match self.resolve(k) {
+            MergeLists::Doubled => 2 * k,
+            _ => k,
+        }
+    }
+
+    /// The own entries each list keeps during a merge of degree-`k` graphs.
+    pub fn kept(self, k: usize) -> usize {
+        match self.resolve(k) {
+            MergeLists::Doubled => k,
+            _ => k - k / 2,
+        }
+    }
 }
 
 impl Default for GnndTuning {
@@ -73,6 +129,7 @@ impl Default for GnndTuning {
             inbox: 0,
             symmetric: true,
             row_offers: 4,
+            merge_lists: MergeLists::default(),
         }
     }
 }

@@ -31,7 +31,7 @@ use crate::sharded::{ShardPlan, ShardedStats, build_sharded};
 
 pub mod gnnd;
 
-pub use gnnd::{Gnnd, GnndStats, GnndTuning, build_kernels, merge_kernels};
+pub use gnnd::{Gnnd, GnndStats, GnndTuning, MergeLists, build_kernels, merge_kernels};
 
 /// The generated bindings of this crate's kernel modules (weft-kernel-build, from the kernels'
 /// signatures).

@@ -2,15 +2,19 @@
 //!
 //! Two k-NN graphs `G1` of the vectors `a` (vertices `[0, n1)`) and `G2` of `b` (vertices
 //! `[n1, n1 + n2)`) become one graph of `n1 + n2` vertices:
-//! 1. each list keeps its nearest `k - k/2` entries (OLD) and receives `k/2` distinct random
-//!    vertices of the other subset (`gnnd_cross_init_*`, inserted NEW by `gnnd_merge`);
+//! 1. each list makes room for cross neighbours ([`MergeLists`]; by default doubled below
+//!    degree 16, the paper's from 16): doubled, it widens to `2k` entries, keeps all `k` own
+//!    entries (OLD) and takes `k` distinct random vertices of the other subset; the paper's
+//!    ([`MergeLists::Half`]) keeps its nearest `k - k/2` and takes `k/2` (`gnnd_cross_init_*`,
+//!    inserted NEW by `gnnd_merge`);
 //! 2. GNND iterations refine the lists with cross-subset joins only: the sampling skips OLD
 //!    entries of the other subset (`gnnd_sample` with `split = n1`), so NEW samples are all of
 //!    the other subset and OLD samples of the owner's, and the join skips NEW x NEW pairs
 //!    (`MODE_CROSS`): every pair joined is a cross pair, every insertion a cross neighbour;
-//! 3. each list is merged with the `k/2` entries dropped in step 1 (top k, duplicates removed),
-//!    through the inbox and `gnnd_merge` ([`Gnnd::merge_device`]; [`Gnnd::merge_device_cross`]
-//!    leaves this to a caller that keeps the full graphs, as the out-of-memory build does).
+//! 3. with [`MergeLists::Half`], each list is merged with the `k/2` entries set aside in step 1
+//!    (top k, duplicates removed), through the inbox and `gnnd_merge` ([`Gnnd::merge_device`];
+//!    [`Gnnd::merge_device_cross`] leaves this to a caller that keeps the full graphs, as the
+//!    out-of-memory build does); widened lists are cut to their nearest `k` (on the host).
 //!
 //! The vectors stay in two device matrices (the kernels read vertex `v < n1` from `a`, others
 //! from `b`), so an out-of-memory build keeps one shard resident and streams the other.
@@ -22,7 +26,8 @@ use super::*;
 
 impl GnndTuning {
     /// Device bytes a merge of `n1 + n2` points needs with degree `k` and `params`' sample
-    /// count (lists, inbox, samples), plus the vectors of both subsets when `vectors`.
+    /// count (lists of [`MergeLists::width`], inbox, samples), plus the vectors of both subsets
+    /// when `vectors`.
     pub fn merge_bytes_needed<T: Element>(
         &self,
         n1: usize,
@@ -32,7 +37,7 @@ impl GnndTuning {
         params: &NnDescentParams,
         vectors: bool,
     ) -> u64 {
-        let lists = self.bytes_needed::<T>(n1 + n2, dim, k, params, false);
+        let lists = self.bytes_needed::<T>(n1 + n2, dim, self.merge_lists.width(k), params, false);
         if vectors {
             lists + DeviceMatrix::<T>::bytes_for(n1, dim) + DeviceMatrix::<T>::bytes_for(n2, dim)
         } else {
@@ -99,9 +104,10 @@ impl<'c> Gnnd<'c> {
         self.ggm(a, ga, b, gb, metric, params, build, true)
     }
 
-    /// Like [`Gnnd::merge_device`] without step 3: each row is the top `k` of the nearest
-    /// `k - k/2` entries of its own graph's row and the cross neighbours found. For callers that
-    /// keep the full graphs and take the union themselves (the out-of-memory build).
+    /// Like [`Gnnd::merge_device`] without step 3: each row is the top `k` of the own entries
+    /// kept in step 1 (all `k` with doubled lists, the nearest `k - k/2` with the paper's, see
+    /// [`MergeLists`]) and the cross neighbours found. For callers that keep the full
+    /// graphs and take the union themselves (the out-of-memory build).
     #[allow(clippy::too_many_arguments)]
     pub fn merge_device_cross<T: Element>(
         &self,
@@ -132,19 +138,33 @@ impl<'c> Gnnd<'c> {
         check_merge_inputs(n1, a.dim(), ga, n2, b.dim(), gb)?;
         let k = ga.k();
         self.tuning.check(params, k)?;
+        let width = self.tuning.merge_lists.width(k);
+        if width > MAX_K {
+            return Err(Error::invalid_param(
+                "merge_lists",
+                format!(
+                    "a merge with {:?} lists of degree {k} works on lists of {width} entries, \
+                     more than the GNND maximum of {MAX_K}; use MergeLists::Half",
+                    self.tuning.merge_lists.resolve(k)
+                ),
+            ));
+        }
+        self.tuning.check(params, width)?;
         let n = n1 + n2;
         check_points(n)?;
         let bytes = self.merge_bytes_needed::<T>(n1, n2, a.dim(), k, params, false);
         self.ctx.check_fits(bytes, self.budget)?;
         build.check_cancelled()?;
         let ctx = self.ctx;
-        let half = k / 2;
-        let keep = k - half;
+        let lists = self.tuning.merge_lists;
+        let keep = lists.kept(k);
+        let cross = width - keep;
+        let set_aside = k - keep;
         // Step 1 on the host: the kept nearest `keep` entries (OLD), padding after them; the
-        // dropped entries for step 3.
-        let mut ids = vec![INVALID; n * k];
-        let mut dists = vec![f32::INFINITY; n * k];
-        let mut drop_i = vec![INVALID; if full { n * half } else { 0 }];
+        // entries set aside for step 3.
+        let mut ids = vec![INVALID; n * width];
+        let mut dists = vec![f32::INFINITY; n * width];
+        let mut drop_i = vec![INVALID; if full { n * set_aside } else { 0 }];
         let mut drop_d = vec![f32::INFINITY; drop_i.len()];
         let mut drop_cnt = vec![0u32; if full { n } else { 0 }];
         for (g, offset, first) in [(ga, 0u32, 0usize), (gb, n1 as u32, n1)] {
@@ -156,12 +176,12 @@ impl<'c> Gnnd<'c> {
                         break;
                     }
                     if j < keep {
-                        ids[row * k + j] = ri[j] + offset;
-                        dists[row * k + j] = rd[j];
+                        ids[row * width + j] = ri[j] + offset;
+                        dists[row * width + j] = rd[j];
                     } else if full {
                         let c = drop_cnt[row] as usize;
-                        drop_i[row * half + c] = ri[j] + offset;
-                        drop_d[row * half + c] = rd[j];
+                        drop_i[row * set_aside + c] = ri[j] + offset;
+                        drop_d[row * set_aside + c] = rd[j];
                         drop_cnt[row] += 1;
                     }
                 }
@@ -170,9 +190,9 @@ impl<'c> Gnnd<'c> {
         let mut st = State::alloc(
             ctx,
             n,
-            k,
+            width,
             params.gpu_sample,
-            self.tuning.inbox_for(k, params.gpu_sample),
+            self.tuning.inbox_for(width, params.gpu_sample),
         )?;
         htod(ctx, &ids, &mut st.list_i)?;
         htod(ctx, &dists, &mut st.list_d)?;
@@ -196,7 +216,7 @@ impl<'c> Gnnd<'c> {
             ..Default::default()
         };
         build.progress().begin("ggm", Some(params.max_iters as u64));
-        cross_init::<T>(ctx, &vectors, metric, half as u32, build.seed(), &mut st)?;
+        cross_init::<T>(ctx, &vectors, metric, cross as u32, build.seed(), &mut st)?;
         merge(ctx, &mut st)?;
         let run = Iterations {
             params,
@@ -205,16 +225,26 @@ impl<'c> Gnnd<'c> {
         };
         iterate::<T>(ctx, &mut st, &vectors, metric, &run, build, &mut stats)?;
         build.progress().end();
-        if full && half > 0 {
-            // Step 3: the dropped entries through the inbox (rows of `half` slots).
+        if full && set_aside > 0 {
+            // Step 3: the entries set aside through the inbox (rows of `set_aside` slots).
             htod(ctx, &drop_i, &mut st.inbox_i)?;
             htod(ctx, &drop_d, &mut st.inbox_d)?;
             htod(ctx, &drop_cnt, &mut st.inbox_cnt)?;
-            st.m = half;
+            st.m = set_aside;
             merge(ctx, &mut st)?;
         }
         finish(ctx, &mut st)?;
-        let graph = DeviceKnnGraph::from_parts(n, k, st.list_i, st.list_d)?;
+        let graph = if width == k {
+            DeviceKnnGraph::from_parts(n, k, st.list_i, st.list_d)?
+        } else {
+            // Each row (sorted, padding last) cut to its nearest `k`, through the host; the
+            // merge's buffers are freed before the graph is uploaded.
+            let wide_i = ctx.download(&st.list_i, n * width)?;
+            let wide_d = ctx.download(&st.list_d, n * width)?;
+            drop(st);
+            let (ids, dists) = (cut_rows(&wide_i, width, k), cut_rows(&wide_d, width, k));
+            DeviceKnnGraph::from_parts(n, k, ctx.upload(&ids)?, ctx.upload(&dists)?)?
+        };
         Ok((graph, stats))
     }
 }
@@ -268,6 +298,14 @@ fn check_merge_inputs(
     }
     ga.validate()?;
     gb.validate()
+}
+
+/// The first `k` of every row of `width` entries.
+fn cut_rows<T: Copy>(wide: &[T], width: usize, k: usize) -> Vec<T> {
+    wide.chunks_exact(width)
+        .flat_map(|row| &row[..k])
+        .copied()
+        .collect()
 }
 
 /// Copies `src` into the start of `dst` (a pageable copy) and waits for it.
