@@ -313,6 +313,28 @@ fn check_join<T: Element>(
     let mut mismatched = 0;
     for v in 0..n {
         let r = v * k..(v + 1) * k;
+        if got.ids[r.clone()] != want.ids[r.clone()] {
+            // Cosine: a near-tie between two candidates' distances can select or order them
+            // differently (the norms come from another kernel, and NVRTC and nvcc may round
+            // differently); such a row is counted, its distances still ascending.
+            prop_assert!(
+                !exact,
+                "{}: row {} ids {:?} vs model {:?}",
+                case,
+                v,
+                &got.ids[r.clone()],
+                &want.ids[r.clone()]
+            );
+            prop_assert!(
+                got.dists[r.clone()].windows(2).all(|w| w[0] <= w[1]),
+                "{}: row {} not ascending: {:?}",
+                case,
+                v,
+                &got.dists[r.clone()]
+            );
+            mismatched += 1;
+            continue;
+        }
         for (g, w) in got.dists[r.clone()].iter().zip(&want.dists[r.clone()]) {
             prop_assert!(
                 (g - w).abs() <= 1e-4 * w.abs().max(1.0),
@@ -323,19 +345,8 @@ fn check_join<T: Element>(
                 &want.dists[r.clone()]
             );
         }
-        if got.ids[r.clone()] != want.ids[r.clone()] {
-            prop_assert!(
-                !exact,
-                "{}: row {} ids {:?} vs model {:?}",
-                case,
-                v,
-                &got.ids[r.clone()],
-                &want.ids[r.clone()]
-            );
-            mismatched += 1;
-        }
     }
-    // Cosine: norms come from another kernel, so near-ties may order differently.
+    // At most 2% of the rows.
     prop_assert!(mismatched * 50 <= n, "{}: {} rows differ", case, mismatched);
     Ok(())
 }
@@ -364,6 +375,15 @@ fn run_join_cases(ctx: &GpuContext, cross: bool) {
             ),
             |(n, dim, k, p, m, t, sym, seed)| {
                 let k = k.min(n - 1);
+                // Cosine in one dimension is all ties (every distance is 0 or 2), which rounding
+                // breaks apart arbitrarily: an H200 under NVRTC differed from the model in 12 of
+                // 51 rows at dim = 1. From two dimensions on, near-ties are rare (at most 2% of
+                // rows may differ, below).
+                let dim = if metrics[m] == Metric::Cosine {
+                    dim.max(2)
+                } else {
+                    dim
+                };
                 if !cross {
                     return match t {
                         0 => check_join::<f32>(ctx, n, dim, k, p, metrics[m], sym, None, seed),
