@@ -1,9 +1,9 @@
-//! With the `cuda` feature: builds and binds this crate's CUDA kernel modules (`kernels/`) with
-//! weft-kernel-build (typed launchers generated from the kernels' signatures, cubins when nvcc
+//! With the `cuda` feature: builds and binds this crate's CUDA kernel modules (`kernels/cagra` at the top of the workspace) with
+//! weft-kernels (typed launchers generated from the kernels' signatures, cubins when nvcc
 //! is available, the source for NVRTC always). Never touches a GPU.
 
 fn main() {
     if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
-        weft_kernel_build::build_crate_kernels("weft_gpu");
+        weft_kernels::build_weft_kernels("weft_gpu", &["cagra"]);
     }
 }

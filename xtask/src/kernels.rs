@@ -8,12 +8,12 @@
 //!   `nvidia-cuda-runtime`, `nvidia-cuda-cccl`, `nvidia-nvvm`, `nvidia-cuda-crt`, all for CUDA
 //!   13.0) are installed into `target/cuda-toolchain` with `python3 -m pip`.
 //!
-//! The modules are every crate's `crates/<crate>/kernels/<module>/*.cu`, each listed and
-//! flattened by weft-kernel-build exactly as the crates' build scripts do (the shared
-//! `weft/*.cuh` headers of weft-gpu's `kernels/include/` inlined), and compiled as one unit. nvcc runs with
+//! The modules are the workspace's `kernels/<module>/*.cu`, each listed and flattened by
+//! weft-kernels exactly as the crates' build scripts do (the shared `weft/*.cuh` headers of
+//! `kernels/include/` inlined), and compiled as one unit. nvcc runs with
 //! `-Werror all-warnings`; NVRTC's log must be empty. With `--check` any warning fails the task
 //! (without it, warnings are printed and errors still fail), and every unit the run-time loader
-//! compiles on its own (`weft_kernel_build::kernel_units`) is compiled with NVRTC as well, for
+//! compiles on its own (`weft_kernels::kernel_units`) is compiled with NVRTC as well, for
 //! the newest architecture asked for. No GPU is needed.
 
 use std::fmt::Write as _;
@@ -76,7 +76,7 @@ pub fn run(args: &[String]) -> Result<()> {
             // nvcc, with ptxas's resource report.
             let cubin = out.join(format!("{name}.sm_{arch}.cubin"));
             let arch_flag = format!("-arch=sm_{arch}");
-            let compiled = weft_kernel_build::nvcc_compile(
+            let compiled = weft_kernels::nvcc_compile(
                 &nvcc,
                 &src_path,
                 &cubin,
@@ -114,16 +114,16 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     println!("{report}");
-    // The units NVRTC compiles on demand at run time (weft_kernel_build::kernel_units), each on
+    // The units NVRTC compiles on demand at run time (weft_kernels::kernel_units), each on
     // its own, for the newest architecture asked for: what a build without nvcc compiles.
     if check && let Some(&arch) = archs.iter().max() {
         let mut count = 0;
         for (name, src) in &modules {
-            let units = weft_kernel_build::kernel_units(src)
+            let units = weft_kernels::kernel_units(src)
                 .map_err(|e| anyhow::anyhow!("module {name}: {e}"))?;
             for (i, u) in units.iter().enumerate() {
                 let path = out.join(format!("{name}.unit{i}.cu"));
-                std::fs::write(&path, weft_kernel_build::unit_source(src, &u.blank))?;
+                std::fs::write(&path, weft_kernels::unit_source(src, &u.blank))?;
                 count += 1;
                 match nvrtc_compile(&nvrtc, &path, arch) {
                     Ok(log) if log.trim().is_empty() => {}
@@ -332,31 +332,22 @@ if r or cs.value == 0: sys.exit("no cubin")
 print(log)
 "#;
 
-/// Every crate's kernel modules, flattened as its build script does: (name, source), sorted
-/// by name; two modules of one name are an error (names identify modules at run time).
+/// weft's kernel modules (the folders of the workspace's `kernels/`), flattened as the crates'
+/// build scripts do: (name, source), sorted by name.
 pub fn workspace_modules(root: &Path) -> Result<Vec<(String, String)>> {
-    let include = root.join("crates/weft-gpu/kernels/include");
-    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("kernels").is_dir())
-        .collect();
-    crates.sort();
+    let kernels = root.join("kernels");
+    let include = kernels.join("include");
     let mut modules: Vec<(String, String)> = Vec::new();
-    for krate in crates {
-        let kernels = krate.join("kernels");
-        for m in weft_kernel_build::list_modules(&kernels)
-            .with_context(|| format!("list {}", kernels.display()))?
-        {
-            if modules.iter().any(|(n, _)| *n == m.name) {
-                bail!("two kernel modules are called `{}`", m.name);
-            }
-            let src = weft_kernel_build::flatten_module(&kernels, &include, &m.files)
-                .with_context(|| format!("flatten module {}", m.name))?;
-            weft_kernel_build::parse_kernels(&src)
-                .map_err(|e| anyhow::anyhow!("module {}: {e}", m.name))?;
-            modules.push((m.name, src));
-        }
+    for m in weft_kernels::list_modules(&kernels)
+        .with_context(|| format!("list {}", kernels.display()))?
+    {
+        let src = weft_kernels::flatten_module(&kernels, &include, &m.files)
+            .with_context(|| format!("flatten module {}", m.name))?;
+        weft_kernels::parse_kernels(&src).map_err(|e| anyhow::anyhow!("module {}: {e}", m.name))?;
+        modules.push((m.name, src));
+    }
+    if modules.is_empty() {
+        bail!("no kernel modules under {}", kernels.display());
     }
     modules.sort();
     Ok(modules)

@@ -3,7 +3,7 @@
 //! takes to compile each kernel module, as a build without nvcc does on its first GPU use with
 //! an empty kernel cache (issue 18 item 5). No GPU is needed: NVRTC compiles for any
 //! architecture. With `--units`, each unit the run-time loader compiles on demand (one per
-//! kernel instance, plus one for a module's plain kernels; `weft_kernel_build::kernel_units`)
+//! kernel instance, plus one for a module's plain kernels; `weft_kernels::kernel_units`)
 //! is compiled and timed on its own as well, which also checks that every unit compiles.
 //!
 //! Each module is flattened exactly as the crates' build scripts do it and compiled to a cubin
@@ -142,15 +142,15 @@ pub fn run(args: &[String]) -> Result<()> {
         if !units {
             continue;
         }
-        let parts = weft_kernel_build::kernel_units(src)
-            .map_err(|e| anyhow::anyhow!("module {name}: {e}"))?;
+        let parts =
+            weft_kernels::kernel_units(src).map_err(|e| anyhow::anyhow!("module {name}: {e}"))?;
         for (i, u) in parts.iter().enumerate() {
             let label = match u.symbols.as_slice() {
                 [one] => one.clone(),
                 many => format!("plain ({} kernels)", many.len()),
             };
             let path = out.join(format!("{name}.unit{i}.nvrtc-time.cu"));
-            std::fs::write(&path, weft_kernel_build::unit_source(src, &u.blank))?;
+            std::fs::write(&path, weft_kernels::unit_source(src, &u.blank))?;
             let (wall, cpu) = median(&path, &format!("module {name}, unit {label}"))?;
             let line = format!("{name:<14} {label:<28} {wall:>8.2} {cpu:>8.2}\n");
             eprint!("{line}");
@@ -288,11 +288,10 @@ fn first_use_phases(dt: &str, metric: &str) -> Vec<(&'static str, Vec<Phase>)> {
 /// module without units.
 fn unit_for(modules: &[(String, String)], symbol: &str) -> Result<(String, String)> {
     for (name, src) in modules {
-        let parts =
-            weft_kernel_build::kernel_units(src).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let parts = weft_kernels::kernel_units(src).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         if parts.is_empty() {
-            let kernels = weft_kernel_build::parse_kernels(src)
-                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            let kernels =
+                weft_kernels::parse_kernels(src).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
             if kernels
                 .iter()
                 .any(|k| k.instances.iter().any(|i| i.1 == symbol))
@@ -306,7 +305,7 @@ fn unit_for(modules: &[(String, String)], symbol: &str) -> Result<(String, Strin
                 [one] => format!("{name}.{one}"),
                 _ => format!("{name}.plain"),
             };
-            return Ok((label, weft_kernel_build::unit_source(src, &u.blank)));
+            return Ok((label, weft_kernels::unit_source(src, &u.blank)));
         }
     }
     bail!("no kernel module defines `{symbol}`")

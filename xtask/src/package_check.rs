@@ -10,17 +10,18 @@
 //!    [`LAYERS`](crate::tidy)); anything else must be a path-only dev-dependency, which `cargo
 //!    package` drops (weft-testkit is never published; weft-search's dev-dependencies on the
 //!    algorithm crates would otherwise form a cycle with theirs on it).
-//! 3. **Kernels**: a package with a `kernels/` folder ships every file of it and its
-//!    `build.rs` (`cargo package --list`), and every `#include "weft/..."` of its kernels is a
-//!    header of its own `kernels/include/` (weft-gpu) or of the published weft-gpu, on which it
-//!    then depends (weft-gpu's build script exports its header folder, `links` metadata, to the
-//!    build scripts of its direct dependents as `DEP_WEFT_GPU_INCLUDE`; in a registry that is
-//!    weft-gpu's own unpacked package).
+//! 3. **Kernels**: the weft-kernels package (the workspace's `kernels/`) ships every kernel
+//!    source and header (`cargo package --list`) and every header a kernel includes; a crate
+//!    whose build script binds weft's modules (`build_weft_kernels(.., &["gnnd", ..])`) ships
+//!    its `build.rs`, names only modules that package ships, and build-depends on it with a
+//!    version (its build script reads the sources from weft-kernels' own folder, in a registry
+//!    its unpacked package); a crate with a `kernels/` folder of its own ships all of it.
 //! 4. **Packaging**: `cargo package --workspace --no-verify`, the unpublished packages
 //!    excluded, succeeds (`--no-verify`: no build, which would need minutes). `--verify` builds
 //!    every package from its own unpacked `.crate` instead, as `cargo publish` does: the facade's
 //!    default `cuda` feature then runs every kernel crate's build script on its packaged sources,
-//!    with the headers from the packaged weft-gpu (slow: for a release, not for CI).
+//!    with the sources and headers from the packaged weft-kernels (slow: for a release, not for
+//!    CI).
 //! 5. **MSRV**: `rustc --version` is at least the workspace's `rust-version`.
 
 use std::path::{Path, PathBuf};
@@ -262,61 +263,117 @@ fn package_list(name: &str, allow_dirty: bool) -> Result<Vec<String>> {
 fn kernel_problems(pkg: &Value, packages: &[Value], allow_dirty: bool) -> Result<Vec<String>> {
     let n = name(pkg);
     let pkg_dir = dir(pkg);
-    let kernels = pkg_dir.join("kernels");
-    if !kernels.is_dir() {
-        return Ok(Vec::new());
-    }
     let mut problems = Vec::new();
-    let listed = package_list(n, allow_dirty)?;
-    let mut want = files_under(&pkg_dir, &kernels)?;
-    want.push("build.rs".into());
-    for f in want {
-        if !listed.contains(&f) {
-            problems.push(format!("`{n}`'s package lacks {f}"));
+    if n == KERNELS_PACKAGE {
+        problems.extend(kernels_package_problems(&pkg_dir, allow_dirty)?);
+    }
+    // A crate whose build script binds weft's modules: each module it names is a folder of the
+    // weft-kernels package, which it depends on at build time with a version.
+    let build_rs = std::fs::read_to_string(pkg_dir.join("build.rs")).unwrap_or_default();
+    let named = named_weft_modules(&build_rs);
+    if !named.is_empty() {
+        let listed = package_list(n, allow_dirty)?;
+        if !listed.iter().any(|f| f == "build.rs") {
+            problems.push(format!("`{n}`'s package lacks build.rs"));
+        }
+        let kernel_files = if packages.iter().any(|p| name(p) == KERNELS_PACKAGE) {
+            package_list(KERNELS_PACKAGE, allow_dirty)?
+        } else {
+            Vec::new()
+        };
+        for m in &named {
+            let prefix = format!("{m}/");
+            if !kernel_files
+                .iter()
+                .any(|f| f.starts_with(&prefix) && f.ends_with(".cu"))
+            {
+                problems.push(format!(
+                    "`{n}`'s build script binds the kernel module `{m}`, which the \
+                     {KERNELS_PACKAGE} package does not ship"
+                ));
+            }
+        }
+        let builds_with_kernels = pkg["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|d| d["name"] == KERNELS_PACKAGE && d["kind"] == "build" && d["req"] != "*");
+        if !builds_with_kernels {
+            problems.push(format!(
+                "`{n}`'s build script binds weft kernel modules, but `{n}` has no versioned \
+                 build-dependency on {KERNELS_PACKAGE}"
+            ));
         }
     }
-    // Where its `#include "weft/..."` headers come from: its own kernels/include/ (weft-gpu), or
-    // the ones weft-gpu's package ships.
-    let own_headers = files_under(&kernels.join("include"), &kernels.join("include"))?;
-    let gpu_headers: Vec<String> =
-        if n == "weft-gpu" || !packages.iter().any(|p| name(p) == "weft-gpu") {
-            Vec::new()
-        } else {
-            package_list("weft-gpu", allow_dirty)?
-                .iter()
-                .filter_map(|f| f.strip_prefix("kernels/include/"))
-                .map(str::to_owned)
-                .collect()
-        };
-    let on_gpu = pkg["dependencies"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|d| d["name"] == "weft-gpu" && d["kind"].is_null());
-    for f in files_under(&kernels, &kernels)? {
-        if !f.ends_with(".cu") && !f.ends_with(".cuh") {
-            continue;
-        }
-        let text = std::fs::read_to_string(kernels.join(&f))?;
-        for inc in weft_includes(&text) {
-            let header = format!("weft/{inc}");
-            if own_headers.contains(&header) {
-                continue;
+    // A crate with kernels of its own (`kernels/` in its folder, as a downstream crate keeps
+    // them) ships every file of that folder and its build script.
+    let own = pkg_dir.join("kernels");
+    if n != KERNELS_PACKAGE && own.is_dir() {
+        let listed = package_list(n, allow_dirty)?;
+        let mut want = files_under(&pkg_dir, &own)?;
+        want.push("build.rs".into());
+        for f in want {
+            if !listed.contains(&f) {
+                problems.push(format!("`{n}`'s package lacks {f}"));
             }
-            if !gpu_headers.contains(&header) {
+        }
+    }
+    Ok(problems)
+}
+
+/// The package of weft's kernel modules (the workspace's `kernels/`).
+const KERNELS_PACKAGE: &str = "weft-kernels";
+
+/// What the weft-kernels package lacks: every kernel source and header of its folder, and
+/// every header a kernel includes (`#include "weft/..."` is `include/weft/...`).
+fn kernels_package_problems(pkg_dir: &Path, allow_dirty: bool) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let listed = package_list(KERNELS_PACKAGE, allow_dirty)?;
+    let sources: Vec<String> = files_under(pkg_dir, pkg_dir)?
+        .into_iter()
+        .filter(|f| f.ends_with(".cu") || f.ends_with(".cuh"))
+        .filter(|f| !f.starts_with("target/"))
+        .collect();
+    if !sources.iter().any(|f| f.ends_with(".cu")) {
+        problems.push(format!("{KERNELS_PACKAGE} has no kernel sources"));
+    }
+    for f in &sources {
+        if !listed.contains(f) {
+            problems.push(format!("the {KERNELS_PACKAGE} package lacks {f}"));
+        }
+        let text = std::fs::read_to_string(pkg_dir.join(f))?;
+        for inc in weft_includes(&text) {
+            let header = format!("include/weft/{inc}");
+            if !listed.contains(&header) {
                 problems.push(format!(
-                    "`{n}`'s kernels/{f} includes {header}, which no package ships"
-                ));
-            } else if !on_gpu {
-                problems.push(format!(
-                    "`{n}`'s kernels/{f} includes weft-gpu's {header}, but `{n}` does not \
-                     depend on weft-gpu (its build script gets the headers as \
-                     DEP_WEFT_GPU_INCLUDE)"
+                    "{f} includes weft/{inc}, which the {KERNELS_PACKAGE} package does not ship"
                 ));
             }
         }
     }
     Ok(problems)
+}
+
+/// The module names a build script passes to `build_weft_kernels(runtime, &[...])`.
+fn named_weft_modules(build_rs: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for (start, _) in build_rs.match_indices("build_weft_kernels(") {
+        let after = &build_rs[start..];
+        let Some(list) = after
+            .split_once('[')
+            .and_then(|(_, rest)| rest.split_once(']'))
+            .map(|(list, _)| list)
+        else {
+            continue;
+        };
+        names.extend(
+            list.split(',')
+                .map(|item| item.trim().trim_matches('"'))
+                .filter(|item| !item.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    names
 }
 
 /// `(major, minor, patch)` of a version such as `1.95` or `1.95.0` (missing parts are 0).
@@ -369,6 +426,27 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn build_scripts_name_their_modules() {
+        let script = r#"fn main() {
+    if std::env::var_os("CARGO_FEATURE_CUDA").is_some() {
+        weft_kernels::build_weft_kernels(
+            "weft_gpu",
+            &["cagra_search", "ggnn_search", "search_rerank"],
+        );
+    }
+}"#;
+        assert_eq!(
+            named_weft_modules(script),
+            ["cagra_search", "ggnn_search", "search_rerank"]
+        );
+        assert_eq!(
+            named_weft_modules(r#"weft_kernels::build_weft_kernels("crate", &["exact"]);"#),
+            ["exact"]
+        );
+        assert!(named_weft_modules("weft_kernels::build_crate_kernels(\"weft_gpu\");").is_empty());
+    }
 
     #[test]
     fn msrv_comparison() {

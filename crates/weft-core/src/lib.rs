@@ -44,7 +44,7 @@ pub use traits::{GraphBuilder, GraphOptimizer, KnnGraphBuilder, Searcher};
 pub type NodeId = u32;
 
 /// The id that pads rows shorter than a graph's degree. Also `INVALID` in
-/// `crates/weft-gpu/kernels/include/weft/types.cuh`.
+/// `kernels/include/weft/types.cuh`.
 pub const INVALID: NodeId = u32::MAX;
 
 /// The largest number of vectors a graph can index (ids must stay below [`INVALID`]).

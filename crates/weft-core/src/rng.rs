@@ -4,7 +4,7 @@
 //!   stream per (iteration, vertex) or per thread-independent work item, so results do not depend
 //!   on the number of threads.
 //! - [`mix64`] / [`hash3`]: the stateless counter-based generator shared with the CUDA kernels
-//!   (`crates/weft-gpu/kernels/include/weft/rng.cuh` computes the same values bit for bit).
+//!   (`kernels/include/weft/rng.cuh` computes the same values bit for bit).
 //! - [`SplitMix64`]: a tiny sequential generator for tests and simple draws.
 
 use rand_core::SeedableRng;

@@ -12,11 +12,11 @@
 //! - Device memory ([`memory`]): [`DeviceBuffer`], [`DeviceView`], [`DeviceViewMut`];
 //!   [`DeviceMatrix`] (vectors, rows padded to 16 elements for 16-byte loads); device graphs
 //!   ([`DeviceKnnGraph`], [`DeviceFixedGraph`]).
-//! - Kernels ([`kernel`]): a crate keeps its CUDA sources in `kernels/<module>/` and binds them
-//!   with `weft-kernel-build` in its build script, which generates a [`KernelModule`] and, from
-//!   each kernel's signature, a typed argument struct ([`KernelArgs`], pointers as [`In`] and
-//!   [`Out`]) and a launcher; the shared device headers are this crate's
-//!   `kernels/include/weft/`. `docs/adding-an-algorithm.md` walks through it.
+//! - Kernels ([`kernel`]): weft's CUDA sources are the workspace's top-level `kernels/<module>/`
+//!   (the weft-kernels crate); a crate binds the modules it launches with `weft-kernels` in its
+//!   build script, which generates a [`KernelModule`] and, from each kernel's signature, a typed
+//!   argument struct ([`KernelArgs`], pointers as [`In`] and [`Out`]) and a launcher; the
+//!   shared device headers are `kernels/include/weft/`. `docs/adding-an-algorithm.md` walks through it.
 //! - Kernel delivery ([`KernelLoadPath`]): cubins built by nvcc at build time when it was
 //!   available, else the embedded sources compiled by NVRTC at run time and cached on disk; see
 //!   `docs/kernels.md`.

@@ -1,6 +1,6 @@
 //! Kernel delivery: embedded cubins, NVRTC at run time (with a disk cache), or embedded PTX.
 //!
-//! For each module (a folder of a crate's `kernels/`, see [`crate::kernel`]), in this order:
+//! For each module (a folder of weft's `kernels/`, or of a downstream crate's, see [`crate::kernel`]), in this order:
 //! 1. unless `WEFT_KERNELS=nvrtc`: the cubin nvcc built for the device's architecture, or for an
 //!    older minor version of its major one (sm_80's on sm_86 and sm_89; see [`compatible_cubin`]),
 //!    when the build had nvcc ([`KernelLoadPath::Cubin`]);

@@ -7,7 +7,7 @@
 //! back ends can be compared setting by setting.
 //!
 //! The builder, [`GrnndGpu`] (name `grnnd`), is behind the `cuda` feature, with the device side:
-//! the kernels in this crate's `kernels/grnnd/`, the host orchestration, connectivity check and
+//! the kernels in the workspace's `kernels/grnnd/`, the host orchestration, connectivity check and
 //! repair in `gpu::grnnd`, launched through weft-gpu. `docs/grnnd.md` describes the design, the
 //! ambiguities of the paper and how they were resolved, and the measured figures.
 

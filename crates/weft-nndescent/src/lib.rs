@@ -8,7 +8,7 @@
 //!   forest initialisation as in pynndescent, deterministic for a seed whatever the thread
 //!   count (see [`cpu`]).
 //! - `NnDescentGpu` (feature `cuda`): GNND, NN-Descent redesigned for the GPU (Wang, Zhao & Zeng
-//!   2021), host code in `gpu::gnnd` and kernels in this crate's `kernels/gnnd/`, launched
+//!   2021), host code in `gpu::gnnd` and kernels in the workspace's `kernels/gnnd/`, launched
 //!   through weft-gpu; it can leave the graph on the device for the next stage, merges
 //!   two k-NN graphs (GGM), and builds graphs larger than the device memory in shards merged
 //!   pairwise (`sharded`; the shards and the merge schedule: [`partition`]).

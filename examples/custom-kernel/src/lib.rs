@@ -2,7 +2,7 @@
 //!
 //! A worked example of a GPU algorithm that lives outside weft-gpu (`docs/adding-an-algorithm.md`
 //! walks through it): the crate keeps its CUDA source in `kernels/example_norms/`, its build
-//! script binds it with weft-kernel-build, and [`scaled_norms`] launches it through weft-gpu's
+//! script binds it with weft-kernels, and [`scaled_norms`] launches it through weft-gpu's
 //! public API: [`weft_gpu::DeviceBuffer`]s for the data and the result, the generated argument
 //! struct and launcher, and length checks before the launch.
 

@@ -3,7 +3,7 @@
 //! it back ([`FixedDegreeGraph`]).
 //!
 //! The kernels are in this crate's `kernels/grnnd/grnnd.cu` (launched through the bindings
-//! weft-kernel-build generates from their signatures); the design and the choices where the
+//! weft-kernels generates from their signatures); the design and the choices where the
 //! paper is ambiguous are in `docs/grnnd.md`. The settings are [`GrnndParams`] themselves (the
 //! fields GRNND reads are listed at [`Grnnd::build`]) and the build context's seed. In short:
 //! 1. `grnnd_init_*`: every vertex gets `min(S, n - 1)` distinct random neighbours, NEW.

@@ -31,7 +31,7 @@ pub mod grnnd;
 use grnnd::MAX_R;
 pub use grnnd::{Grnnd, GrnndStats};
 
-/// The generated bindings of this crate's kernel modules (weft-kernel-build, from the kernels'
+/// The generated bindings of this crate's kernel modules (weft-kernels, from the kernels'
 /// signatures).
 mod kernels {
     /// `kernels/grnnd`: GRNND's start, update rounds, reverse edges, finalisation, entry point

@@ -2,7 +2,7 @@
 //! device and leaves it there ([`DeviceKnnGraph`]) or brings it back ([`KnnGraph`]).
 //!
 //! The kernels are in this crate's `kernels/gnnd/gnnd.cu` (launched through the bindings
-//! weft-kernel-build generates from their signatures); the design and the choices where the
+//! weft-kernels generates from their signatures); the design and the choices where the
 //! paper is ambiguous are in `docs/gnnd.md`. The settings are [`NnDescentParams`]' GPU fields
 //! (`gpu_sample`, `max_iters`, `delta`), the build context's seed, and the GPU-only knobs of
 //! [`GnndTuning`]. In short, per iteration:

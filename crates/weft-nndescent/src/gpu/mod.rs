@@ -33,7 +33,7 @@ pub mod gnnd;
 
 pub use gnnd::{Gnnd, GnndStats, GnndTuning, MergeLists, build_kernels, merge_kernels};
 
-/// The generated bindings of this crate's kernel modules (weft-kernel-build, from the kernels'
+/// The generated bindings of this crate's kernel modules (weft-kernels, from the kernels'
 /// signatures).
 mod kernels {
     /// `kernels/gnnd`: GNND's sampling, join, merge and the GGM cross initialisation.

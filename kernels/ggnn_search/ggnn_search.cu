@@ -1,4 +1,4 @@
-// ggnn_search/ggnn_search.cu: the GGNN query on the GPU (crates/weft-gpu/src/ggnn_search.rs
+// ggnn_search/ggnn_search.cu: the GGNN query on the GPU (crates/weft-search/src/gpu/ggnn.rs
 // drives it; docs/ggnn.md, "Search on the GPU", explains the design and how it differs from the
 // CPU search of crates/weft-search/src/ggnn.rs).
 //
