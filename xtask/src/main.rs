@@ -9,7 +9,8 @@
 //! - `cargo xtask device-pack`: gather release binaries and a run script for the GPU machine.
 //! - `cargo xtask bench`: the benchmark harness.
 //! - `cargo xtask cuvs-wheels`: the cuVS wheels in parts for the GPU machine (its GPU peer).
-//! - `cargo xtask tidy`: only weft-gpu names cudarc, dependencies point one way, none unused.
+//! - `cargo xtask tidy`: only weft-gpu names cudarc, dependencies point one way, none unused,
+//!   the README's crate table matches the workspace, cited paths resolve.
 //! - `cargo xtask package-check [--allow-dirty] [--verify]`: the publishable crates package (metadata,
 //!   licenses, kernels and their headers), and the toolchain meets the MSRV.
 
@@ -36,7 +37,8 @@ tasks:
   device-pack   build release test/bench binaries and the CLI into device-pack/ for the GPU machine
   bench         run the benchmark harness
   cuvs-wheels   download the cuVS wheels and split them into device-pack-wheels-NN/ parts
-  tidy          check that only weft-gpu names cudarc, dependencies point one way, none unused
+  tidy          check that only weft-gpu names cudarc, dependencies point one way, none unused,
+                the README's crate table matches the workspace and cited paths resolve
   package-check check that the publishable crates package (metadata, licenses, kernel sources
                 and headers; cargo package --no-verify) and the toolchain meets the MSRV
                 [--allow-dirty: package uncommitted changes too] [--verify: build each package

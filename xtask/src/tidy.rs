@@ -14,6 +14,14 @@
 //!    `extern crate name` (with `-` as `_`), unless [`USED_WITHOUT_NAMING`] lists it with the
 //!    reason.
 //!
+//! 4. **The README's crate table matches the workspace**: every package in `crates/` or
+//!    `kernels/` is named in the first column of the table under README.md's "## The crates",
+//!    and every name there is such a package.
+//! 5. **Cited paths resolve**: every path that a tracked document, source or script cites under
+//!    one of the top-level folders ([`CITED_ROOTS`]) exists, relative to the repository, the
+//!    citing file's folder or its package's folder; paths with placeholders (`<`, `*`, `{`, `$`,
+//!    an all-caps segment such as `TARGET`) and generated outputs ([`GENERATED`]) are skipped.
+//!
 //! A new workspace package must be given a layer here; the task fails on one it does not know.
 
 use std::path::{Path, PathBuf};
@@ -27,28 +35,36 @@ use crate::util::root;
 /// Each workspace package's layer: a package may depend (normally or at build time) only on
 /// packages of lower layers.
 const LAYERS: &[(&str, u32)] = &[
-    ("weft-kernel-build", 0),
+    // The kernel sources and their build-time library: no dependencies.
+    ("weft-kernels", 0),
     ("weft-core", 1),
+    // Vector files, graph storage and the GPU runtime, side by side.
     ("weft-io", 2),
     ("weft-graph", 2),
-    ("weft-gpu", 3),
+    ("weft-gpu", 2),
+    // The builders, side by side (GRNND shares its parameters with RNN-Descent: SAME_LAYER),
+    // and the test kit their tests share.
+    ("weft-nndescent", 3),
+    ("weft-rnndescent", 3),
+    ("weft-grnnd", 3),
+    ("weft-cagra", 3),
+    ("weft-ggnn", 3),
+    ("weft-example-kernel", 3),
     ("weft-testkit", 3),
-    ("weft-nndescent", 4),
-    ("weft-rnndescent", 4),
-    ("weft-cagra", 4),
-    ("weft-ggnn", 4),
-    ("weft-example-kernel", 4),
-    ("weft-grnnd", 5),
-    ("weft-search", 6),
-    ("weft", 7),
-    ("weft-cli", 8),
-    ("weft-py", 8),
-    ("weft-benches", 9),
-    ("xtask", 9),
+    // Search above them, then the facade, then what users run.
+    ("weft-search", 4),
+    ("weft", 5),
+    ("weft-cli", 6),
+    ("weft-py", 6),
+    ("weft-benches", 6),
+    ("xtask", 6),
 ];
 
 /// Same-layer dependencies that are allowed: (dependent, dependency).
-const SAME_LAYER: &[(&str, &str)] = &[];
+const SAME_LAYER: &[(&str, &str)] = &[
+    // GRNND is the GPU form of RNN-Descent and takes its parameter struct.
+    ("weft-grnnd", "weft-rnndescent"),
+];
 
 /// Dependencies a package uses without naming them in Rust: (package, dependency, why).
 const USED_WITHOUT_NAMING: &[(&str, &str, &str)] = &[];
@@ -85,6 +101,8 @@ pub fn run(args: &[String]) -> Result<()> {
         check_package(pkg, &root, &mut problems)?;
     }
     problems.extend(cudarc_mentions(&root)?);
+    problems.extend(readme_crate_table(&root, packages)?);
+    problems.extend(cited_paths(&root)?);
     if !problems.is_empty() {
         for p in &problems {
             eprintln!("tidy: {p}");
@@ -92,10 +110,160 @@ pub fn run(args: &[String]) -> Result<()> {
         bail!("{} tidy problem(s)", problems.len());
     }
     println!(
-        "tidy: {} packages: only weft-gpu names cudarc, dependencies point one way, none unused",
+        "tidy: {} packages: only weft-gpu names cudarc, dependencies point one way, none unused; \
+         the README's crate table matches the workspace; cited paths resolve",
         packages.len()
     );
     Ok(())
+}
+
+/// The top-level folders whose paths rule 5 checks where a file cites them.
+const CITED_ROOTS: [&str; 8] = [
+    "crates/",
+    "kernels/",
+    "docs/",
+    "xtask/",
+    "benches/",
+    "examples/",
+    ".ci/",
+    "fuzz/",
+];
+
+/// Generated outputs that documents may cite before they exist.
+const GENERATED: [&str; 4] = ["target/", "fuzz/target/", "fuzz/corpus/", "fuzz/artifacts/"];
+
+/// The extensions of the tracked files whose citations rule 5 checks.
+const CITING_FILES: [&str; 8] = ["md", "rs", "cu", "cuh", "py", "toml", "sh", "pyi"];
+
+/// Cited paths that do not resolve (rule 5), as `file: path`.
+fn cited_paths(root: &Path) -> Result<Vec<String>> {
+    let out = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+        .context("run git ls-files")?;
+    if !out.status.success() {
+        bail!(
+            "git ls-files failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut problems = Vec::new();
+    for file in String::from_utf8_lossy(&out.stdout).split('\0') {
+        let path = root.join(file);
+        let cites = Path::new(file)
+            .extension()
+            .is_some_and(|e| CITING_FILES.iter().any(|c| e == *c));
+        if !cites || !path.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let folder = path.parent().unwrap_or(root).to_path_buf();
+        let package = folder
+            .ancestors()
+            .take_while(|a| a.starts_with(root))
+            .find(|a| a.join("Cargo.toml").is_file() || a.join("pyproject.toml").is_file())
+            .unwrap_or(root)
+            .to_path_buf();
+        for cited in cited_path_candidates(&text) {
+            let resolves = [root, folder.as_path(), package.as_path()]
+                .iter()
+                .any(|base| base.join(&cited).exists());
+            if !resolves {
+                problems.push(format!("{file} cites {cited}, which does not exist"));
+            }
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    Ok(problems)
+}
+
+/// The paths under [`CITED_ROOTS`] that `text` cites: a root at a word start, then path
+/// characters, trailing `.`/`-` and a `:line` suffix dropped; placeholders and generated
+/// outputs left out.
+fn cited_path_candidates(text: &str) -> Vec<String> {
+    let is_path_char = |c: char| c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | '-');
+    let mut found = Vec::new();
+    for prefix in CITED_ROOTS {
+        for (at, _) in text.match_indices(prefix) {
+            if text[..at].chars().next_back().is_some_and(is_path_char) {
+                continue;
+            }
+            let rest = &text[at..];
+            let end = rest.find(|c: char| !is_path_char(c)).unwrap_or(rest.len());
+            let after = rest[end..].chars().next();
+            let cited = rest[..end].trim_end_matches(['.', '-']);
+            if matches!(after, Some('<' | '*' | '{' | '$'))
+                || GENERATED.iter().any(|g| cited.starts_with(g))
+                || cited.split('/').any(|seg| {
+                    seg.len() >= 3 && seg.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                })
+            {
+                continue;
+            }
+            found.push(cited.to_owned());
+        }
+    }
+    found
+}
+
+/// What README.md's crate table lacks or names wrongly (rule 4).
+fn readme_crate_table(root: &Path, packages: &[Value]) -> Result<Vec<String>> {
+    let readme = std::fs::read_to_string(root.join("README.md")).context("read README.md")?;
+    let listed = crate_table_names(&readme);
+    let mut problems = Vec::new();
+    if listed.is_empty() {
+        problems.push("README.md has no crate table under \"## The crates\"".into());
+    }
+    let mut in_workspace = Vec::new();
+    for pkg in packages {
+        let name = pkg["name"].as_str().unwrap_or_default();
+        let manifest = PathBuf::from(pkg["manifest_path"].as_str().unwrap_or_default());
+        let Ok(rel) = manifest.strip_prefix(root) else {
+            continue;
+        };
+        if rel.starts_with("crates") || rel.starts_with("kernels") {
+            in_workspace.push(name.to_owned());
+            if !listed.iter().any(|l| l == name) {
+                problems.push(format!(
+                    "README.md's crate table does not name the package `{name}`"
+                ));
+            }
+        }
+    }
+    for l in &listed {
+        if !in_workspace.contains(l) {
+            problems.push(format!(
+                "README.md's crate table names `{l}`, which is no package in crates/ or kernels/"
+            ));
+        }
+    }
+    Ok(problems)
+}
+
+/// The backticked names in the first column of the table under `## The crates`.
+fn crate_table_names(readme: &str) -> Vec<String> {
+    let Some(start) = readme.find("\n## The crates") else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    let mut in_table = false;
+    for line in readme[start + 1..].lines().skip(1) {
+        if line.starts_with("## ") {
+            break;
+        }
+        if !line.starts_with('|') {
+            if in_table {
+                break;
+            }
+            continue;
+        }
+        in_table = true;
+        let first = line.split('|').nth(1).unwrap_or_default();
+        names.extend(first.split('`').skip(1).step_by(2).map(str::to_owned));
+    }
+    names
 }
 
 /// The layer of workspace package `name` ([`LAYERS`]).
@@ -249,6 +417,29 @@ fn cudarc_mentions(root: &Path) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cited_paths_are_found_at_word_starts() {
+        let text = "see `crates/weft-gpu/src/lib.rs:12`, docs/kernels.md. Not \
+                    my-crates/x or ./crates/y; crates/weft/<name>.rs, fuzz/target/x, \
+                    fuzz/corpus/TARGET/ and kernels/gnnd/ (the module)";
+        assert_eq!(
+            cited_path_candidates(text),
+            [
+                "crates/weft-gpu/src/lib.rs",
+                "kernels/gnnd/",
+                "docs/kernels.md"
+            ]
+        );
+    }
+
+    #[test]
+    fn crate_table_names_are_the_first_column() {
+        let readme = "# x\n\n## The crates\n\n| crate | what |\n|---|---|\n| `a` | uses `b` |\n\
+                      | `c`, `d` | two |\n\nText naming `e`.\n\n## Next\n| `f` | x |\n";
+        assert_eq!(crate_table_names(readme), ["a", "c", "d"]);
+        assert!(crate_table_names("# no table\n").is_empty());
+    }
 
     #[test]
     fn word_starts_and_comments() {

@@ -8,8 +8,8 @@
 //!   searches read it): `n` rows of `degree` ids, short rows padded with [`INVALID`] at the end
 //!   (the layout of [`FixedDegreeGraph`]).
 
+use weft_core::FixedDegreeGraph;
 use weft_core::{Error, INVALID, KnnGraph, NodeId, Result};
-use weft_graph::FixedDegreeGraph;
 
 use crate::context::GpuContext;
 use crate::memory::DeviceBuffer;
