@@ -455,7 +455,8 @@ mod tests {
         for (i, (a, _)) in LAYERS.iter().enumerate() {
             assert!(LAYERS[i + 1..].iter().all(|(b, _)| a != b), "{a} twice");
         }
-        assert_eq!(layer("weft-gpu"), Some(3));
+        assert_eq!(layer("weft-gpu"), Some(2));
+        assert_eq!(layer("weft-kernels"), Some(0));
         assert_eq!(layer("nope"), None);
     }
 }
