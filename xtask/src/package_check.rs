@@ -63,11 +63,17 @@ pub fn run(args: &[String]) -> Result<()> {
         .filter_map(|p| p["name"].as_str())
         .collect();
     let mut problems = Vec::new();
+    // What the weft-kernels package ships, listed once for every crate that binds its modules.
+    let kernel_files = if packages.iter().any(|p| name(p) == KERNELS_PACKAGE) {
+        package_list(KERNELS_PACKAGE, allow_dirty)?
+    } else {
+        Vec::new()
+    };
     for pkg in &publishable {
         problems.extend(metadata_problems(pkg));
         problems.extend(license_problems(pkg, &root)?);
         problems.extend(dependency_problems(pkg, packages));
-        problems.extend(kernel_problems(pkg, packages, allow_dirty)?);
+        problems.extend(kernel_problems(pkg, &kernel_files, allow_dirty)?);
     }
     problems.extend(msrv_problems(packages)?);
     if !problems.is_empty() {
@@ -259,28 +265,29 @@ fn package_list(name: &str, allow_dirty: bool) -> Result<Vec<String>> {
         .collect())
 }
 
-/// What a package with CUDA kernels would lack to build from its own package.
-fn kernel_problems(pkg: &Value, packages: &[Value], allow_dirty: bool) -> Result<Vec<String>> {
+/// What a package with CUDA kernels would lack to build from its own package; `kernel_files`
+/// is what the weft-kernels package ships.
+fn kernel_problems(pkg: &Value, kernel_files: &[String], allow_dirty: bool) -> Result<Vec<String>> {
     let n = name(pkg);
     let pkg_dir = dir(pkg);
     let mut problems = Vec::new();
     if n == KERNELS_PACKAGE {
-        problems.extend(kernels_package_problems(&pkg_dir, allow_dirty)?);
+        problems.extend(kernels_package_problems(&pkg_dir, kernel_files)?);
     }
-    // A crate whose build script binds weft's modules: each module it names is a folder of the
-    // weft-kernels package, which it depends on at build time with a version.
     let build_rs = std::fs::read_to_string(pkg_dir.join("build.rs")).unwrap_or_default();
     let named = named_weft_modules(&build_rs);
+    let own = pkg_dir.join("kernels");
+    let own_kernels = n != KERNELS_PACKAGE && own.is_dir();
+    if named.is_empty() && !own_kernels {
+        return Ok(problems);
+    }
+    let listed = package_list(n, allow_dirty)?;
+    // A crate whose build script binds weft's modules: each module it names is a folder of the
+    // weft-kernels package, which it depends on at build time with a version.
     if !named.is_empty() {
-        let listed = package_list(n, allow_dirty)?;
         if !listed.iter().any(|f| f == "build.rs") {
             problems.push(format!("`{n}`'s package lacks build.rs"));
         }
-        let kernel_files = if packages.iter().any(|p| name(p) == KERNELS_PACKAGE) {
-            package_list(KERNELS_PACKAGE, allow_dirty)?
-        } else {
-            Vec::new()
-        };
         for m in &named {
             let prefix = format!("{m}/");
             if !kernel_files
@@ -307,9 +314,7 @@ fn kernel_problems(pkg: &Value, packages: &[Value], allow_dirty: bool) -> Result
     }
     // A crate with kernels of its own (`kernels/` in its folder, as a downstream crate keeps
     // them) ships every file of that folder and its build script.
-    let own = pkg_dir.join("kernels");
-    if n != KERNELS_PACKAGE && own.is_dir() {
-        let listed = package_list(n, allow_dirty)?;
+    if own_kernels {
         let mut want = files_under(&pkg_dir, &own)?;
         want.push("build.rs".into());
         for f in want {
@@ -326,9 +331,8 @@ const KERNELS_PACKAGE: &str = "weft-kernels";
 
 /// What the weft-kernels package lacks: every kernel source and header of its folder, and
 /// every header a kernel includes (`#include "weft/..."` is `include/weft/...`).
-fn kernels_package_problems(pkg_dir: &Path, allow_dirty: bool) -> Result<Vec<String>> {
+fn kernels_package_problems(pkg_dir: &Path, listed: &[String]) -> Result<Vec<String>> {
     let mut problems = Vec::new();
-    let listed = package_list(KERNELS_PACKAGE, allow_dirty)?;
     let sources: Vec<String> = files_under(pkg_dir, pkg_dir)?
         .into_iter()
         .filter(|f| f.ends_with(".cu") || f.ends_with(".cuh"))

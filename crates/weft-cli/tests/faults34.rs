@@ -85,6 +85,21 @@ fn fails_in_time(args: &[&str], needles: &[&str]) -> String {
     err
 }
 
+/// The arguments of `weft gt` for the 5 nearest `base` points of each of `queries`, into `out`.
+fn gt_args<'a>(base: &'a str, queries: &'a str, out: &'a str) -> [&'a str; 9] {
+    [
+        "gt",
+        "--base",
+        base,
+        "--queries",
+        queries,
+        "-k",
+        "5",
+        "--out",
+        out,
+    ]
+}
+
 /// A small sift-like base set `b.fbin` with 20 queries `b.queries.fbin`.
 fn small_data(d: &Path) -> (String, String) {
     let base = p(d, "b.fbin");
@@ -119,17 +134,7 @@ fn outputs_to_a_character_device_are_written_in_place_not_renamed_over_it() {
         "build", "--algo", "exact", "-k", "4", "--data", &base, "--out", &nodes[0],
     ]);
     assert!(is_char_device(&nodes[0]), "build replaced the device node");
-    ok(&[
-        "gt",
-        "--base",
-        &base,
-        "--queries",
-        &queries,
-        "-k",
-        "5",
-        "--out",
-        &nodes[1],
-    ]);
+    ok(&gt_args(&base, &queries, &nodes[1]));
     assert!(is_char_device(&nodes[1]), "gt replaced the device node");
     let json = ok_json(&["gen", "-n", "100", "--queries", "0", "--out", &nodes[2]]);
     assert!(is_char_device(&nodes[2]), "gen replaced the device node");
@@ -211,17 +216,7 @@ fn outputs_to_a_fifo_are_streamed_through_it() {
     let ififo = d.join("pipe.ibin");
     mkfifo(&ififo);
     let reader = read_fifo(&ififo);
-    ok(&[
-        "gt",
-        "--base",
-        &base,
-        "--queries",
-        &queries,
-        "-k",
-        "5",
-        "--out",
-        ififo.to_str().unwrap(),
-    ]);
+    ok(&gt_args(&base, &queries, ififo.to_str().unwrap()));
     assert!(is_fifo(&ififo), "gt replaced the FIFO");
     assert_eq!(reader.join().unwrap().len(), 8 + 20 * 5 * 4);
     assert_eq!(weft_temp_files(d), Vec::<PathBuf>::new());
@@ -242,20 +237,7 @@ fn an_output_that_is_a_directory_is_refused_before_any_work() {
     );
     let ids = p(d, "sub.ivecs");
     std::fs::create_dir(&ids).unwrap();
-    fails_with(
-        &[
-            "gt",
-            "--base",
-            &base,
-            "--queries",
-            &queries,
-            "-k",
-            "5",
-            "--out",
-            &ids,
-        ],
-        &["is a directory"],
-    );
+    fails_with(&gt_args(&base, &queries, &ids), &["is a directory"]);
     let data = p(d, "sub.fbin");
     std::fs::create_dir(&data).unwrap();
     fails_with(
@@ -356,17 +338,7 @@ fn a_dataset_description_is_never_an_output_and_never_silently_ignored() {
             &["x.fbin.weft.json", "malformed"],
         );
         fails_with(
-            &[
-                "gt",
-                "--base",
-                &base,
-                "--queries",
-                &queries,
-                "-k",
-                "5",
-                "--out",
-                &p(d, "t.ivecs"),
-            ],
+            &gt_args(&base, &queries, &p(d, "t.ivecs")),
             &["x.fbin.weft.json", "malformed"],
         );
     }
