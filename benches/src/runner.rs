@@ -569,7 +569,7 @@ fn search_params(beam_width: usize, backend: Backend, precision: SearchPrecision
         Backend::Gpu | Backend::Auto => SearchBackend::Auto,
         Backend::Cpu => SearchBackend::Cpu,
     };
-    p.gpu.precision = precision;
+    p.cagra.traversal = precision;
     p
 }
 

@@ -21,7 +21,7 @@ use weft_core::{BuildCtx, GraphBuilder, Metric, Neighbors, Searcher};
 use weft_ggnn::{GgnnCpu, GgnnParams, connect_hierarchy, layer_entry_points};
 use weft_graph::hier::HierGraph;
 use weft_graph::stats::Reachability;
-use weft_search::{GgnnSearch, GgnnSearchParams};
+use weft_search::{GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
@@ -68,7 +68,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let search = |g: &HierGraph, what: &str| -> Result<(), Box<dyn std::error::Error>> {
         for &tau in &taus {
             let p = GgnnSearchParams {
-                tau,
+                tuning: GgnnSearchTuning {
+                    tau,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             let mut out = Neighbors::new(nq, 10);

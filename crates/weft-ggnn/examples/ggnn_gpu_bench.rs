@@ -29,7 +29,7 @@ use weft_core::{BuildCtx, DatasetView, Metric, Neighbors, NodeId, Searcher};
 use weft_ggnn::gpu::GgnnTuning;
 use weft_ggnn::{GgnnGpu, GgnnParams};
 use weft_gpu::{DeviceMatrix, ExactGpu};
-use weft_search::{GgnnSearch, GgnnSearchParams};
+use weft_search::{GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
 
 fn arg(args: &[String], name: &str, default: &str) -> String {
     args.iter()
@@ -211,8 +211,11 @@ fn main() -> weft_core::Result<()> {
     let gt = exact.search(base.view(), queries.view(), metric, 10)?;
     for &tau in &taus {
         let p = GgnnSearchParams {
-            tau,
             max_nn1: Some(stats.max_nn1),
+            tuning: GgnnSearchTuning {
+                tau,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let mut out = Neighbors::new(nq, 10);

@@ -9,7 +9,7 @@ use std::time::Instant;
 use weft_core::{Metric, Neighbors, Searcher};
 use weft_graph::storage::{self, LoadOptions};
 use weft_io::ReadOptions;
-use weft_search::{GgnnSearch, GgnnSearchParams};
+use weft_search::{GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -31,7 +31,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("tau,recall@1,recall@10,qps,hops_per_query,dists_per_query");
     for tau in taus {
         let p = GgnnSearchParams {
-            tau,
+            tuning: GgnnSearchTuning {
+                tau,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let mut out = Neighbors::new(nq, k);

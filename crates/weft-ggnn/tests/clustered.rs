@@ -13,7 +13,7 @@ use weft_ggnn::{GgnnCpu, GgnnParams, connect_hierarchy, layer_entry_points};
 use weft_graph::hier::HierGraph;
 use weft_graph::stats::{Reachability, graph_stats};
 use weft_io::SyntheticSpec;
-use weft_search::{GgnnSearch, GgnnSearchParams};
+use weft_search::{GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
 
 /// 5000 x 32 points in 40 Gaussian clusters (centres N(0, 3^2), unit spread: at d = 32 the
@@ -68,7 +68,10 @@ fn search_recalls(
     taus.iter()
         .map(|&tau| {
             let p = GgnnSearchParams {
-                tau,
+                tuning: GgnnSearchTuning {
+                    tau,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             let mut out = Neighbors::new(queries.rows(), 10);

@@ -238,7 +238,7 @@ fn one_layer_and_identical_points_are_valid() {
 #[test]
 fn ggnn_search_over_the_built_hierarchy() {
     use weft_core::{Neighbors, Searcher};
-    use weft_search::{GgnnSearch, GgnnSearchParams};
+    use weft_search::{GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
     use weft_testkit::graph::recall_at_k;
     let (base, queries) = gaussian_mixture::<f32>(3000, 100, 32, 4, 17);
     let (g, stats) = GgnnCpu
@@ -252,8 +252,11 @@ fn ggnn_search_over_the_built_hierarchy() {
     assert!(stats.max_nn1 >= stats.mean_nn1 && stats.mean_nn1 > 0.0);
     let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, 10).unwrap();
     let p = GgnnSearchParams {
-        tau: 0.8,
         max_nn1: Some(stats.max_nn1),
+        tuning: GgnnSearchTuning {
+            tau: 0.8,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut out = Neighbors::new(100, 10);

@@ -219,7 +219,7 @@ fn gpu_one_layer_is_exact_brute_force() {
 #[test]
 fn ggnn_search_over_a_gpu_built_hierarchy() {
     use weft_core::{Neighbors, Searcher};
-    use weft_search::{GgnnSearch, GgnnSearchParams};
+    use weft_search::{GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
     use weft_testkit::graph::recall_at_k;
     let Some(b) = gpu("ggnn_search_over_a_gpu_built_hierarchy") else {
         return;
@@ -235,8 +235,11 @@ fn ggnn_search_over_a_gpu_built_hierarchy() {
         .unwrap();
     let truth = ground_truth(base.view(), queries.view(), Metric::L2Squared, 10).unwrap();
     let p = GgnnSearchParams {
-        tau: 0.8,
         max_nn1: Some(stats.max_nn1),
+        tuning: GgnnSearchTuning {
+            tau: 0.8,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut out = Neighbors::new(100, 10);
@@ -279,13 +282,17 @@ fn gpu_search_recalls(
     taus: &[f32],
 ) -> Vec<f64> {
     use weft_core::{Neighbors, Searcher};
+    use weft_search::GgnnSearchTuning;
     use weft_search::{GgnnSearchGpu, GgnnSearchParams};
     use weft_testkit::graph::recall_at_k;
     let truth = ground_truth(base.view(), queries.view(), metric, 10).unwrap();
     taus.iter()
         .map(|&tau| {
             let params = GgnnSearchParams {
-                tau,
+                tuning: GgnnSearchTuning {
+                    tau,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             let mut out = Neighbors::new(queries.rows(), 10);

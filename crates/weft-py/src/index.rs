@@ -185,13 +185,60 @@ impl PyIndex {
     }
 }
 
+/// The searches' own knobs given to `Index.search` by keyword, set on `params`: the GPU CAGRA
+/// search's ([`weft::search::CagraSearchTuning`]: `search_width`, `max_iterations`,
+/// `min_iterations`, `team_size`, `mode`, `search_precision`, `rerank`) and the GGNN search's
+/// ([`weft::search::GgnnSearchTuning`] and [`weft::search::GgnnGpuOptions`]: `tau`, `ggnn_best`,
+/// `ggnn_visited`, `ggnn_max_iterations`, `ggnn_block_threads`, `ggnn_team_size`,
+/// `ggnn_prefetch_rows`), the names of the CLI's flags. Another name is a `TypeError`, as
+/// Python raises for an unknown keyword; a value of the wrong type too; an impossible value an
+/// `InvalidParamsError` from the search, which checks them all.
+fn search_knobs(params: &mut SearchParams, knobs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    let Some(knobs) = knobs else {
+        return Ok(());
+    };
+    for (key, value) in knobs.iter() {
+        let key: String = key.extract()?;
+        let (cagra, ggnn, gpu) = (&mut params.cagra, &mut params.ggnn, &mut params.ggnn_gpu);
+        match key.as_str() {
+            "search_width" => cagra.search_width = value.extract()?,
+            "max_iterations" => cagra.max_iterations = value.extract()?,
+            "min_iterations" => cagra.min_iterations = value.extract()?,
+            "team_size" => cagra.team_size = value.extract()?,
+            "mode" => cagra.mode = value.extract::<String>()?.parse().map_err(err)?,
+            "search_precision" => {
+                cagra.traversal = value.extract::<String>()?.parse().map_err(err)?
+            }
+            "rerank" => cagra.rerank = value.extract()?,
+            "tau" => ggnn.tau = value.extract()?,
+            "ggnn_best" => ggnn.best = value.extract()?,
+            "ggnn_visited" => ggnn.visited = value.extract()?,
+            "ggnn_max_iterations" => ggnn.max_iterations = value.extract()?,
+            "ggnn_block_threads" => gpu.block_threads = value.extract()?,
+            "ggnn_team_size" => gpu.team_size = value.extract()?,
+            "ggnn_prefetch_rows" => gpu.prefetch_rows = value.extract()?,
+            other => {
+                return Err(PyTypeError::new_err(format!(
+                    "search() got an unexpected keyword argument '{other}' (the search knobs: \
+                     search_width, max_iterations, min_iterations, team_size, mode, \
+                     search_precision, rerank, tau, ggnn_best, ggnn_visited, \
+                     ggnn_max_iterations, ggnn_block_threads, ggnn_team_size, \
+                     ggnn_prefetch_rows)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[pymethods]
 impl PyIndex {
     /// The `k` nearest neighbours of each query: `(ids, distances)`, queries x k (k for a 1-D
     /// query), nearest first, as uint32 and float32 arrays.
     ///
-    /// `beam_width`: the graph search's candidate list size (at least k; default max(k, 64)),
-    /// on every back end.
+    /// `beam_width`: the graph search's candidate list size (at least k; default 64, or for k
+    /// above 64, k rounded up to a multiple of 32: the search plan's rule, the CLI's too), on
+    /// every back end.
     /// `exact=True`: compare with every vector instead. `backend`: `auto` (the GPU when usable),
     /// `cpu` or `gpu`. `threads`: run on a pool of that many threads (one pool per count, kept
     /// for later calls). `seed`: the seed of the search's random choices. `max_hops`: stop each
@@ -203,7 +250,12 @@ impl PyIndex {
     /// distance, `ip` -<q, x>, `cosine` 1 - cos(q, x). `device`: the CUDA device of a GPU
     /// search (`None`: the one the index was built on, else the default device); a device that
     /// cannot be used raises `UnsupportedError` naming it, never falling back to the CPU.
-    #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None, device = None))]
+    /// The searches' own knobs, by keyword (the CLI's flags, with underscores): the
+    /// GPU CAGRA search's `search_width`, `max_iterations`,
+    /// `min_iterations`, `team_size`, `mode`, `search_precision`, `rerank`; the GGNN search's
+    /// `tau`, `ggnn_best`, `ggnn_visited`, `ggnn_max_iterations`, `ggnn_block_threads`,
+    /// `ggnn_team_size`, `ggnn_prefetch_rows`.
+    #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None, device = None, **knobs))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
@@ -218,6 +270,7 @@ impl PyIndex {
         max_hops: Option<usize>,
         filter: Option<&Bound<'py, PyAny>>,
         device: Option<usize>,
+        knobs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<convert::Results<'py, numpy::IxDyn>> {
         let index = &self.inner;
         let queries = input(queries, Some(index.data().dtype()), "queries")?;
@@ -226,13 +279,17 @@ impl PyIndex {
         let mut params = if exact {
             SearchParams::exact()
         } else {
-            SearchParams::with_beam_width(beam_width.unwrap_or(k.max(64)))
+            SearchParams {
+                beam_width,
+                ..SearchParams::default()
+            }
         };
+        search_knobs(&mut params, knobs)?;
         params.backend = convert::backend(backend)?;
         params.threads = threads;
         params.seed = seed;
         params.max_hops = max_hops;
-        params.gpu.device = device;
+        params.device = device;
         if let Some(f) = filter.filter(|f| !f.is_none()) {
             params.filter = Some(convert::filter(f, index.data().rows())?);
         }
@@ -255,7 +312,7 @@ impl PyIndex {
             let per_query = if exact {
                 index.data().rows()
             } else {
-                params.beam_width.saturating_mul(64)
+                weft::search::plan::beam_width_or_default(params.beam_width, k).saturating_mul(64)
             };
             let work = queries
                 .rows

@@ -73,6 +73,31 @@ def test_search_errors(index, queries):
         index.search(queries, 10, beam_width=5)
 
 
+def test_search_knobs_are_checked_on_every_back_end(index, queries):
+    # The GPU searches' knobs are typed keywords: an impossible value is refused by name on
+    # the CPU too (never ignored), an unknown keyword is a TypeError, a wrong type too.
+    for knobs, name in [
+        ({"search_width": 0}, "search_width"),
+        ({"team_size": 3}, "team_size"),
+        ({"rerank": 5}, "rerank"),
+        ({"min_iterations": 9, "max_iterations": 4}, "min_iterations"),
+        ({"tau": -1.0}, "tau"),
+        ({"ggnn_best": 0}, "best"),
+        ({"ggnn_max_iterations": 0}, "max_iterations"),
+    ]:
+        for backend in ("cpu", "auto"):
+            with pytest.raises(weft.InvalidParamsError, match=name):
+                index.search(queries, 10, backend=backend, **knobs)
+    with pytest.raises(weft.InvalidParamsError, match="mode"):
+        index.search(queries, 10, mode="fast")
+    with pytest.raises(weft.InvalidParamsError, match="traversal"):
+        index.search(queries, 10, search_precision="f8")
+    with pytest.raises(TypeError, match="beam_widht"):
+        index.search(queries, 10, beam_widht=64)
+    with pytest.raises(TypeError):
+        index.search(queries, 10, search_width="two")
+
+
 def test_non_finite_values_name_their_place():
     data = random_data(100, 4)
     data[42, 3] = np.nan

@@ -38,3 +38,34 @@ def test_gpu_build_and_search(algorithm):
         found, dists = index.search(queries, 10, beam_width=128, backend=backend)
         assert weft.recall(found, truth) >= 0.95, backend
         assert (np.diff(dists, axis=1) >= -1e-4).all()
+
+
+def test_gpu_search_knobs_change_the_gpu_search():
+    # The CAGRA knobs reach the GPU search: single-CTA with one parent per iteration at a
+    # short iteration cap finds less than the default, the f16 traversal with a partial rerank
+    # still returns exact distances; the GGNN knobs reach the GGNN search of a hierarchical
+    # graph (an expansion cap of 1 loses recall).
+    data = clustered_data(20_000, 32, clusters=50, seed=40)
+    queries = (clustered_data(500, 32, clusters=50, seed=40) + 0.05).astype(np.float32)
+    truth, truth_d = weft.ground_truth(data, queries, 10)
+    cagra = weft.build(data, algorithm="cagra", backend="gpu")
+    full = weft.recall(cagra.search(queries, 10, backend="gpu", mode="single-cta")[0], truth)
+    capped = weft.recall(
+        cagra.search(queries, 10, backend="gpu", mode="single-cta", max_iterations=1)[0], truth
+    )
+    assert full >= 0.95 and capped < full, (full, capped)
+    ids, dists = cagra.search(
+        queries, 10, backend="gpu", search_precision="f16", rerank=32, beam_width=64
+    )
+    assert weft.recall(ids, truth) >= 0.9
+    exact = ((queries[:, None, :] - data[ids]) ** 2).sum(-1)
+    np.testing.assert_allclose(dists, exact, rtol=1e-3, atol=1e-3)
+    ggnn = weft.build(data, algorithm="ggnn", backend="gpu")
+    full = weft.recall(ggnn.search(queries, 10, backend="gpu")[0], truth)
+    capped = weft.recall(
+        ggnn.search(queries, 10, backend="gpu", ggnn_max_iterations=1, ggnn_block_threads=64)[0],
+        truth,
+    )
+    assert full >= 0.95 and capped < full, (full, capped)
+    with pytest.raises(weft.InvalidParamsError, match="traversal"):
+        ggnn.search(queries, 10, backend="gpu", search_precision="f16")

@@ -155,3 +155,28 @@ def test_algorithms_lists_defaults():
     assert algos["nndescent"]["produces"] == "knn_graph"
     assert algos["rnndescent"]["default_params"]["degree"] > 0
     assert all(a["backend"] in ("cpu", "gpu") for a in algos.values())
+
+
+def test_default_beam_width_follows_k(index, queries):
+    # No beam width: the search plan's default for k (64, or k rounded up to a multiple of 32
+    # above 64), the same rule as the CLI's; a k the default holds searches, and the result is
+    # the one of that beam width given explicitly.
+    for k in (10, 70):
+        a = index.search(queries, k, backend="cpu")
+        b = index.search(queries, k, backend="cpu", beam_width=64 if k <= 64 else 96)
+        np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_search_knobs_reach_the_search(index, queries):
+    # Valid knobs of every search are accepted on every back end; on the CPU they do not
+    # change the beam search's result.
+    plain = index.search(queries, 10, backend="cpu")
+    knobs = dict(
+        search_width=2, max_iterations=40, min_iterations=2, team_size=8, mode="single-cta",
+        search_precision="exact", rerank=0, tau=0.3, ggnn_best=16, ggnn_visited=128,
+        ggnn_max_iterations=200, ggnn_block_threads=64, ggnn_team_size=8,
+        ggnn_prefetch_rows=False,
+    )
+    tuned = index.search(queries, 10, backend="cpu", **knobs)
+    np.testing.assert_array_equal(plain[0], tuned[0])
+    index.search(queries, 10, **knobs)

@@ -31,6 +31,7 @@ use weft_nndescent::NnDescentParams;
 use weft_nndescent::gpu::Gnnd;
 use weft_search::gpu::cagra::{
     CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchSession,
+    CagraSearchTuning,
 };
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -100,7 +101,10 @@ fn sweep<T: Element>(
     for &beam_width in beam_widths {
         let cfg = CagraSearchParams {
             beam_width,
-            mode: CagraSearchMode::SingleCta,
+            tuning: CagraSearchTuning {
+                mode: CagraSearchMode::SingleCta,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let plan = search.plan(
@@ -196,7 +200,10 @@ fn batch1<T: Element>(
     for &beam_width in beam_widths {
         let cfg = CagraSearchParams {
             beam_width,
-            mode: CagraSearchMode::MultiCta,
+            tuning: CagraSearchTuning {
+                mode: CagraSearchMode::MultiCta,
+                ..Default::default()
+            },
             ..Default::default()
         };
         search.search_device(data, graph, &singles[0], Metric::L2Squared, 10, &cfg, &[])?;
@@ -276,7 +283,10 @@ fn host_sweep(
     for &beam_width in beam_widths {
         let cfg = CagraSearchParams {
             beam_width,
-            mode: CagraSearchMode::SingleCta,
+            tuning: CagraSearchTuning {
+                mode: CagraSearchMode::SingleCta,
+                ..Default::default()
+            },
             ..Default::default()
         };
         for k in [10, beam_width.min(100)] {

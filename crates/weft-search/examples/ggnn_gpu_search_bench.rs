@@ -37,11 +37,11 @@ use weft_grnnd::GrnndParams;
 use weft_grnnd::gpu::Grnnd;
 use weft_nndescent::NnDescentParams;
 use weft_nndescent::gpu::Gnnd;
-use weft_search::GgnnSearchParams;
 use weft_search::gpu::cagra::{
-    CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams,
+    CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchTuning,
 };
 use weft_search::gpu::ggnn::{GgnnGpuOptions, GgnnSearchBuffers, GgnnSearchDevice};
+use weft_search::{GgnnSearchParams, GgnnSearchTuning};
 
 fn arg(args: &[String], name: &str, default: &str) -> String {
     args.iter()
@@ -159,8 +159,8 @@ impl<T: Element> Bench<'_, T> {
             "{}",
             serde_json::json!({
                 "what": "search", "search": "ggnn_gpu", "graph": graph_name, "preset": self.preset, "dtype": T::DTYPE.name(),
-                "n": self.data.rows(), "queries": nq, "tau": cfg.tau, "best": cfg.best,
-                "beam_width": cfg.beam_width, "visited": cfg.visited, "max_iterations": cfg.max_iterations,
+                "n": self.data.rows(), "queries": nq, "tau": cfg.tuning.tau, "best": cfg.tuning.best,
+                "beam_width": cfg.beam_width, "visited": cfg.tuning.visited, "max_iterations": cfg.tuning.max_iterations,
                 "prefetch_rows": opts.prefetch_rows,
                 "block": plan.block_threads, "team": plan.team_size, "hash_bits": plan.hash_bits,
                 "shared_bytes": plan.shared_bytes,
@@ -182,7 +182,10 @@ impl<T: Element> Bench<'_, T> {
         let nq = self.queries.rows();
         let cfg = CagraSearchParams {
             beam_width,
-            mode: CagraSearchMode::SingleCta,
+            tuning: CagraSearchTuning {
+                mode: CagraSearchMode::SingleCta,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let mut bufs = CagraSearchBuffers::new();
@@ -319,11 +322,14 @@ fn main() -> weft_core::Result<()> {
                 for &(pq, it, vis) in &configs {
                     for &tau in &taus {
                         let cfg = GgnnSearchParams {
-                            tau,
                             beam_width: pq,
-                            visited: vis,
-                            max_iterations: it,
                             max_nn1: Some(stats.max_nn1),
+                            tuning: GgnnSearchTuning {
+                                tau,
+                                visited: vis,
+                                max_iterations: it,
+                                ..Default::default()
+                            },
                             ..Default::default()
                         };
                         let opts = GgnnGpuOptions {
@@ -360,11 +366,14 @@ fn main() -> weft_core::Result<()> {
         };
         for &tau in &taus {
             let cfg = GgnnSearchParams {
-                tau,
                 beam_width: prioq,
-                visited,
-                max_iterations: iterations,
                 max_nn1: Some(stats.max_nn1),
+                tuning: GgnnSearchTuning {
+                    tau,
+                    visited,
+                    max_iterations: iterations,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             let opts = GgnnGpuOptions {
@@ -411,11 +420,14 @@ fn main() -> weft_core::Result<()> {
         for (gname, g) in [("cagra", &cagra_graph), ("grnnd", &grnnd_graph)] {
             for &tau in &taus {
                 let cfg = GgnnSearchParams {
-                    tau,
                     beam_width: prioq,
-                    visited,
-                    max_iterations: iterations,
                     max_nn1: Some(stats.max_nn1),
+                    tuning: GgnnSearchTuning {
+                        tau,
+                        visited,
+                        max_iterations: iterations,
+                        ..Default::default()
+                    },
                     ..Default::default()
                 };
                 let opts = GgnnGpuOptions {

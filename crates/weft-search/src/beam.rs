@@ -336,13 +336,7 @@ impl BeamSearch {
         out: &NeighborsMut<'_>,
     ) -> Result<()> {
         let k = check_search_inputs(graph, data, queries, out, |n, dim| params.validate(n, dim))?;
-        if params.beam_width < k {
-            return Err(Error::invalid_param(
-                "beam_width",
-                format!("the beam width {} is below k = {k}", params.beam_width),
-            ));
-        }
-        Ok(())
+        crate::plan::check_beam_width(params.beam_width, k)
     }
 }
 

@@ -15,23 +15,18 @@ use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 use crate::exact::write_row;
 use crate::filter::Filter;
 
-/// Parameters of [`GgnnSearch`]. Defaults: the paper's SIFT1M k = 10 configuration (Table 6:
-/// prioq 54, here `beam_width`; visited 384, 400 iterations) with `tau = 0.5`.
+/// Parameters of [`GgnnSearch`] and of the GPU GGNN search: what every graph search has (the
+/// beam width, the seed, the filter), where a graph without entry points is entered, and the
+/// GGNN query's own knobs, [`GgnnSearchTuning`] (flattened in JSON). Defaults: the paper's SIFT1M
+/// k = 10 configuration (Table 6: prioq 54, here `beam_width`; visited 384, 400 iterations)
+/// with `tau = 0.5`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct GgnnSearchParams {
-    /// Slack factor `tau_q` (larger: more recall, slower). Must be finite and `>= 0`.
-    pub tau: f32,
-    /// Size of the sorted best list: `max(best, k)` is used (the paper keeps at least 10).
-    pub best: usize,
     /// Beam width: the size of the bounded priority queue (the paper's `prioq`; at least 1).
     /// Read from JSON also under its former name `prioq`.
     #[serde(alias = "prioq")]
     pub beam_width: usize,
-    /// Size of the FIFO visited ring (0 allowed: then only best and queue deduplicate).
-    pub visited: usize,
-    /// Most vertices expanded per query (at least 1).
-    pub max_iterations: usize,
     /// `d+nn1`, the largest 1-NN distance of the data (real, not squared), capping the slack
     /// (`None`: no cap; `weft_ggnn::GgnnCpu::build_with_stats` reports it).
     pub max_nn1: Option<f32>,
@@ -54,6 +49,125 @@ pub struct GgnnSearchParams {
     /// count. Not serialised.
     #[serde(skip)]
     pub filter: Option<Filter>,
+    /// The GGNN query's own knobs (slack, best list, visited ring, expansion cap).
+    #[serde(flatten)]
+    pub tuning: GgnnSearchTuning,
+}
+
+/// The GGNN query's own knobs, on the CPU and the GPU, one struct read by every surface: the
+/// facade's search parameters hold it, the CLI flattens it into `weft search` / `weft eval`
+/// (feature `clap`: `--tau`, `--ggnn-best`, `--ggnn-visited`, `--ggnn-max-iterations`) and the
+/// Python package takes `tau`, `ggnn_best`, `ggnn_visited` and `ggnn_max_iterations`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+#[serde(default)]
+pub struct GgnnSearchTuning {
+    /// GGNN search (hierarchical graphs): the slack tau (finite, >= 0; larger is slower and
+    /// more accurate). Default 0.5.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.5))]
+    pub tau: f32,
+    /// GGNN search: the sorted best list's size; max(best, k) is used (the paper keeps at
+    /// least 10). Default 10.
+    #[cfg_attr(
+        feature = "clap",
+        arg(id = "ggnn_best", long = "ggnn-best", default_value_t = 10)
+    )]
+    pub best: usize,
+    /// GGNN search: the FIFO visited ring's size (0 allowed: then only the best list and the
+    /// queue deduplicate). Default 384.
+    #[cfg_attr(
+        feature = "clap",
+        arg(id = "ggnn_visited", long = "ggnn-visited", default_value_t = 384)
+    )]
+    pub visited: usize,
+    /// GGNN search: the most vertices expanded per query (at least 1). Default 400.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            id = "ggnn_max_iterations",
+            long = "ggnn-max-iterations",
+            default_value_t = 400
+        )
+    )]
+    pub max_iterations: usize,
+}
+
+impl Default for GgnnSearchTuning {
+    fn default() -> Self {
+        GgnnSearchTuning {
+            tau: 0.5,
+            best: 10,
+            visited: 384,
+            max_iterations: 400,
+        }
+    }
+}
+
+impl GgnnSearchTuning {
+    /// Checks the knobs (`InvalidParams` named after the field).
+    pub fn validate(&self) -> Result<()> {
+        if !(self.tau.is_finite() && self.tau >= 0.0) {
+            return Err(Error::invalid_param(
+                "tau",
+                format!("{} is not a finite slack >= 0", self.tau),
+            ));
+        }
+        if self.best == 0 {
+            return Err(Error::invalid_param("best", "must be at least 1"));
+        }
+        if self.max_iterations == 0 {
+            return Err(Error::invalid_param("max_iterations", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// The GPU's own knobs of the GGNN query; everything else is [`GgnnSearchParams`]. Read by
+/// every surface as [`GgnnSearchTuning`] is (CLI, feature `clap`: `--ggnn-block-threads`,
+/// `--ggnn-team-size`, `--ggnn-prefetch-rows`; Python: the same names with underscores).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct GgnnGpuOptions {
+    /// GPU GGNN search: threads per query block (32, 64 or 128; 0 = automatic).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            id = "ggnn_block_threads",
+            long = "ggnn-block-threads",
+            default_value_t = 0
+        )
+    )]
+    pub block_threads: usize,
+    /// GPU GGNN search: lanes per distance (2, 4, 8, 16 or 32, at most the block size; 0 =
+    /// automatic).
+    #[cfg_attr(
+        feature = "clap",
+        arg(id = "ggnn_team_size", long = "ggnn-team-size", default_value_t = 0)
+    )]
+    pub team_size: usize,
+    /// GPU GGNN search: prefetch the rows of a row's candidates beyond the first round of
+    /// teams into L2 before the distances (results are the same either way). Default true.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            id = "ggnn_prefetch_rows",
+            long = "ggnn-prefetch-rows",
+            default_value_t = true,
+            action = clap::ArgAction::Set,
+            value_name = "BOOL"
+        )
+    )]
+    pub prefetch_rows: bool,
+}
+
+impl Default for GgnnGpuOptions {
+    fn default() -> Self {
+        GgnnGpuOptions {
+            block_threads: 0,
+            team_size: 0,
+            prefetch_rows: true,
+        }
+    }
 }
 
 /// Random entry points per query when the graph has none and
@@ -76,15 +190,12 @@ pub(crate) fn fallback_entry_points<T: Element>(
 impl Default for GgnnSearchParams {
     fn default() -> Self {
         GgnnSearchParams {
-            tau: 0.5,
-            best: 10,
             beam_width: 54,
-            visited: 384,
-            max_iterations: 400,
             max_nn1: None,
             entry_points: DEFAULT_ENTRY_POINTS,
             seed: 0,
             filter: None,
+            tuning: GgnnSearchTuning::default(),
         }
     }
 }
@@ -94,20 +205,9 @@ impl Params for GgnnSearchParams {
         if let Some(filter) = &self.filter {
             filter.check_len(rows)?;
         }
-        if !(self.tau.is_finite() && self.tau >= 0.0) {
-            return Err(Error::invalid_param(
-                "tau",
-                format!("{} is not a finite slack >= 0", self.tau),
-            ));
-        }
-        if self.best == 0 {
-            return Err(Error::invalid_param("best", "must be at least 1"));
-        }
+        self.tuning.validate()?;
         if self.beam_width == 0 {
             return Err(Error::invalid_param("beam_width", "must be at least 1"));
-        }
-        if self.max_iterations == 0 {
-            return Err(Error::invalid_param("max_iterations", "must be at least 1"));
         }
         if let Some(m) = self.max_nn1
             && !(m.is_finite() && m >= 0.0)
@@ -240,10 +340,10 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
     ) -> Result<SearchStats> {
         let k = check_search_inputs(graph, data, queries, &out, |n, dim| params.validate(n, dim))?;
         let n = data.rows();
-        let best_cap = params.best.max(k);
+        let best_cap = params.tuning.best.max(k);
         let squared = metric == Metric::L2Squared;
         let guard = params.max_nn1.unwrap_or(f32::INFINITY);
-        let tau = params.tau;
+        let tau = params.tuning.tau;
         let filter = params.filter.as_ref();
         let dist = metric.distance_fn::<T>();
         let spread = if graph.entry_points().is_empty() {
@@ -263,7 +363,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                     best: Vec::with_capacity(best_cap + 1),
                     prioq: Vec::with_capacity(params.beam_width + 1),
                     res: Vec::with_capacity(k + 1),
-                    visited: Vec::with_capacity(params.visited),
+                    visited: Vec::with_capacity(params.tuning.visited),
                     head: 0,
                     present: vec![0; n],
                     fresh: Vec::new(),
@@ -303,7 +403,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                     consider(c, e, &mut dc);
                 }
                 let mut hops = 0u64;
-                for _ in 0..params.max_iterations {
+                for _ in 0..params.tuning.max_iterations {
                     let Some(&(d, a)) = c.prioq.first() else {
                         break;
                     };
@@ -314,13 +414,13 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
                     }
                     c.prioq.remove(0);
                     c.present[a as usize] -= 1;
-                    if params.visited > 0 {
-                        if c.visited.len() < params.visited {
+                    if params.tuning.visited > 0 {
+                        if c.visited.len() < params.tuning.visited {
                             c.visited.push(a);
                         } else {
                             let old = std::mem::replace(&mut c.visited[c.head], a);
                             c.present[old as usize] -= 1;
-                            c.head = (c.head + 1) % params.visited;
+                            c.head = (c.head + 1) % params.tuning.visited;
                         }
                         c.present[a as usize] += 1;
                     }

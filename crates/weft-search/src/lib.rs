@@ -20,6 +20,10 @@
 //! - [`medoid`]: an approximate medoid (seeded sample), the usual search entry point.
 //! - [`EntryLayer`]: a small navigable graph over many entry points, searched per query by
 //!   [`BeamSearch`] in place of scoring every entry point ([`entry_layer`]).
+//! - [`plan`]: the rules every graph search shares (the default beam width for `k`, the one
+//!   `beam_width >= k` check). Each search's own knobs are one struct ([`CagraSearchTuning`],
+//!   [`GgnnSearchTuning`], [`GgnnGpuOptions`]), which the CLI reads with `clap` (feature
+//!   `clap`) and the facade and the Python package carry as they are.
 
 mod beam;
 mod cagra_gpu_params;
@@ -32,17 +36,19 @@ mod filter;
 mod ggnn;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+pub mod plan;
 
 pub use beam::{BeamSearch, BeamSearchParams, EntryPoints, FILTER_EXACT_PER_L};
 pub use cagra_gpu_params::{
     CAGRA_GPU_MAX_BEAM_WIDTH, CAGRA_GPU_MAX_SEARCH_WIDTH, CagraSearchMode, CagraSearchParams,
+    CagraSearchTuning,
 };
 pub use cagra_gpu_params::{F16_OVERFLOW, SearchPrecision};
 pub use entry::medoid;
 pub use entry_layer::{EntryLayer, EntryLayerParams};
 pub use exact::{ExactSearcher, exact_search_filtered};
 pub use filter::Filter;
-pub use ggnn::{GgnnSearch, GgnnSearchParams};
+pub use ggnn::{GgnnGpuOptions, GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
 #[cfg(feature = "cuda")]
 pub use gpu::cagra::{CagraSearchDevice, CagraSearchGpu, CagraSearchSession};
 #[cfg(feature = "cuda")]

@@ -4,7 +4,7 @@ mod common;
 
 use proptest::prelude::*;
 use weft_core::{BuildCtx, Error, FixedDegreeGraph, GraphView, INVALID, Metric, NodeId};
-use weft_search::{GgnnSearch, GgnnSearchParams};
+use weft_search::{GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
 use weft_testkit::search::{
     SearchSuite, check_result_rows, known_good_graph, run_search, run_search_suite,
@@ -35,7 +35,10 @@ fn larger_tau_never_lowers_recall_much_and_searches_a_hierarchy() {
     let mut recalls = Vec::new();
     for tau in [0.0f32, 0.5, 1.5] {
         let p = GgnnSearchParams {
-            tau,
+            tuning: GgnnSearchTuning {
+                tau,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let (out, stats) = run_search(
@@ -164,7 +167,7 @@ proptest! {
         let g = FixedDegreeGraph::new(n, degree, ids).unwrap().with_entry_points(vec![rng.below(n as u64) as NodeId, 0, 0]);
         let base = weft_core::DatasetView::new(&data, n, 4).unwrap();
         let qv = weft_core::DatasetView::new(&queries, 8, 4).unwrap();
-        let p = GgnnSearchParams { tau, beam_width, visited, best: 1, ..Default::default() };
+        let p = GgnnSearchParams { beam_width, tuning: GgnnSearchTuning { tau, visited, best: 1, ..Default::default() }, ..Default::default() };
         let (out, _) = run_search(&GgnnSearch, &g, base, qv, metric, k, &p).unwrap();
         check_result_rows("ggnn", &out, n);
         // The distances are the metric's, exactly.

@@ -25,7 +25,7 @@ use weft_gpu::GpuContext;
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceFixedGraph, DeviceMatrix};
 use weft_search::gpu::ggnn::{GgnnGpuOptions, GgnnSearchBuffers, GgnnSearchDevice};
-use weft_search::{GgnnSearch, GgnnSearchGpu, GgnnSearchParams};
+use weft_search::{GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning};
 use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
 use weft_testkit::search::{
@@ -48,7 +48,10 @@ fn ggnn_gpu_passes_the_suite() {
             ..Default::default()
         },
         GgnnSearchParams {
-            visited: 100_000,
+            tuning: GgnnSearchTuning {
+                visited: 100_000,
+                ..Default::default()
+            },
             ..Default::default()
         },
     ]);
@@ -115,11 +118,7 @@ fn oracle_case<T: Element>(
     }
     let k = 10;
     let p = GgnnSearchParams {
-        tau,
-        best,
         beam_width: n,
-        visited: iters,
-        max_iterations: iters,
         max_nn1: None,
         // The spread points of a graph without any (picked on the host for the GPU), or the
         // per-query random points the kernel draws as the CPU does.
@@ -130,6 +129,12 @@ fn oracle_case<T: Element>(
         },
         seed,
         filter: None,
+        tuning: GgnnSearchTuning {
+            tau,
+            best,
+            visited: iters,
+            max_iterations: iters,
+        },
     };
     let (cpu, cst) = run_search(
         &GgnnSearch,
@@ -227,7 +232,7 @@ proptest! {
         let metric = [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine][metric_i];
         let (base, queries) = gaussian_mixture::<f32>(n, 50, dim, clusters, seed);
         let graph = known_good_graph(base.view(), metric, seed);
-        let p = GgnnSearchParams { tau, beam_width, visited, max_iterations: iters, seed, ..Default::default() };
+        let p = GgnnSearchParams { beam_width, seed, tuning: GgnnSearchTuning { tau, visited, max_iterations: iters, ..Default::default() }, ..Default::default() };
         let k = 10;
         let truth = ground_truth(base.view(), queries.view(), metric, k).unwrap();
         let (cpu, _) = run_search(&GgnnSearch, &graph, base.view(), queries.view(), metric, k, &p).unwrap();
@@ -270,7 +275,7 @@ proptest! {
             .collect();
         let entries: Vec<NodeId> = (0..12).map(|j| (j * 7 % n) as NodeId).chain([0, 0]).collect();
         let graph = FixedDegreeGraph::new(n, degree, ids).unwrap().with_entry_points(entries);
-        let p = GgnnSearchParams { tau, beam_width, visited, max_iterations: 200, best: k, ..Default::default() };
+        let p = GgnnSearchParams { beam_width, tuning: GgnnSearchTuning { tau, visited, max_iterations: 200, best: k }, ..Default::default() };
         let s = GgnnSearchGpu::new(&ctx);
         let (gpu, _) = run_search(&s, &graph, base.view(), queries.view(), Metric::L2Squared, k, &p).unwrap();
         check_results("ggnn_gpu", &gpu, base.view(), queries.view(), Metric::L2Squared);
@@ -297,7 +302,10 @@ fn ggnn_gpu_searches_a_hierarchy_from_its_top_layer() {
     // Layer 0 alone, entered from the same points.
     let flat = h.base().clone().with_entry_points(top_ids);
     let p = GgnnSearchParams {
-        tau: 1.0,
+        tuning: GgnnSearchTuning {
+            tau: 1.0,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let s = GgnnSearchGpu::new(&ctx);
@@ -381,7 +389,10 @@ fn ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers() {
     let g = DeviceFixedGraph::upload(&ctx, &graph).unwrap();
     let dev = GgnnSearchDevice::new(&ctx);
     let cfg = GgnnSearchParams {
-        tau: 0.6,
+        tuning: GgnnSearchTuning {
+            tau: 0.6,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let opts = GgnnGpuOptions::default();

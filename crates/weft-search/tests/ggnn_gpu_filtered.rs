@@ -11,7 +11,9 @@ mod common;
 use proptest::prelude::*;
 use weft_core::{Error, INVALID, Metric, Neighbors};
 use weft_gpu::testing::gpu_or_skip;
-use weft_search::{Filter, GgnnSearch, GgnnSearchGpu, GgnnSearchParams, exact_search_filtered};
+use weft_search::{
+    Filter, GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning, exact_search_filtered,
+};
 use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, recall_at_k};
 use weft_testkit::search::{check_results, known_good_graph, run_search};
@@ -49,14 +51,7 @@ proptest! {
         let (base, queries) = gaussian_mixture::<f32>(n, 50, dim, clusters, seed);
         let graph = known_good_graph(base.view(), metric, seed);
         let filter = random_filter(n, frac, seed ^ 3);
-        let p = GgnnSearchParams {
-            beam_width,
-            visited,
-            max_iterations: 400,
-            seed,
-            filter: Some(filter.clone()),
-            ..Default::default()
-        };
+        let p = GgnnSearchParams { beam_width, seed, filter: Some(filter.clone()), tuning: GgnnSearchTuning { visited, max_iterations: 400, ..Default::default() }, ..Default::default() };
         let mut truth = Neighbors::new(queries.rows(), k);
         exact_search_filtered(base.view(), queries.view(), metric, &filter, truth.as_mut()).unwrap();
         let (cpu, _) = run_search(&GgnnSearch, &graph, base.view(), queries.view(), metric, k, &p).unwrap();

@@ -10,6 +10,7 @@ use weft_gpu::GpuContext;
 use weft_gpu::testing::gpu_or_skip;
 use weft_search::{
     BeamSearch, BeamSearchParams, CagraSearchGpu, CagraSearchMode, CagraSearchParams,
+    CagraSearchTuning,
 };
 use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
@@ -24,14 +25,20 @@ const RECALL_TOLERANCE: f64 = 0.02;
 
 fn single(beam_width: usize) -> CagraSearchParams {
     CagraSearchParams {
-        mode: CagraSearchMode::SingleCta,
+        tuning: CagraSearchTuning {
+            mode: CagraSearchMode::SingleCta,
+            ..Default::default()
+        },
         ..CagraSearchParams::with_beam_width(beam_width)
     }
 }
 
 fn multi(beam_width: usize) -> CagraSearchParams {
     CagraSearchParams {
-        mode: CagraSearchMode::MultiCta,
+        tuning: CagraSearchTuning {
+            mode: CagraSearchMode::MultiCta,
+            ..Default::default()
+        },
         ..CagraSearchParams::with_beam_width(beam_width)
     }
 }
@@ -70,16 +77,25 @@ fn gpu_cagra_search_passes_the_suite() {
             CagraSearchParams::with_beam_width(5), // below k = 10
             CagraSearchParams::with_beam_width(2048),
             CagraSearchParams {
-                search_width: 0,
+                tuning: CagraSearchTuning {
+                    search_width: 0,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             CagraSearchParams {
-                team_size: 3,
+                tuning: CagraSearchTuning {
+                    team_size: 3,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             CagraSearchParams {
-                max_iterations: 4,
-                min_iterations: 5,
+                tuning: CagraSearchTuning {
+                    max_iterations: 4,
+                    min_iterations: 5,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             CagraSearchParams {
@@ -119,7 +135,8 @@ proptest! {
         BeamSearch
             .search(&graph, base.view(), queries.view(), metric, &BeamSearchParams::with_beam_width(l), cpu.as_mut())
             .unwrap();
-        let params = CagraSearchParams { search_width: width, seed, ..single(l) };
+        let base_params = single(l);
+        let params = CagraSearchParams { seed, tuning: CagraSearchTuning { search_width: width, ..base_params.tuning.clone() }, ..base_params };
         let gpu = search(&ctx, &graph, &base, &queries, metric, k, &params);
         check_result_rows("cagra_gpu", &gpu, n);
         let (rc, rg) = (recall_at_k(&cpu, &truth, k), recall_at_k(&gpu, &truth, k));
@@ -204,7 +221,10 @@ fn gpu_cagra_filtered_search_never_returns_filtered_ids() {
         for params in [single(beam_width), multi(beam_width)] {
             let params = CagraSearchParams {
                 filter: Some(filter.clone()),
-                min_iterations: 64,
+                tuning: CagraSearchTuning {
+                    min_iterations: 64,
+                    ..params.tuning.clone()
+                },
                 ..params
             };
             let found = search(&ctx, &graph, &base, &queries, Metric::L2Squared, k, &params);
@@ -216,11 +236,11 @@ fn gpu_cagra_filtered_search_never_returns_filtered_ids() {
                 );
             }
             let r = recall_at_k(&found, &truth, k);
-            println!("filter {rate}: {:?} recall@{k} {r:.3}", params.mode);
+            println!("filter {rate}: {:?} recall@{k} {r:.3}", params.tuning.mode);
             assert!(
                 r >= min_recall,
                 "recall {r} at {rate} filtered ({:?})",
-                params.mode
+                params.tuning.mode
             );
         }
     }
@@ -239,8 +259,8 @@ fn gpu_cagra_search_k_up_to_1024_in_both_modes() {
             let found = search(&ctx, &graph, &base, &queries, Metric::L2Squared, k, &params);
             check_result_rows("cagra_gpu", &found, 4000);
             let r = recall_at_k(&found, &truth, k);
-            println!("k = {k} {:?}: recall {r:.3}", params.mode);
-            assert!(r >= 0.9, "k = {k} {:?}: recall {r}", params.mode);
+            println!("k = {k} {:?}: recall {r:.3}", params.tuning.mode);
+            assert!(r >= 0.9, "k = {k} {:?}: recall {r}", params.tuning.mode);
         }
     }
 }
@@ -272,7 +292,11 @@ fn gpu_cagra_search_f16_and_every_metric() {
             } else {
                 0.9
             };
-            assert!(r >= min, "f16 {metric:?} {:?}: recall {r}", params.mode);
+            assert!(
+                r >= min,
+                "f16 {metric:?} {:?}: recall {r}",
+                params.tuning.mode
+            );
         }
     }
 }
@@ -287,11 +311,17 @@ fn gpu_cagra_search_rejects_bad_params() {
     let bad = [
         CagraSearchParams::with_beam_width(8),
         CagraSearchParams {
-            search_width: 33,
+            tuning: CagraSearchTuning {
+                search_width: 33,
+                ..Default::default()
+            },
             ..Default::default()
         },
         CagraSearchParams {
-            team_size: 64,
+            tuning: CagraSearchTuning {
+                team_size: 64,
+                ..Default::default()
+            },
             ..Default::default()
         },
         CagraSearchParams {

@@ -19,7 +19,7 @@ use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext};
 use weft_search::gpu::cagra::{
     CagraSearchDevice, CagraSearchGpu, CagraSearchMode, CagraSearchParams, CagraSearchSession,
-    SearchPrecision, plan,
+    CagraSearchTuning, SearchPrecision, plan,
 };
 use weft_search::gpu::rerank::{half_copy, rerank_lists};
 use weft_search::{Filter, exact_search_filtered};
@@ -38,8 +38,11 @@ fn invalid_name<T: std::fmt::Debug>(r: weft_core::Result<T>) -> String {
 fn f16_params(beam_width: usize, mode: CagraSearchMode) -> CagraSearchParams {
     CagraSearchParams {
         beam_width,
-        mode,
-        traversal: SearchPrecision::F16,
+        tuning: CagraSearchTuning {
+            mode,
+            traversal: SearchPrecision::F16,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -78,11 +81,11 @@ fn f16_params_are_checked_without_a_gpu() {
     let k = 10;
     let mut p = f16_params(64, CagraSearchMode::SingleCta);
     assert_eq!(p.rerank_len(k).unwrap(), 64, "0 reranks the whole list");
-    p.rerank = 32;
+    p.tuning.rerank = 32;
     assert_eq!(p.rerank_len(k).unwrap(), 32);
-    p.rerank = 5;
+    p.tuning.rerank = 5;
     assert_eq!(invalid_name(p.rerank_len(k)), "rerank", "rerank below k");
-    p.rerank = 65;
+    p.tuning.rerank = 65;
     assert_eq!(
         invalid_name(p.rerank_len(k)),
         "rerank",
@@ -90,7 +93,10 @@ fn f16_params_are_checked_without_a_gpu() {
     );
     assert_eq!(invalid_name(p.validate(100, 8)), "rerank");
     let exact = CagraSearchParams {
-        rerank: 32,
+        tuning: CagraSearchTuning {
+            rerank: 32,
+            ..Default::default()
+        },
         ..Default::default()
     };
     assert_eq!(
@@ -102,7 +108,10 @@ fn f16_params_are_checked_without_a_gpu() {
     assert_eq!(CagraSearchParams::default().rerank_len(k).unwrap(), 0);
     // The plan refuses a rerank count below k, before any device work.
     let p = CagraSearchParams {
-        rerank: 8,
+        tuning: CagraSearchTuning {
+            rerank: 8,
+            ..Default::default()
+        },
         ..f16_params(64, CagraSearchMode::SingleCta)
     };
     assert_eq!(
@@ -120,7 +129,10 @@ fn f16_params_are_checked_without_a_gpu() {
     assert!("f32".parse::<SearchPrecision>().is_err());
     // Parameters without the new fields read as exact.
     let p: CagraSearchParams = serde_json::from_str(r#"{"itopk": 32}"#).unwrap();
-    assert_eq!((p.traversal, p.rerank), (SearchPrecision::Exact, 0));
+    assert_eq!(
+        (p.tuning.traversal, p.tuning.rerank),
+        (SearchPrecision::Exact, 0)
+    );
 }
 
 /// f32 values whose f16 conversion is finite: random bit patterns (every exponent), and the
@@ -382,7 +394,10 @@ fn compare_recall(
     for beam_width in [32usize, 64] {
         let exact = CagraSearchParams {
             beam_width,
-            mode: CagraSearchMode::SingleCta,
+            tuning: CagraSearchTuning {
+                mode: CagraSearchMode::SingleCta,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let half = f16_params(beam_width, CagraSearchMode::SingleCta);
@@ -415,7 +430,10 @@ fn compare_recall(
         assert_eq!(one.dists, got.dists, "{what} beam width {beam_width}");
         // Reranking only part of the list: still exact distances, recall not above the whole.
         let part = CagraSearchParams {
-            rerank: k,
+            tuning: CagraSearchTuning {
+                rerank: k,
+                ..half.tuning.clone()
+            },
             ..half.clone()
         };
         let (p, _) = session.search(queries.view(), metric, k, &part).unwrap();
@@ -480,7 +498,10 @@ fn f16_traversal_with_filter_and_multi_cta() {
         CagraSearchSession::new(weft_gpu::probe().unwrap(), base.view(), &graph).unwrap();
     let exact = CagraSearchParams::with_beam_width(64).with_filter(&filter);
     let half = CagraSearchParams {
-        traversal: SearchPrecision::F16,
+        tuning: CagraSearchTuning {
+            traversal: SearchPrecision::F16,
+            ..exact.tuning.clone()
+        },
         ..exact.clone()
     };
     let (want, _) = session.search(queries.view(), metric, k, &exact).unwrap();
@@ -536,17 +557,26 @@ fn f16_traversal_errors() {
     assert!(search(&base, &queries, &half, 10).is_ok());
     // Rerank count below k, above the list, or with exact traversal.
     let p = CagraSearchParams {
-        rerank: 5,
+        tuning: CagraSearchTuning {
+            rerank: 5,
+            ..half.tuning.clone()
+        },
         ..half.clone()
     };
     assert_eq!(invalid_name(search(&base, &queries, &p, 10)), "rerank");
     let p = CagraSearchParams {
-        rerank: 33,
+        tuning: CagraSearchTuning {
+            rerank: 33,
+            ..half.tuning.clone()
+        },
         ..half.clone()
     };
     assert_eq!(invalid_name(search(&base, &queries, &p, 10)), "rerank");
     let p = CagraSearchParams {
-        rerank: 16,
+        tuning: CagraSearchTuning {
+            rerank: 16,
+            ..Default::default()
+        },
         ..CagraSearchParams::with_beam_width(32)
     };
     assert_eq!(invalid_name(search(&base, &queries, &p, 10)), "rerank");

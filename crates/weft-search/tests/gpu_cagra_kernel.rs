@@ -12,13 +12,17 @@ use weft_core::{BuildCtx, Dataset, DatasetView, Error, FixedDegreeGraph, INVALID
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
 use weft_search::gpu::cagra::{
-    CagraSearchDevice, CagraSearchMode, CagraSearchParams, auto_team_size, plan, plan_with_entries,
+    CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchTuning, auto_team_size, plan,
+    plan_with_entries,
 };
 
 fn cfg(beam_width: usize, mode: CagraSearchMode) -> CagraSearchParams {
     CagraSearchParams {
         beam_width,
-        mode,
+        tuning: CagraSearchTuning {
+            mode,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -142,7 +146,10 @@ fn cagra_search_plan_rules() {
     assert!(matches!(
         bad(
             CagraSearchParams {
-                search_width: 0,
+                tuning: CagraSearchTuning {
+                    search_width: 0,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             10
@@ -152,7 +159,10 @@ fn cagra_search_plan_rules() {
     assert!(matches!(
         bad(
             CagraSearchParams {
-                team_size: 3,
+                tuning: CagraSearchTuning {
+                    team_size: 3,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             10
@@ -162,7 +172,10 @@ fn cagra_search_plan_rules() {
     assert!(matches!(
         bad(
             CagraSearchParams {
-                search_width: 33,
+                tuning: CagraSearchTuning {
+                    search_width: 33,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             10
@@ -172,8 +185,11 @@ fn cagra_search_plan_rules() {
     assert!(matches!(
         bad(
             CagraSearchParams {
-                max_iterations: 3,
-                min_iterations: 4,
+                tuning: CagraSearchTuning {
+                    max_iterations: 3,
+                    min_iterations: 4,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             10
@@ -332,13 +348,7 @@ proptest! {
             return Ok(());
         };
         let mode = if multi { CagraSearchMode::MultiCta } else { CagraSearchMode::SingleCta };
-        let c = CagraSearchParams {
-            beam_width,
-            search_width: width,
-            mode,
-            seed,
-            ..Default::default()
-        };
+        let c = CagraSearchParams { beam_width, seed, tuning: CagraSearchTuning { search_width: width, mode, ..Default::default() }, ..Default::default() };
         let nq = 24;
         let cand = plan(132, 1 << 20, dim, 4, degree, nq, k, &c, filtered).unwrap().candidates;
         let n_entries = mult * cand + extra;
@@ -455,8 +465,11 @@ fn cagra_search_entry_points_reach_every_cluster() {
     for mode in [CagraSearchMode::SingleCta, CagraSearchMode::MultiCta] {
         let c = CagraSearchParams {
             beam_width: 64,
-            search_width: 4,
-            mode,
+            tuning: CagraSearchTuning {
+                mode,
+                search_width: 4,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let p = plan(132, n, dim, 4, degree, nq, k, &c, false).unwrap();

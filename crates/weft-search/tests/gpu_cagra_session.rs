@@ -9,12 +9,16 @@ use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
 use weft_search::gpu::cagra::{
     CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchSession,
+    CagraSearchTuning,
 };
 
 fn cfg(beam_width: usize, mode: CagraSearchMode) -> CagraSearchParams {
     CagraSearchParams {
         beam_width,
-        mode,
+        tuning: CagraSearchTuning {
+            mode,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

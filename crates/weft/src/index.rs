@@ -28,8 +28,11 @@ use crate::registry::{Backend, Registry, with_view};
 pub struct SearchParams {
     /// Beam width: the candidate list size of the graph search (at least k), on every back
     /// end: the CPU beam search's `beam_width`, the GPU CAGRA search's list size and the GPU
-    /// GGNN search's queue size. Larger is slower and more accurate.
-    pub beam_width: usize,
+    /// GGNN search's queue size. Larger is slower and more accurate. `None` (the default):
+    /// [`weft_search::plan::default_beam_width`] of the search's `k` (64, or for `k` above 64,
+    /// `k` rounded up to a multiple of 32). A width below `k` is an [`Error::InvalidParams`]
+    /// named `beam_width`, on every back end.
+    pub beam_width: Option<usize>,
     /// Ignore the graph and compare with every vector (exact, for ground truth and checks).
     pub exact: bool,
     /// Seed of the search's random choices: the entry points spread over the data when the graph
@@ -49,8 +52,20 @@ pub struct SearchParams {
     /// CAGRA-style search for fixed-degree and k-NN graphs, the GGNN search for hierarchical
     /// ones, and is an error when it cannot run; [`Backend::Cpu`] the beam search.
     pub backend: Backend,
-    /// Options of the GPU search (used when it runs on the GPU).
-    pub gpu: GpuSearchOptions,
+    /// The GPU CAGRA search's own knobs (fixed-degree and k-NN graphs on the GPU; the list
+    /// size is [`SearchParams::beam_width`], the seed [`SearchParams::seed`]).
+    pub cagra: weft_search::CagraSearchTuning,
+    /// The GGNN search's own knobs (hierarchical graphs on the GPU; its queue size is
+    /// [`SearchParams::beam_width`]).
+    pub ggnn: weft_search::GgnnSearchTuning,
+    /// The GPU GGNN search's launch knobs (block size, team size, row prefetch).
+    pub ggnn_gpu: weft_search::GgnnGpuOptions,
+    /// The CUDA device the search runs on (`None`, the default: the index's own,
+    /// [`Index::device`], and for an index without one the default device, `$WEFT_GPU_DEVICE`
+    /// or else 0). A device given here is used or the search fails (also with
+    /// [`Backend::Auto`]: never the CPU instead) with an [`Error::Unsupported`] that names it; a
+    /// search on another device than the last one uploads the index there.
+    pub device: Option<usize>,
     /// Threads of the search's CPU work (`None`, the default: the current rayon pool; a
     /// `Some` starts a pool of that many threads, at least 1, for the call). A query's result
     /// does not depend on it.
@@ -79,51 +94,25 @@ pub const CANCEL_CHECK_ROWS: usize = 256;
 /// searches.
 pub type SearchBackend = Backend;
 
-/// Options of the GPU searches. Fixed-degree and k-NN graphs use `weft_search::CagraSearchGpu`
-/// (its list size is [`SearchParams::beam_width`]); hierarchical (GGNN) graphs use
-/// `weft_search::GgnnSearchGpu` (its queue size is the beam width, `tau` its slack,
-/// `max_iterations` its expansion cap).
-#[derive(Clone, Debug, PartialEq)]
-pub struct GpuSearchOptions {
-    /// Parents expanded per iteration.
-    pub search_width: usize,
-    /// Threads per distance (0: from the dimension).
-    pub team_size: usize,
-    /// Single- or multi-CTA (default automatic).
-    pub mode: weft_search::CagraSearchMode,
-    /// Iteration cap (0: automatic; for the GGNN search its default of 400 expansions).
-    pub max_iterations: usize,
-    /// Slack `tau` of the GGNN search (hierarchical graphs; finite, `>= 0`).
-    pub tau: f32,
-    /// The CAGRA search's traversal precision: `Exact` (default) or, for `f32` data, `F16`
-    /// (traverse an f16 copy, rerank the whole list with exact f32 distances; see
-    /// `weft_search::SearchPrecision`). Hierarchical (GGNN) graphs take `Exact` only.
-    pub precision: weft_search::SearchPrecision,
-    /// The CUDA device the search runs on (`None`, the default: the index's own,
-    /// [`Index::device`], and for an index without one the default device, `$WEFT_GPU_DEVICE`
-    /// or else 0). A device given here is used or the search fails (also with
-    /// [`Backend::Auto`]: never the CPU instead) with an [`Error::Unsupported`] that names it; a
-    /// search on another device than the last one uploads the index there.
-    pub device: Option<usize>,
-}
-
-impl Default for GpuSearchOptions {
-    fn default() -> Self {
-        GpuSearchOptions {
-            search_width: 1,
-            team_size: 0,
-            mode: weft_search::CagraSearchMode::Auto,
-            max_iterations: 0,
-            tau: weft_search::GgnnSearchParams::default().tau,
-            precision: weft_search::SearchPrecision::Exact,
-            device: None,
-        }
-    }
-}
-
 impl Default for SearchParams {
+    /// A graph search with the default beam width for its `k`
+    /// ([`weft_search::plan::default_beam_width`]), on the GPU when one is usable.
     fn default() -> Self {
-        SearchParams::with_beam_width(64)
+        SearchParams {
+            beam_width: None,
+            exact: false,
+            seed: 0,
+            max_hops: None,
+            entry_layer: Some(EntryLayerParams::default()),
+            backend: Backend::Auto,
+            cagra: weft_search::CagraSearchTuning::default(),
+            ggnn: weft_search::GgnnSearchTuning::default(),
+            ggnn_gpu: weft_search::GgnnGpuOptions::default(),
+            device: None,
+            threads: None,
+            cancel: None,
+            filter: None,
+        }
     }
 }
 
@@ -131,17 +120,18 @@ impl SearchParams {
     /// Graph search with candidate list size `beam_width`.
     pub fn with_beam_width(beam_width: usize) -> Self {
         SearchParams {
-            beam_width,
-            exact: false,
-            seed: 0,
-            max_hops: None,
-            entry_layer: Some(EntryLayerParams::default()),
-            backend: Backend::Auto,
-            gpu: GpuSearchOptions::default(),
-            threads: None,
-            cancel: None,
-            filter: None,
+            beam_width: Some(beam_width),
+            ..SearchParams::default()
         }
+    }
+
+    /// The beam width of a search for `k` neighbours: [`SearchParams::beam_width`], or the
+    /// default for `k`; checked against `k` (the one `beam_width >= k` check,
+    /// [`weft_search::plan::check_beam_width`]).
+    pub fn beam_width_for(&self, k: usize) -> Result<usize> {
+        let beam = weft_search::plan::beam_width_or_default(self.beam_width, k);
+        weft_search::plan::check_beam_width(beam, k)?;
+        Ok(beam)
     }
 
     /// These parameters with results restricted to the ids `filter` allows (see
@@ -904,6 +894,17 @@ impl Index {
         let check_cancelled = || cancel.map_or(Ok(()), CancelToken::check);
         check_cancelled()?;
         let metric = self.metric();
+        // The search plan's one beam width (the default for k when none is given), checked
+        // against k once for every back end.
+        let beam_width = if params.exact {
+            0
+        } else {
+            // The searches' knobs are checked on every back end: an impossible value is an
+            // error, never ignored because this search happens to run elsewhere.
+            params.cagra.validate()?;
+            params.ggnn.validate()?;
+            params.beam_width_for(k)?
+        };
         // Outside the timed part: computed once per index and seed.
         let entries = if params.exact {
             None
@@ -916,7 +917,7 @@ impl Index {
             max_hops: params.max_hops,
             entry_layer: params.entry_layer,
             filter: params.filter.clone(),
-            ..BeamSearchParams::with_beam_width(params.beam_width)
+            ..BeamSearchParams::with_beam_width(beam_width)
         };
         let cpu_params = entries.as_ref().map(|e| {
             beam(match e.source {
@@ -967,9 +968,14 @@ impl Index {
                     o,
                 )
             })?
-        } else if let Some(stats) =
-            self.search_gpu(data, queries, k, params, entries.as_ref(), &mut out)?
-        {
+        } else if let Some(stats) = self.search_gpu(
+            data,
+            queries,
+            beam_width,
+            params,
+            entries.as_ref(),
+            &mut out,
+        )? {
             check_cancelled()?;
             backend = "gpu";
             stats
@@ -1022,10 +1028,10 @@ impl Index {
         }
     }
 
-    /// The CUDA device a GPU search with `params` runs on: `params.gpu.device`, else the
+    /// The CUDA device a GPU search with `params` runs on: `params.device`, else the
     /// index's ([`Index::device`]); `None`: the default device.
     fn search_device(&self, params: &SearchParams) -> Option<usize> {
-        params.gpu.device.or(self.device)
+        params.device.or(self.device)
     }
 
     /// The CUDA device the GPU searches run on when their parameters name none: the GPU the
@@ -1079,25 +1085,23 @@ impl Index {
         &self,
         data: DatasetView<'_, T>,
         queries: DatasetView<'_, T>,
-        k: usize,
+        beam_width: usize,
         params: &SearchParams,
         entries: Option<&SearchEntryPoints>,
         out: &mut NeighborsMut<'_>,
     ) -> Result<Option<SearchStats>> {
-        let required = match params.backend {
-            Backend::Cpu => return Ok(None),
-            // A device asked for by number is used or the search fails.
-            Backend::Auto => params.gpu.device.is_some(),
-            Backend::Gpu => true,
-        };
+        if params.backend == Backend::Cpu {
+            return Ok(None);
+        }
+        let (k, required) = (out.k(), gpu_required(params));
         #[cfg(feature = "cuda")]
         {
             use weft_core::FixedDegreeGraph;
             use weft_search::CagraSearchSession;
             if let StoredGraph::Hier(hier) = &self.graph {
-                return self.search_gpu_hier(hier, data, queries, params, required, out);
+                return self.search_gpu_hier(hier, data, queries, beam_width, params, out);
             }
-            let p = cagra_gpu_params(params, data.rows(), data.dim(), k)?;
+            let p = cagra_gpu_params(params, beam_width, data.rows(), data.dim(), k)?;
             let spread = match entries {
                 Some(SearchEntryPoints {
                     source: EntrySource::Spread { seed },
@@ -1139,7 +1143,7 @@ impl Index {
         }
         #[cfg(not(feature = "cuda"))]
         {
-            let _ = (data, queries, k, entries, out);
+            let _ = (data, queries, k, beam_width, entries, out);
             if required {
                 return Err(Error::Unsupported(
                     "this build of weft has no GPU support (cargo feature `cuda`)".into(),
@@ -1150,9 +1154,9 @@ impl Index {
     }
 
     /// The GGNN search on the GPU over a hierarchical graph (its layer 0 entered from the
-    /// hierarchy's entry points: spread over the data for a graph built now), the parameters of `weft_search::GgnnSearchGpu`: the beam width as its
-    /// queue size, `params.gpu.tau` as its slack and `params.gpu.max_iterations` (0: 400) as its
-    /// expansion cap. The first search uploads the data and the base layer into a
+    /// hierarchy's entry points: spread over the data for a graph built now), the parameters of
+    /// `weft_search::GgnnSearchGpu`: the beam width as its queue size, [`SearchParams::ggnn`]
+    /// its knobs and [`SearchParams::ggnn_gpu`] its launch options. The first search uploads the data and the base layer into a
     /// `weft_search::GgnnSearchSession` kept in the index's GPU cache; later ones upload only their
     /// queries. `None` when no GPU is usable and the backend is automatic.
     #[cfg(feature = "cuda")]
@@ -1161,13 +1165,13 @@ impl Index {
         hier: &weft_graph::hier::HierGraph,
         data: DatasetView<'_, T>,
         queries: DatasetView<'_, T>,
+        beam_width: usize,
         params: &SearchParams,
-        required: bool,
         out: &mut NeighborsMut<'_>,
     ) -> Result<Option<SearchStats>> {
-        let p = ggnn_gpu_params(params, data.rows(), data.dim())?;
+        let p = ggnn_gpu_params(params, beam_width, data.rows(), data.dim())?;
         self.search_resident_session::<T, weft_search::GgnnSearchSession<T>>(
-            required,
+            gpu_required(params),
             self.search_device(params),
             None,
             out,
@@ -1175,15 +1179,7 @@ impl Index {
                 data.check_finite()?;
                 weft_search::GgnnSearchSession::new(ctx, data, hier.base(), hier.entry_points())
             },
-            |session, out| {
-                session.search_into(
-                    queries,
-                    self.metric(),
-                    &p,
-                    &weft_search::gpu::ggnn::GgnnGpuOptions::default(),
-                    out,
-                )
-            },
+            |session, out| session.search_into(queries, self.metric(), &p, &params.ggnn_gpu, out),
         )
     }
 
@@ -1322,27 +1318,33 @@ pub fn data_fingerprint(data: &AnyDataset) -> String {
     with_view!(data, |view| of(view))
 }
 
+/// Whether a search with `params` must run on the GPU (else it fails) rather than fall back to
+/// the CPU: [`Backend::Gpu`], or [`Backend::Auto`] with a device asked for by number.
+fn gpu_required(params: &SearchParams) -> bool {
+    match params.backend {
+        Backend::Cpu => false,
+        Backend::Auto => params.device.is_some(),
+        Backend::Gpu => true,
+    }
+}
+
 /// The GPU CAGRA search's parameters for `params` over `rows` points of `dim` elements and `k`
-/// results: its list size is the beam width, the rest from [`SearchParams::gpu`], the seed and
-/// the filter; checked (a beam width below `k` is an [`Error::InvalidParams`] named
-/// `beam_width`).
+/// results: its list size is `beam_width` (the plan's, already checked against `k`), its knobs
+/// [`SearchParams::cagra`], with the seed and the filter; checked.
 #[cfg(any(feature = "cuda", test))]
 fn cagra_gpu_params(
     params: &SearchParams,
+    beam_width: usize,
     rows: usize,
     dim: usize,
     k: usize,
 ) -> Result<weft_search::CagraSearchParams> {
     use weft_core::Params as _;
     let p = weft_search::CagraSearchParams {
-        beam_width: params.beam_width,
-        search_width: params.gpu.search_width,
-        team_size: params.gpu.team_size,
-        mode: params.gpu.mode,
-        max_iterations: params.gpu.max_iterations,
+        beam_width,
         seed: params.seed,
-        traversal: params.gpu.precision,
-        ..Default::default()
+        filter: None,
+        tuning: params.cagra.clone(),
     };
     let p = match &params.filter {
         Some(f) => p.with_filter(f),
@@ -1361,47 +1363,33 @@ fn cagra_gpu_params(
         ));
     }
     p.validate(rows, dim)?;
-    if p.beam_width < k {
-        return Err(Error::invalid_param(
-            "beam_width",
-            format!(
-                "the beam width {} is below k = {k}: the candidate list must hold the k results; \
-                 give a beam width of at least k",
-                p.beam_width
-            ),
-        ));
-    }
     Ok(p)
 }
 
 /// The GPU GGNN search's parameters for `params` over `rows` points of `dim` elements: its
-/// queue size is the beam width, `params.gpu.tau` its slack, `params.gpu.max_iterations` (0:
-/// the default 400) its expansion cap; checked.
+/// queue size is `beam_width` (the plan's), its knobs [`SearchParams::ggnn`]; checked. The
+/// GGNN search has no f16 traversal: [`SearchParams::cagra`] asking for one is an
+/// [`Error::InvalidParams`] named `traversal` (never ignored).
 #[cfg(any(feature = "cuda", test))]
 fn ggnn_gpu_params(
     params: &SearchParams,
+    beam_width: usize,
     rows: usize,
     dim: usize,
 ) -> Result<weft_search::GgnnSearchParams> {
     use weft_core::Params as _;
-    if params.gpu.precision != weft_search::SearchPrecision::Exact {
+    if params.cagra.traversal != weft_search::SearchPrecision::Exact {
         return Err(Error::invalid_param(
-            "precision",
+            "traversal",
             "the GGNN search of a hierarchical graph has no f16 traversal (use exact)",
         ));
     }
-    let defaults = weft_search::GgnnSearchParams::default();
     let p = weft_search::GgnnSearchParams {
-        tau: params.gpu.tau,
-        beam_width: params.beam_width,
-        max_iterations: if params.gpu.max_iterations > 0 {
-            params.gpu.max_iterations
-        } else {
-            defaults.max_iterations
-        },
+        beam_width,
         seed: params.seed,
         filter: params.filter.clone(),
-        ..defaults
+        tuning: params.ggnn.clone(),
+        ..weft_search::GgnnSearchParams::default()
     };
     p.validate(rows, dim)?;
     Ok(p)
@@ -1509,41 +1497,54 @@ mod tests {
             seed: 5,
             ..SearchParams::with_beam_width(96)
         };
-        let cagra = cagra_gpu_params(&params, 1000, 16, 10).unwrap();
+        let beam = params.beam_width_for(10).unwrap();
+        assert_eq!(beam, 96);
+        let cagra = cagra_gpu_params(&params, beam, 1000, 16, 10).unwrap();
         assert_eq!(cagra.beam_width, 96);
         assert_eq!(cagra.seed, 5);
-        let ggnn = ggnn_gpu_params(&params, 1000, 16).unwrap();
+        let ggnn = ggnn_gpu_params(&params, beam, 1000, 16).unwrap();
         assert_eq!(ggnn.beam_width, 96);
+        assert_eq!(ggnn.tuning, params.ggnn);
+        // No beam width given: the plan's default for k, the same rule on every surface.
+        assert_eq!(SearchParams::default().beam_width_for(10).unwrap(), 64);
+        assert_eq!(SearchParams::default().beam_width_for(100).unwrap(), 128);
+        // The GGNN search has no f16 traversal: asking for one is refused, not ignored.
+        let mut f16 = params.clone();
+        f16.cagra.traversal = weft_search::SearchPrecision::F16;
+        let err = ggnn_gpu_params(&f16, beam, 1000, 16).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidParams { name, .. } if name == "traversal"),
+            "{err}"
+        );
         // The launch plan of the CAGRA search (no GPU needed): single-CTA keeps one list of the
         // beam width; multi-CTA splits it over blocks of 32.
-        let single = weft_search::CagraSearchParams {
-            mode: weft_search::CagraSearchMode::SingleCta,
-            ..cagra.clone()
-        };
+        let mut single = cagra.clone();
+        single.tuning.mode = weft_search::CagraSearchMode::SingleCta;
         #[cfg(feature = "cuda")]
         {
             use weft_search::gpu::cagra::{MULTI_CTA_BLOCK_LIST_LEN, plan};
             let p = plan(132, 1000, 16, 4, 32, 1000, 10, &single, false).unwrap();
             assert_eq!((p.ctas_per_query, p.block_list_len), (1, 96));
-            let multi = weft_search::CagraSearchParams {
-                mode: weft_search::CagraSearchMode::MultiCta,
-                ..cagra.clone()
-            };
+            let mut multi = cagra.clone();
+            multi.tuning.mode = weft_search::CagraSearchMode::MultiCta;
             let p = plan(132, 1000, 16, 4, 32, 1, 10, &multi, false).unwrap();
             assert_eq!(p.block_list_len, MULTI_CTA_BLOCK_LIST_LEN);
             assert_eq!(p.ctas_per_query * p.block_list_len, 96);
         }
         let _ = single;
         // A beam width below k is refused by name, before any GPU work.
-        let err = cagra_gpu_params(&SearchParams::with_beam_width(8), 1000, 16, 10).unwrap_err();
+        let err = SearchParams::with_beam_width(8)
+            .beam_width_for(10)
+            .unwrap_err();
         assert!(
             matches!(&err, Error::InvalidParams { name, .. } if name == "beam_width"),
             "{err}"
         ); // A k beyond the GPU list's limit blames k (what the caller gave), not the beam width
-        // derived from it (max(k, 64) in Python, k rounded up to 32 in the CLI).
+        // derived from it (the default for k = 1500 is 1504).
         for beam in [1500, 1504] {
-            let err = cagra_gpu_params(&SearchParams::with_beam_width(beam), 10_000, 16, 1500)
-                .unwrap_err();
+            let err =
+                cagra_gpu_params(&SearchParams::with_beam_width(beam), beam, 10_000, 16, 1500)
+                    .unwrap_err();
             assert!(
                 matches!(&err, Error::InvalidParams { name, .. } if name == "k"),
                 "{err}"
@@ -1554,6 +1555,42 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn the_search_knobs_are_checked_on_every_back_end() {
+        let data = Dataset::from_vec((0..400).map(|i| (i % 37) as f32).collect(), 100, 4).unwrap();
+        let index = crate::IndexBuilder::new(crate::Algorithm::exact(8))
+            .backend(Backend::Cpu)
+            .build(data.view())
+            .unwrap();
+        let cpu = SearchParams::default().with_backend(Backend::Cpu);
+        index.search(data.view(), 5, &cpu).unwrap();
+        let mut bad = cpu.clone();
+        bad.cagra.search_width = 0;
+        let e = index.search(data.view(), 5, &bad).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidParams { name, .. } if name == "search_width"),
+            "{e}"
+        );
+        let mut bad = cpu.clone();
+        bad.ggnn.tau = f32::NAN;
+        let e = index.search(data.view(), 5, &bad).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidParams { name, .. } if name == "tau"),
+            "{e}"
+        );
+        let e = index
+            .search(data.view(), 5, &SearchParams::with_beam_width(4))
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidParams { name, .. } if name == "beam_width"),
+            "{e}"
+        );
+        // The exact search has no beam and no knobs to check.
+        index
+            .search(data.view(), 5, &SearchParams::exact())
+            .unwrap();
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The GPU as a parameter: `IndexBuilder::device` and `GpuSearchOptions::device`. A device that
+//! The GPU as a parameter: `IndexBuilder::device` and `SearchParams::device`. A device that
 //! cannot be used is a typed error naming it, never the CPU instead; on a GPU machine
 //! (`WEFT_REQUIRE_GPU=1` there) device 0 builds and searches, and the index remembers it.
 
@@ -32,7 +32,7 @@ fn a_device_that_cannot_be_used_is_named_and_never_replaced_by_the_cpu() {
     for backend in [Backend::Auto, Backend::Gpu] {
         let mut params = SearchParams::with_beam_width(32);
         params.backend = backend;
-        params.gpu.device = Some(999);
+        params.device = Some(999);
         match index.search(base.view(), 5, &params) {
             Err(Error::Unsupported(m)) => assert!(m.contains("device 999"), "{m}"),
             other => panic!(
@@ -41,7 +41,7 @@ fn a_device_that_cannot_be_used_is_named_and_never_replaced_by_the_cpu() {
             ),
         }
         // The CPU is still there when no device is named.
-        params.gpu.device = None;
+        params.device = None;
         params.backend = Backend::Cpu;
         assert_eq!(
             index.search(base.view(), 5, &params).unwrap().backend,
@@ -71,18 +71,18 @@ fn device_zero_builds_and_searches_where_there_is_a_gpu() {
     let mut params = SearchParams::with_beam_width(32);
     params.backend = Backend::Gpu;
     let by_default = index.search(base.view(), 5, &params).unwrap();
-    params.gpu.device = Some(0);
+    params.device = Some(0);
     let asked = index.search(base.view(), 5, &params).unwrap();
     assert_eq!((by_default.backend, asked.backend), ("gpu", "gpu"));
     assert_eq!(by_default.neighbors.ids, asked.neighbors.ids);
     // Another device than the index's: named in the error, and device 0 still works after.
-    params.gpu.device = Some(999);
+    params.device = Some(999);
     assert!(matches!(
         index.search(base.view(), 5, &params),
         Err(Error::Unsupported(m)) if m.contains("device 999")
     ));
     index.set_device(None);
-    params.gpu.device = None;
+    params.device = None;
     assert_eq!(
         index.search(base.view(), 5, &params).unwrap().backend,
         "gpu"

@@ -247,7 +247,7 @@ fn index_gpu_search_is_repeatable() {
     let mut params = SearchParams::with_beam_width(64);
     params.backend = SearchBackend::Gpu;
     // Single-CTA: deterministic and independent of the batch.
-    params.gpu.mode = CagraSearchMode::SingleCta;
+    params.cagra.mode = CagraSearchMode::SingleCta;
     let a = index.search(queries.view(), 10, &params).unwrap();
     assert_eq!(a.backend, "gpu");
     let b = index.search(queries.view(), 10, &params).unwrap();
@@ -326,12 +326,12 @@ fn hierarchical_index_searches_with_ggnn_on_the_gpu() {
     assert_eq!(c.neighbors.ids, a.neighbors.ids[..300]);
     let d = index.clone().search(queries.view(), 10, &params).unwrap();
     assert_eq!(a.neighbors, d.neighbors);
-    params.gpu.tau = -1.0;
+    params.ggnn.tau = -1.0;
     assert!(matches!(
         index.search(queries.view(), 10, &params),
         Err(Error::InvalidParams { .. })
     ));
-    params.gpu.tau = 0.5;
+    params.ggnn.tau = 0.5;
     assert_eq!(
         index.search(queries.view(), 10, &params).unwrap().neighbors,
         a.neighbors

@@ -177,7 +177,7 @@ fn search_graphs_start_from_their_own_entry_points() {
 #[test]
 fn knn_graph_gpu_search_starts_from_spread_entry_points() {
     use weft::index::SearchBackend;
-    use weft::search::{CagraSearchGpu, CagraSearchMode, CagraSearchParams};
+    use weft::search::{CagraSearchGpu, CagraSearchMode, CagraSearchParams, CagraSearchTuning};
     let Some(ctx) =
         weft::gpu::testing::gpu_or_skip("knn_graph_gpu_search_starts_from_spread_entry_points")
     else {
@@ -203,7 +203,7 @@ fn knn_graph_gpu_search_starts_from_spread_entry_points() {
     .unwrap();
     let mut params = SearchParams::with_beam_width(64);
     params.backend = SearchBackend::Gpu;
-    params.gpu.mode = CagraSearchMode::SingleCta;
+    params.cagra.mode = CagraSearchMode::SingleCta;
     let a = index.search(queries.view(), 10, &params).unwrap();
     assert_eq!(a.backend, "gpu");
     let r_spread = recall(&a.neighbors, &truth);
@@ -222,7 +222,10 @@ fn knn_graph_gpu_search_starts_from_spread_entry_points() {
             Metric::L2Squared,
             &CagraSearchParams {
                 beam_width: 64,
-                mode: CagraSearchMode::SingleCta,
+                tuning: CagraSearchTuning {
+                    mode: CagraSearchMode::SingleCta,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             random.as_mut(),

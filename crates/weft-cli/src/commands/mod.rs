@@ -393,6 +393,25 @@ pub fn resolve_metric(
     })
 }
 
+/// A search error in the words of the command line (`weft search`, `weft eval`): an invalid
+/// search knob is named by its flag, anything else as [`with_cli_names`] names it.
+pub fn with_search_cli_names(e: weft::Error) -> anyhow::Error {
+    let weft::Error::InvalidParams { name, reason } = &e else {
+        return e.into();
+    };
+    let flag = name.replace('_', "-");
+    let option = match name.as_str() {
+        "traversal" => "--search-precision".to_string(),
+        "search_width" | "min_iterations" | "rerank" | "tau" | "mode" => format!("--{flag}"),
+        "team_size" | "max_iterations" => {
+            format!("--{flag} (GPU CAGRA search) or --ggnn-{flag} (GPU GGNN search)")
+        }
+        "best" | "visited" | "block_threads" => format!("--ggnn-{flag}"),
+        _ => return with_cli_names(e),
+    };
+    anyhow!("invalid parameter `{name}` (set by {option}): {reason}")
+}
+
 /// A library error in the words of the command line: an invalid parameter is named by the
 /// option that sets it (`-k`, `--threads`, `--algo`, else `--param NAME`), with what to do for
 /// the common k mistakes.

@@ -6,14 +6,14 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use weft::graph::storage::{self, GraphKind, LoadOptions};
-use weft::index::{EntrySource, GpuSearchOptions, SearchBackend, SearchEntryPoints};
+use weft::index::{EntrySource, SearchBackend, SearchEntryPoints};
 use weft::io::{Format, IdMatrix};
-use weft::search::{CagraSearchMode, SearchPrecision};
+use weft::search::{CagraSearchTuning, GgnnGpuOptions, GgnnSearchTuning, SearchPrecision, plan};
 use weft::{Index, SearchParams};
 
 use super::{
     FormatArg, Report, graph_record, id_output, known_format, read_filter, read_vectors,
-    refuse_overwriting_inputs, require_gpu, same_file, secs, with_cli_names,
+    refuse_overwriting_inputs, require_gpu, same_file, secs, with_search_cli_names,
 };
 use crate::progress::Session;
 
@@ -81,82 +81,40 @@ pub enum BackendArg {
     Gpu,
 }
 
-/// `--search-precision`'s values, parsed straight into the search's own [`SearchPrecision`].
-fn precision_parser() -> impl clap::builder::TypedValueParser<Value = SearchPrecision> {
-    use clap::builder::TypedValueParser as _;
-    clap::builder::PossibleValuesParser::new([
-        clap::builder::PossibleValue::new("exact").help("traverse in the data's own precision"),
-        clap::builder::PossibleValue::new("f16")
-            .help("f32 data: traverse an f16 copy, rerank the list with exact f32 distances"),
-    ])
-    .map(|s| match s.as_str() {
-        "f16" => SearchPrecision::F16,
-        _ => SearchPrecision::Exact,
-    })
-}
-
-/// `--mode`'s values, parsed straight into the search's own [`CagraSearchMode`].
-fn mode_parser() -> impl clap::builder::TypedValueParser<Value = CagraSearchMode> {
-    use clap::builder::TypedValueParser as _;
-    clap::builder::PossibleValuesParser::new([
-        clap::builder::PossibleValue::new("auto")
-            .help("multi-CTA for small batches (below twice the SM count) or beam width > 512"),
-        clap::builder::PossibleValue::new("single-cta")
-            .help("one thread block per query (deterministic, independent of the batch)"),
-        clap::builder::PossibleValue::new("multi-cta")
-            .help("several thread blocks per query (small batches, large beam width)"),
-    ])
-    .map(|s| match s.as_str() {
-        "single-cta" => CagraSearchMode::SingleCta,
-        "multi-cta" => CagraSearchMode::MultiCta,
-        _ => CagraSearchMode::Auto,
-    })
-}
-
-/// The search backend and the GPU search's options (`weft search`, `weft eval`).
+/// The search backend and the graph searches' own knobs (`weft search`, `weft eval`): the
+/// structs the searches read themselves ([`CagraSearchTuning`], [`GgnnSearchTuning`], [`GgnnGpuOptions`]),
+/// flattened, so that a flag reaches its search without a copy in between.
 ///
-/// Mapping to the CPU beam search: --beam-width is the list size on both; --search-width,
-/// --team-size, --mode and --max-iterations apply to the GPU only. A hierarchical (GGNN) graph
-/// on the GPU runs the GGNN search: --beam-width is its queue size, --tau its slack,
-/// --max-iterations its expansion cap (0: 400).
+/// Mapping to the CPU beam search: --beam-width is the list size on every back end; the CAGRA
+/// flags (--search-width, --team-size, --mode, --max-iterations, --min-iterations,
+/// --search-precision, --rerank) apply to the GPU search of fixed-degree and k-NN graphs; a
+/// hierarchical (GGNN) graph on the GPU runs the GGNN search: --beam-width is its queue size,
+/// --tau its slack, the --ggnn-* flags its other knobs.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GpuArgs {
     /// auto: the GPU search when a GPU is usable (CAGRA-style; GGNN for hierarchical graphs),
     /// else the CPU beam search; cpu; gpu (an error when it cannot run).
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// GPU: parents expanded per iteration (1..=32).
-    #[arg(long, default_value_t = 1)]
-    pub search_width: usize,
-    /// GPU: threads per distance (2, 4, 8, 16, 32; 0 = from the dimension).
-    #[arg(long, default_value_t = 0)]
-    pub team_size: usize,
-    /// GPU: single- or multi-CTA.
-    #[arg(long, default_value = "auto", value_parser = mode_parser())]
-    pub mode: CagraSearchMode,
-    /// GPU: iteration cap (0 = automatic).
-    #[arg(long, default_value_t = 0)]
-    pub max_iterations: usize,
-    /// GPU, hierarchical (GGNN) graphs: the GGNN search's slack tau (finite, >= 0; larger is
-    /// slower and more accurate).
-    #[arg(long, default_value_t = 0.5)]
-    pub tau: f32,
-    /// GPU, CAGRA search: the traversal's precision (f16: f32 data only; the returned
-    /// distances stay exact f32).
-    #[arg(long, default_value = "exact", value_parser = precision_parser())]
-    pub search_precision: SearchPrecision,
-}
-
-/// The beam width `weft search` uses without --beam-width: 64, or for `k` above 64, `k` rounded up
-/// to a multiple of 32 (every list size must hold the k results).
-pub fn default_beam(k: usize) -> usize {
-    if k <= 64 { 64 } else { k.next_multiple_of(32) }
+    /// The GPU CAGRA search's knobs.
+    #[command(flatten)]
+    pub cagra: CagraSearchTuning,
+    /// The GGNN search's knobs.
+    #[command(flatten)]
+    pub ggnn: GgnnSearchTuning,
+    /// The GPU GGNN search's launch knobs.
+    #[command(flatten)]
+    pub ggnn_gpu: GgnnGpuOptions,
 }
 
 impl GpuArgs {
-    /// Refuses beam widths below `k` before any work, naming the option the user gave.
+    /// Refuses beam widths below `k` before any work, naming the option the user gave (the
+    /// search plan's one check, [`plan::check_beam_width`]).
     pub fn check_k(&self, k: usize, beam_widths: &[usize]) -> Result<()> {
-        if let Some(b) = beam_widths.iter().find(|&&b| b < k) {
+        if let Some(&b) = beam_widths
+            .iter()
+            .find(|&&b| plan::check_beam_width(b, k).is_err())
+        {
             bail!(
                 "--beam-width {b} is below -k {k}: every beam width (the list size of the CPU \
                  and GPU searches) must hold the k results; give --beam-width {k} or more, or \
@@ -175,22 +133,17 @@ impl GpuArgs {
         Ok(())
     }
 
-    /// `params` with this backend, these GPU options and the session's `--gpu` device.
+    /// `params` with this backend, these knobs and the session's `--gpu` device.
     pub fn apply(&self, mut params: SearchParams, s: &Session) -> SearchParams {
         params.backend = match self.backend {
             BackendArg::Auto => SearchBackend::Auto,
             BackendArg::Cpu => SearchBackend::Cpu,
             BackendArg::Gpu => SearchBackend::Gpu,
         };
-        params.gpu = GpuSearchOptions {
-            search_width: self.search_width,
-            team_size: self.team_size,
-            mode: self.mode,
-            max_iterations: self.max_iterations,
-            tau: self.tau,
-            precision: self.search_precision,
-            device: s.gpu(),
-        };
+        params.cagra = self.cagra.clone();
+        params.ggnn = self.ggnn.clone();
+        params.ggnn_gpu = self.ggnn_gpu;
+        params.device = s.gpu();
         params
     }
 }
@@ -302,7 +255,7 @@ fn distances_path(out: &Path, given: Option<&PathBuf>) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// A search error in the words of the command line ([`with_cli_names`]); one about the beam
+/// A search error in the words of the command line ([`with_search_cli_names`]); one about the beam
 /// width when the user gave none says it was the default derived from `-k`, and what to do.
 fn beam_error(e: weft::Error, given: bool, beam: usize, k: usize) -> anyhow::Error {
     match &e {
@@ -313,7 +266,7 @@ fn beam_error(e: weft::Error, given: bool, beam: usize, k: usize) -> anyhow::Err
                  least k) that the search accepts, or a smaller -k"
             )
         }
-        _ => with_cli_names(e),
+        _ => with_search_cli_names(e),
     }
 }
 
@@ -332,7 +285,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         refuse_overwriting_inputs("--distances-out", &d, &inputs)?;
         dists_out = Some(d);
     }
-    let beam = args.beam_width.unwrap_or_else(|| default_beam(args.k));
+    let beam = plan::beam_width_or_default(args.beam_width, args.k);
     if !args.exact {
         args.gpu.check(s)?;
         args.gpu.check_k(args.k, &[beam])?;
@@ -391,9 +344,9 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     } else if out.backend == "gpu"
         && matches!(index.graph(), weft::graph::storage::StoredGraph::Hier(_))
     {
-        format!("gpu ggnn, tau {}, beam width {beam}", args.gpu.tau)
+        format!("gpu ggnn, tau {}, beam width {beam}", args.gpu.ggnn.tau)
     } else if out.backend == "gpu" {
-        let f16 = args.gpu.search_precision == SearchPrecision::F16;
+        let f16 = args.gpu.cagra.traversal == SearchPrecision::F16;
         let traversal = if f16 { ", f16 traversal" } else { "" };
         format!("gpu, beam width {beam}{traversal}")
     } else {
@@ -404,7 +357,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let search_precision = (out.backend == "gpu"
         && !args.exact
         && !matches!(index.graph(), weft::graph::storage::StoredGraph::Hier(_)))
-    .then_some(match args.gpu.search_precision {
+    .then_some(match args.gpu.cagra.traversal {
         SearchPrecision::F16 => "f16",
         _ => "exact",
     });
@@ -501,5 +454,95 @@ mod tests {
         )
         .to_string();
         assert!(k.contains("set by -k") && k.contains("k = 1500"), "{k}");
+    }
+}
+
+#[cfg(test)]
+mod knob_flags {
+    use clap::Parser;
+
+    use super::GpuArgs;
+    use weft::search::{
+        CagraSearchMode, CagraSearchTuning, GgnnGpuOptions, GgnnSearchTuning, SearchPrecision,
+    };
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        gpu: GpuArgs,
+    }
+
+    #[test]
+    fn the_flags_default_to_the_searches_own_defaults() {
+        let cli = Cli::try_parse_from(["weft"]).unwrap();
+        assert_eq!(cli.gpu.cagra, CagraSearchTuning::default());
+        assert_eq!(cli.gpu.ggnn, GgnnSearchTuning::default());
+        assert_eq!(cli.gpu.ggnn_gpu, GgnnGpuOptions::default());
+    }
+
+    #[test]
+    fn every_knob_has_its_flag() {
+        let cli = Cli::try_parse_from([
+            "weft",
+            "--search-width",
+            "4",
+            "--max-iterations",
+            "7",
+            "--min-iterations",
+            "3",
+            "--team-size",
+            "8",
+            "--mode",
+            "multi-cta",
+            "--search-precision",
+            "f16",
+            "--rerank",
+            "20",
+            "--tau",
+            "0.25",
+            "--ggnn-best",
+            "12",
+            "--ggnn-visited",
+            "100",
+            "--ggnn-max-iterations",
+            "50",
+            "--ggnn-block-threads",
+            "64",
+            "--ggnn-team-size",
+            "4",
+            "--ggnn-prefetch-rows",
+            "false",
+        ])
+        .unwrap();
+        let g = cli.gpu;
+        assert_eq!(
+            g.cagra,
+            CagraSearchTuning {
+                search_width: 4,
+                max_iterations: 7,
+                min_iterations: 3,
+                team_size: 8,
+                mode: CagraSearchMode::MultiCta,
+                traversal: SearchPrecision::F16,
+                rerank: 20,
+            }
+        );
+        assert_eq!(
+            g.ggnn,
+            GgnnSearchTuning {
+                tau: 0.25,
+                best: 12,
+                visited: 100,
+                max_iterations: 50,
+            }
+        );
+        assert_eq!(
+            g.ggnn_gpu,
+            GgnnGpuOptions {
+                block_threads: 64,
+                team_size: 4,
+                prefetch_rows: false,
+            }
+        );
     }
 }

@@ -130,6 +130,20 @@ class Index:
         max_hops: Optional[int] = None,
         filter: Optional[ArrayLike] = None,
         device: Optional[int] = None,
+        search_width: int = 1,
+        max_iterations: int = 0,
+        min_iterations: int = 0,
+        team_size: int = 0,
+        mode: Literal["auto", "single-cta", "multi-cta"] = "auto",
+        search_precision: Literal["exact", "f16"] = "exact",
+        rerank: int = 0,
+        tau: float = 0.5,
+        ggnn_best: int = 10,
+        ggnn_visited: int = 384,
+        ggnn_max_iterations: int = 400,
+        ggnn_block_threads: int = 0,
+        ggnn_team_size: int = 0,
+        ggnn_prefetch_rows: bool = True,
     ) -> Tuple[Ids, Distances]:
         """The ``k`` nearest neighbours of each query: ``(ids, distances)``, ``queries x k``
         (``k`` for a 1-D query), nearest first (smallest distance first); distances in the
@@ -138,7 +152,8 @@ class Index:
         ``1 - cos(q, x)``.
 
         ``beam_width``: the candidate list size of the graph search (at least ``k``; default
-        ``max(k, 64)``), on every back end (the CPU beam search, the GPU searches): larger is
+        64, or for ``k`` above 64, ``k`` rounded up to a multiple of 32, as in the CLI), on every
+        back end (the CPU beam search, the GPU searches): larger is
         slower and more accurate. ``exact=True`` compares with every
         vector instead. ``backend``: ``auto`` searches on the GPU when one is usable, ``cpu``
         and ``gpu`` are requirements. ``threads``: run on a pool of that many threads, kept for
@@ -152,6 +167,17 @@ class Index:
         CUDA device of a GPU search (``None``: the one the index was built on, else the default
         one); one that cannot be used raises :class:`UnsupportedError` naming it, never the CPU
         instead.
+
+        The searches' own knobs, the CLI's flags with underscores: the GPU CAGRA search's
+        (fixed-degree and k-NN graphs) ``search_width`` (parents expanded per iteration,
+        1-32), ``max_iterations`` (0: automatic), ``min_iterations``, ``team_size`` (threads
+        per distance: 2, 4, 8, 16, 32; 0: from the dimension), ``mode``, ``search_precision``
+        (``f16``: traverse an f16 copy of f32 data, rerank exactly) and ``rerank`` (entries
+        reranked with the f16 traversal; 0: the whole list); the GGNN search's (hierarchical
+        graphs on the GPU) ``tau`` (slack), ``ggnn_best``, ``ggnn_visited``,
+        ``ggnn_max_iterations``, ``ggnn_block_threads``, ``ggnn_team_size`` and
+        ``ggnn_prefetch_rows``. An impossible value raises :class:`InvalidParamsError` naming
+        it; an unknown keyword ``TypeError``.
 
         Queries are converted to the index's element type when it is a float type; an index of
         ``uint8``/``int8`` vectors takes queries of that type only (``TypeError`` otherwise).

@@ -46,7 +46,9 @@ use crate::cagra_gpu_params::{
     CAGRA_GPU_MAX_BEAM_WIDTH as MAX_BEAM_WIDTH, CAGRA_GPU_MAX_SEARCH_WIDTH as MAX_SEARCH_WIDTH,
     check_filter_words,
 };
-pub use crate::cagra_gpu_params::{CagraSearchMode, CagraSearchParams, SearchPrecision};
+pub use crate::cagra_gpu_params::{
+    CagraSearchMode, CagraSearchParams, CagraSearchTuning, SearchPrecision,
+};
 use crate::check::check_search_inputs;
 
 /// The largest candidate buffer (`search_width * degree`).
@@ -307,7 +309,7 @@ impl<'c> CagraSearchDevice<'c> {
         entries: &[NodeId],
         mut out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
-        if params.traversal == SearchPrecision::F16 {
+        if params.tuning.traversal == SearchPrecision::F16 {
             let mut half = HalfTraversal::new();
             let s = (data, graph, queries);
             return rerank::search_f16(self, bufs, &mut half, s, metric, params, entries, out);
@@ -452,7 +454,7 @@ impl<'c> CagraSearchDevice<'c> {
             let beam_width = p.block_list_len as u32;
             let width = p.width as u32;
             let max_iter = p.max_iterations as u32;
-            let min_iter = u32_of(params.min_iterations, "min_iterations")?;
+            let min_iter = u32_of(params.tuning.min_iterations, "min_iterations")?;
             let team = p.team_size as u32;
             let n_entries = u32_of(entries.len(), "entry points")?;
             let has_filter = filter.is_some() as u32;
@@ -746,7 +748,7 @@ impl<T: Element> CagraSearchSession<T> {
                 check_filter_words(filter, n)
             },
             |bufs, q, out| {
-                if params.traversal == SearchPrecision::F16 {
+                if params.tuning.traversal == SearchPrecision::F16 {
                     let s = (data, graph, q);
                     return rerank::search_f16(&dev, bufs, half, s, metric, params, entries, out);
                 }
@@ -769,7 +771,7 @@ impl<T: Element> CagraSearchSession<T> {
             ctx: &self.ctx,
             budget: self.budget,
         };
-        if params.traversal == SearchPrecision::F16 {
+        if params.tuning.traversal == SearchPrecision::F16 {
             let s = (&self.data, &self.graph, queries);
             let (bufs, half) = (&mut self.bufs, &mut self.half);
             let stats = rerank::search_f16(
@@ -849,22 +851,23 @@ pub fn plan_with_entries(
             format!("k = {k} must be between 1 and {MAX_BEAM_WIDTH}"),
         ));
     }
-    if params.beam_width < k || params.beam_width > MAX_BEAM_WIDTH {
+    crate::plan::check_beam_width(params.beam_width, k)?;
+    if params.beam_width > MAX_BEAM_WIDTH {
         return Err(Error::invalid_param(
             "beam_width",
             format!(
-                "the beam width {} must be at least k = {k} and at most {MAX_BEAM_WIDTH}",
+                "the beam width {} exceeds the GPU search's {MAX_BEAM_WIDTH}",
                 params.beam_width
             ),
         ));
     }
     params.rerank_len(k)?;
-    if params.search_width == 0 || params.search_width > MAX_SEARCH_WIDTH {
+    if params.tuning.search_width == 0 || params.tuning.search_width > MAX_SEARCH_WIDTH {
         return Err(Error::invalid_param(
             "search_width",
             format!(
                 "{} parents per iteration: must be between 1 and {MAX_SEARCH_WIDTH}",
-                params.search_width
+                params.tuning.search_width
             ),
         ));
     }
@@ -873,31 +876,35 @@ pub fn plan_with_entries(
             "graph degree {degree} must be between 1 and {MAX_CANDIDATES}"
         )));
     }
-    if !matches!(params.team_size, 0 | 2 | 4 | 8 | 16 | 32) {
+    if !matches!(params.tuning.team_size, 0 | 2 | 4 | 8 | 16 | 32) {
         return Err(Error::invalid_param(
             "team_size",
             format!(
                 "{} threads per distance: use 0 (automatic), 2, 4, 8, 16 or 32",
-                params.team_size
+                params.tuning.team_size
             ),
         ));
     }
-    if params.max_iterations != 0 && params.min_iterations > params.max_iterations {
+    if params.tuning.max_iterations != 0
+        && params.tuning.min_iterations > params.tuning.max_iterations
+    {
         return Err(Error::invalid_param(
             "min_iterations",
             format!(
                 "min_iterations = {} exceeds max_iterations = {}",
-                params.min_iterations, params.max_iterations
+                params.tuning.min_iterations, params.tuning.max_iterations
             ),
         ));
     }
-    if params.max_iterations > u32::MAX as usize || params.min_iterations > u32::MAX as usize {
+    if params.tuning.max_iterations > u32::MAX as usize
+        || params.tuning.min_iterations > u32::MAX as usize
+    {
         return Err(Error::invalid_param(
             "max_iterations",
             "iteration counts must fit in 32 bits",
         ));
     }
-    let mode = match params.mode {
+    let mode = match params.tuning.mode {
         CagraSearchMode::Auto => {
             if nq < 2 * sms || params.beam_width > 512 {
                 CagraSearchMode::MultiCta
@@ -913,11 +920,12 @@ pub fn plan_with_entries(
             MULTI_CTA_BLOCK_LIST_LEN,
             1,
             params
+                .tuning
                 .search_width
                 .max(params.beam_width.div_ceil(MULTI_CTA_BLOCK_LIST_LEN)),
         )
     } else {
-        (params.beam_width, params.search_width, 1)
+        (params.beam_width, params.tuning.search_width, 1)
     };
     if multi && (ctas * block_list_len).next_power_of_two() > MERGE_SLOTS_MAX {
         return Err(Error::invalid_param(
@@ -936,10 +944,10 @@ pub fn plan_with_entries(
         ));
     }
     let candidates = (width * degree).next_power_of_two().max(32);
-    let team_size = if params.team_size == 0 {
+    let team_size = if params.tuning.team_size == 0 {
         auto_team_size(dim, elem_bytes)
     } else {
-        params.team_size
+        params.tuning.team_size
     };
     let auto_iter = if multi {
         36
@@ -947,10 +955,10 @@ pub fn plan_with_entries(
         let l = block_list_len as f64 / width as f64;
         1 + ((1.1 * l).ceil() as usize).min(block_list_len / width + 10)
     };
-    let max_iterations = if params.max_iterations == 0 {
-        auto_iter.max(params.min_iterations).max(1)
+    let max_iterations = if params.tuning.max_iterations == 0 {
+        auto_iter.max(params.tuning.min_iterations).max(1)
     } else {
-        params.max_iterations
+        params.tuning.max_iterations
     };
     let stride = padded_stride(dim);
     let results = if filtered { block_list_len } else { 0 };
@@ -1051,12 +1059,7 @@ impl Searcher<FixedDegreeGraph> for CagraSearchGpu<'_> {
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
         let k = check_search_inputs(graph, data, queries, &out, |n, dim| params.validate(n, dim))?;
-        if params.beam_width < k {
-            return Err(Error::invalid_param(
-                "beam_width",
-                format!("the beam width {} is below k = {k}", params.beam_width),
-            ));
-        }
+        crate::plan::check_beam_width(params.beam_width, k)?;
         if queries.rows() == 0 {
             return Ok(SearchStats::default());
         }

@@ -51,8 +51,8 @@ use super::common::{
 };
 use super::kernels::ggnn_search as kernels;
 use crate::check::check_search_inputs;
-pub use crate::ggnn::GgnnSearchParams;
 use crate::ggnn::fallback_entry_points;
+pub use crate::ggnn::{GgnnGpuOptions, GgnnSearchParams};
 
 /// The largest graph degree (candidates per expanded vertex).
 pub const MAX_DEGREE: usize = 1024;
@@ -63,28 +63,6 @@ const MERGE_PER_THREAD: usize = 8;
 const SMEM_LIMIT: usize = 48 * 1024;
 /// The largest visited table (2^13 slots, 32 KiB).
 const MAX_TABLE_BITS: u32 = 13;
-/// The GPU's own knobs of the GGNN query; everything else is [`GgnnSearchParams`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GgnnGpuOptions {
-    /// Threads per query block: 32, 64 or 128; 0 = automatic ([`GgnnSearchPlan`]).
-    pub block_threads: usize,
-    /// Lanes per distance: 2, 4, 8, 16 or 32 (at most the block size); 0 = automatic.
-    pub team_size: usize,
-    /// Prefetch the rows of a row's candidates beyond the first round of teams into L2 before
-    /// the distances (default true; results are the same either way).
-    pub prefetch_rows: bool,
-}
-
-impl Default for GgnnGpuOptions {
-    fn default() -> Self {
-        GgnnGpuOptions {
-            block_threads: 0,
-            team_size: 0,
-            prefetch_rows: true,
-        }
-    }
-}
-
 /// The launch plan of one search, resolved from the parameters, the options and the shapes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GgnnSearchPlan {
@@ -141,22 +119,17 @@ pub fn plan(
     if let Some(filter) = &params.filter {
         filter.check_len(n)?;
     }
-    if !(params.tau.is_finite() && params.tau >= 0.0) {
-        return Err(Error::invalid_param(
-            "tau",
-            format!("{} is not a finite slack >= 0", params.tau),
-        ));
-    }
-    if params.best == 0 {
-        return Err(Error::invalid_param("best", "must be at least 1"));
-    }
+    params.tuning.validate()?;
     if params.beam_width == 0 {
         return Err(Error::invalid_param("beam_width", "must be at least 1"));
     }
-    if params.max_iterations == 0 || params.max_iterations > u32::MAX as usize {
+    if params.tuning.max_iterations > u32::MAX as usize {
         return Err(Error::invalid_param(
             "max_iterations",
-            format!("{} must be between 1 and 2^32 - 1", params.max_iterations),
+            format!(
+                "{} must be between 1 and 2^32 - 1",
+                params.tuning.max_iterations
+            ),
         ));
     }
     if let Some(m) = params.max_nn1
@@ -190,7 +163,7 @@ pub fn plan(
             ),
         ));
     }
-    let best_cap = params.best.max(k);
+    let best_cap = params.tuning.best.max(k);
     let cand_cap = degree.max(1).div_ceil(32).max(1) * 32;
     let merge = best_cap + params.beam_width + cand_cap;
     let block_threads = if options.block_threads != 0 {
@@ -231,7 +204,7 @@ pub fn plan(
     // and the ring: half of it must hold those and one row. A filtered search also keeps a
     // result list of k entries.
     let res = if params.filter.is_some() { k } else { 0 };
-    let keep = best_cap + params.beam_width + params.visited + cand_cap + res;
+    let keep = best_cap + params.beam_width + params.tuning.visited + cand_cap + res;
     let hash_bits = (2 * keep).next_power_of_two().trailing_zeros().max(6);
     if hash_bits > MAX_TABLE_BITS {
         return Err(Error::invalid_param(
@@ -239,7 +212,7 @@ pub fn plan(
             format!(
                 "best {best_cap} + beam_width {} + visited {} + {cand_cap} candidates need a visited \
                  table of 2^{hash_bits} slots; the GPU search holds at most 2^{MAX_TABLE_BITS}",
-                params.beam_width, params.visited
+                params.beam_width, params.tuning.visited
             ),
         ));
     }
@@ -248,7 +221,7 @@ pub fn plan(
         + 2 * best_cap
         + 2 * params.beam_width
         + 3 * cand_cap
-        + params.visited
+        + params.tuning.visited
         + (1 << hash_bits)
         + 4 * res;
     let shared_bytes = words * 4;
@@ -259,7 +232,7 @@ pub fn plan(
                 "dimension {dim} with best {best_cap}, beam_width {}, visited {} and {cand_cap} \
                  candidates needs {shared_bytes} bytes of shared memory per block (limit \
                  {SMEM_LIMIT})",
-                params.beam_width, params.visited
+                params.beam_width, params.tuning.visited
             ),
         ));
     }
@@ -477,8 +450,8 @@ impl<'c> GgnnSearchDevice<'c> {
             let metric_code = metric.code() as i32;
             let best_cap = u32_of(p.best_cap, "best")?;
             let beam_width = u32_of(params.beam_width, "beam_width")?;
-            let ring = u32_of(params.visited, "visited")?;
-            let max_iter = u32_of(params.max_iterations, "max_iterations")?;
+            let ring = u32_of(params.tuning.visited, "visited")?;
+            let max_iter = u32_of(params.tuning.max_iterations, "max_iterations")?;
             let guard = params.max_nn1.unwrap_or(f32::INFINITY);
             let team = p.team_size as u32;
             let n_entries = u32_of(entries.len(), "entry points")?;
@@ -515,7 +488,7 @@ impl<'c> GgnnSearchDevice<'c> {
                         beam_width,
                         ring_cap: ring,
                         max_iter,
-                        tau: params.tau,
+                        tau: params.tuning.tau,
                         guard,
                         team,
                         seed: params.seed,

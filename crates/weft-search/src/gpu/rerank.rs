@@ -284,7 +284,7 @@ pub(crate) fn search_f16<T: Element>(
     mut out: NeighborsMut<'_>,
 ) -> Result<SearchStats> {
     let (data, graph, queries) = s;
-    debug_assert_eq!(params.traversal, SearchPrecision::F16);
+    debug_assert_eq!(params.tuning.traversal, SearchPrecision::F16);
     check_f32::<T>()?;
     let ctx = dev.ctx;
     super::common::check_device_shapes(data, graph, queries)?;

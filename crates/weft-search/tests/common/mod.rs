@@ -7,7 +7,7 @@ use weft_core::{
     Dataset, FixedDegreeGraph, INVALID, Metric, Neighbors, NodeId, SearchStats, Searcher,
 };
 use weft_graph::hier::{HierGraph, HierLayer};
-use weft_search::{BeamSearch, BeamSearchParams, GgnnSearchParams};
+use weft_search::{BeamSearch, BeamSearchParams, GgnnSearchParams, GgnnSearchTuning};
 use weft_testkit::graph::gaussian_mixture;
 use weft_testkit::search::known_good_graph;
 
@@ -16,15 +16,24 @@ use weft_testkit::search::known_good_graph;
 pub fn ggnn_invalid_params() -> Vec<GgnnSearchParams> {
     vec![
         GgnnSearchParams {
-            tau: -1.0,
+            tuning: GgnnSearchTuning {
+                tau: -1.0,
+                ..Default::default()
+            },
             ..Default::default()
         },
         GgnnSearchParams {
-            tau: f32::NAN,
+            tuning: GgnnSearchTuning {
+                tau: f32::NAN,
+                ..Default::default()
+            },
             ..Default::default()
         },
         GgnnSearchParams {
-            best: 0,
+            tuning: GgnnSearchTuning {
+                best: 0,
+                ..Default::default()
+            },
             ..Default::default()
         },
         GgnnSearchParams {
@@ -32,7 +41,10 @@ pub fn ggnn_invalid_params() -> Vec<GgnnSearchParams> {
             ..Default::default()
         },
         GgnnSearchParams {
-            max_iterations: 0,
+            tuning: GgnnSearchTuning {
+                max_iterations: 0,
+                ..Default::default()
+            },
             ..Default::default()
         },
         GgnnSearchParams {
