@@ -23,7 +23,7 @@ pub fn width() -> usize {
     1
 }
 
-/// Runs `iters` iterations of [`CHAINS`] independent vector FMAs and returns a value that
+/// Runs `iters` iterations of `CHAINS` independent vector FMAs and returns a value that
 /// depends on all of them (so the work cannot be optimised away). Flops = 2 x lanes x iters.
 pub fn run(iters: u64) -> f32 {
     #[cfg(target_arch = "x86_64")]

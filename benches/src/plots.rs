@@ -15,7 +15,7 @@ use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::prelude::*;
 
 use crate::pareto::frontier;
-use crate::report::{by_dataset, curve, label};
+use crate::report::{by_dataset, curve, file_stem, label};
 use crate::schema::Record;
 
 /// The family name the font is registered under.
@@ -57,19 +57,6 @@ pub fn init_font() -> Result<PathBuf> {
     })
     .clone()
     .map_err(|e| anyhow!(e))
-}
-
-/// A file-name-safe stem for a dataset name.
-pub fn file_stem(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 type DrawResult<E> = std::result::Result<(), DrawingAreaErrorKind<E>>;
@@ -400,10 +387,5 @@ mod tests {
         assert_eq!(compact(35_000.0), "35k");
         assert_eq!(compact(120.0), "120");
         assert_eq!(compact(0.5), "0.50");
-    }
-
-    #[test]
-    fn file_stems_are_safe() {
-        assert_eq!(file_stem("glove-50d/angular x"), "glove-50d_angular_x");
     }
 }

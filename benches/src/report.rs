@@ -169,7 +169,7 @@ pub fn tables(records: &[Record], plots: Option<&str>, png: bool) -> String {
             );
         }
         if let Some(dir) = plots {
-            let f = crate::plots::file_stem(&name);
+            let f = file_stem(&name);
             let _ = writeln!(
                 md,
                 "\n![QPS vs recall@10, {name}]({dir}/pareto-{f}.svg){}\n",
@@ -307,10 +307,28 @@ pub fn full(records: &[Record], command: &str, wall_s: Option<f64>) -> String {
     md
 }
 
+/// A file-name-safe stem for a dataset name.
+pub fn file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::schema::tests::sample;
+
+    #[test]
+    fn file_stems_are_safe() {
+        assert_eq!(file_stem("glove-50d/angular x"), "glove-50d_angular_x");
+    }
 
     #[test]
     fn kernel_delivery_needs_cubins_not_just_modules() {

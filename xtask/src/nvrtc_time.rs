@@ -186,7 +186,7 @@ fn time_one(lib: &Path, src: &Path, arch: u32) -> Result<(f64, f64)> {
     Ok((next()?, next()?))
 }
 
-/// Compiles argv[2] with the NVRTC library argv[1] and options argv[3:] to a cubin; prints the
+/// Compiles `argv[2]` with the NVRTC library `argv[1]` and options `argv[3:]` to a cubin; prints the
 /// wall and CPU seconds of the compilation (program creation to cubin size).
 const TIME_PY: &str = r#"
 import ctypes, glob, os, resource, sys, time

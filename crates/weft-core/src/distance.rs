@@ -3,7 +3,7 @@
 //! Each kernel is written once as a plain loop over fixed-width chunks with independent
 //! accumulators, so that the compiler turns it into SIMD code, and is compiled several times:
 //! for AVX-512, for AVX2 + FMA (both x86_64, chosen at run time) and for the baseline target.
-//! [`Element::kernels`](crate::Element::kernels) returns the best set for the running CPU; hot
+//! [`Element::kernels`] returns the best set for the running CPU; hot
 //! loops fetch a [`DistanceFn`] once and call it many times.
 //!
 //! Conventions (smaller is closer, for every metric):

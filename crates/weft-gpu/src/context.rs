@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Result};
 
-use crate::kernel::{ArgList, Kernel, KernelArgs, KernelModule, Launch, check_launch};
+use crate::kernel::{ArgList, Kernel, KernelArgs, KernelModule, Launch};
 use crate::loader::{self, KernelLoadPath, KernelMode};
 use crate::memory::{DeviceBuffer, DeviceCopy, DeviceView, DeviceViewMut};
 use crate::nvrtc::Nvrtc;
@@ -1185,6 +1185,26 @@ impl GpuContext {
             .insert(key, f.clone());
         Ok(f)
     }
+}
+
+/// Checks a launch configuration against the device's limits.
+fn check_launch(ctx: &GpuContext, symbol: &str, launch: &Launch) -> Result<()> {
+    let (gx, gy, gz) = launch.grid;
+    if gx == 0 || gy == 0 || gz == 0 || launch.block == 0 {
+        return Err(Error::Gpu(format!("{symbol}: empty launch {launch:?}")));
+    }
+    if launch.block > 1024 || gx > i32::MAX as u32 || gy > 65_535 || gz > 65_535 {
+        return Err(Error::Gpu(format!(
+            "{symbol}: launch {launch:?} exceeds the device limits"
+        )));
+    }
+    if launch.shared_bytes > (48 * 1024).min(ctx.info().max_shared_per_block) {
+        return Err(Error::Gpu(format!(
+            "{symbol}: {} bytes of dynamic shared memory exceed the 48 KiB default limit",
+            launch.shared_bytes
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

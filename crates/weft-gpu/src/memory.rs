@@ -1,9 +1,9 @@
 //! Device memory: [`DeviceBuffer`] (owned), [`DeviceView`] and [`DeviceViewMut`] (borrowed
 //! ranges), and the kernel arguments made from them ([`In`], [`Out`]).
 //!
-//! Allocate with [`GpuContext::alloc_zeros`] or [`GpuContext::upload`]; copy with
-//! [`GpuContext::download`], [`GpuContext::download_view`], [`GpuContext::copy_to_device`] and
-//! [`GpuContext::zero`]. All work of a context runs on its one stream, in order, so a buffer
+//! Allocate with [`GpuContext::alloc_zeros`](crate::GpuContext::alloc_zeros) or [`GpuContext::upload`](crate::GpuContext::upload); copy with
+//! [`GpuContext::download`](crate::GpuContext::download), [`GpuContext::download_view`](crate::GpuContext::download_view), [`GpuContext::copy_to_device`](crate::GpuContext::copy_to_device) and
+//! [`GpuContext::zero`](crate::GpuContext::zero). All work of a context runs on its one stream, in order, so a buffer
 //! freed after a launch is freed after the kernel finishes (stream-ordered free).
 
 use std::ops::{Bound, Range, RangeBounds};

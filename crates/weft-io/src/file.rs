@@ -796,6 +796,17 @@ fn parse_npy_header(path: &Path, file: &File, file_bytes: u64) -> Result<FileInf
     })
 }
 
+/// Reads an id file (`ivecs`, `ibin`, or an `npy` of `i32`/`u32`/`i64`/`u64`); `format: None`
+/// takes the format from the extension. `ivecs` values are reinterpreted as `u32`, so `-1`
+/// becomes [`weft_core::INVALID`].
+pub fn read_ids(path: impl AsRef<Path>, format: Option<Format>) -> Result<IdMatrix> {
+    let options = ReadOptions {
+        format,
+        ..ReadOptions::default()
+    };
+    VectorFile::open(path, &options)?.read_ids()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,6 @@ use std::path::Path;
 
 use weft_core::{Error, NodeId, Result};
 
-use crate::file::{ReadOptions, VectorFile};
 use crate::format::{Format, StoredElement};
 use crate::write::RawWriter;
 
@@ -59,17 +58,6 @@ impl IdMatrix {
     pub fn into_parts(self) -> (usize, usize, Vec<NodeId>) {
         (self.rows, self.cols, self.ids)
     }
-}
-
-/// Reads an id file (`ivecs`, `ibin`, or an `npy` of `i32`/`u32`/`i64`/`u64`); `format: None`
-/// takes the format from the extension. `ivecs` values are reinterpreted as `u32`, so `-1`
-/// becomes [`weft_core::INVALID`].
-pub fn read_ids(path: impl AsRef<Path>, format: Option<Format>) -> Result<IdMatrix> {
-    let options = ReadOptions {
-        format,
-        ..ReadOptions::default()
-    };
-    VectorFile::open(path, &options)?.read_ids()
 }
 
 /// Writes an id file atomically (temporary file + rename): `ivecs` (ids stored as `i32`

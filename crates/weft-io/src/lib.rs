@@ -16,7 +16,7 @@
 //! - [`info`]: format, element type, rows, dim, sizes and npy order, from the header alone.
 //! - [`AnyDataset`]: a dataset of whichever element type the file holds, with an explicit
 //!   conversion to `f32`.
-//! - Writing ([`write`], [`VectorWriter`], [`write_file`]): always to a temporary file beside
+//! - Writing ([`write()`], [`VectorWriter`], [`write_file`]): always to a temporary file beside
 //!   the target, renamed over it at the end; the streaming writer patches the row count into
 //!   the header. A character device (`/dev/null`) or FIFO is written in place instead, never
 //!   replaced; a directory is refused. Writes of known size check the free space first
@@ -66,11 +66,11 @@ mod write;
 
 pub use any::AnyDataset;
 pub use file::{
-    FileInfo, ReadOptions, VectorFile, info, info_with_format, read, read_any, read_rows,
+    FileInfo, ReadOptions, VectorFile, info, info_with_format, read, read_any, read_ids, read_rows,
     read_rows_any,
 };
 pub use format::{Format, Order, StoredElement};
-pub use ids::{IdMatrix, read_ids, write_ids};
+pub use ids::{IdMatrix, write_ids};
 pub use synthetic::{Generator, Preset, Shaping, Split, SyntheticSpec};
 pub use target::{available_bytes, check_free_space, check_input_file, write_file};
 pub use write::{VectorWriter, vector_file_bytes, write, write_any};

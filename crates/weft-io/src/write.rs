@@ -30,7 +30,7 @@ pub fn write<T: Element>(
     writer.finish().map(|_| ())
 }
 
-/// Writes a dataset of any element type (see [`write`]).
+/// Writes a dataset of any element type (see [`write()`]).
 pub fn write_any(path: impl AsRef<Path>, data: &AnyDataset, format: Option<Format>) -> Result<()> {
     match data {
         AnyDataset::F32(d) => write(path, d.view(), format),

@@ -82,7 +82,7 @@ pub enum SearchPrecision {
     Exact,
     /// For `f32` data only: the graph is traversed on an `f16` copy of the data and queries
     /// (half the bytes per distance; made once per session, on first use), then each query's
-    /// first [`CagraSearchParams::rerank`] list entries are scored again with exact `f32`
+    /// first [`CagraSearchTuning::rerank`] list entries are scored again with exact `f32`
     /// distances and the `k` best returned, so that the distances returned are exact and the
     /// ids in exact order. No scaling: a value with `|x| >=` [`F16_OVERFLOW`] in the data or
     /// the queries is an `InvalidParams` error on `traversal` (the search of such a batch

@@ -63,6 +63,14 @@ impl std::fmt::Debug for IndexBuilder {
     }
 }
 
+impl Index {
+    /// A typed build of `algorithm`: set the metric, backend, seed, threads, ... on the
+    /// [`IndexBuilder`], then [`IndexBuilder::build`] the data.
+    pub fn builder(algorithm: Algorithm) -> IndexBuilder {
+        IndexBuilder::new(algorithm)
+    }
+}
+
 impl IndexBuilder {
     /// A build of `algorithm` with the defaults listed on [`IndexBuilder`].
     pub fn new(algorithm: Algorithm) -> Self {

@@ -18,8 +18,6 @@ use weft_search::{
     exact_search_filtered,
 };
 
-use crate::algorithm::Algorithm;
-use crate::builder::IndexBuilder;
 use crate::input::{IndexData, Vectors};
 use crate::registry::{Backend, Registry, with_view};
 
@@ -451,12 +449,6 @@ pub(crate) fn data_file_name(dtype: DType) -> (&'static str, Format) {
 }
 
 impl Index {
-    /// A typed build of `algorithm`: set the metric, backend, seed, threads, ... on the
-    /// [`IndexBuilder`], then [`IndexBuilder::build`] the data.
-    pub fn builder(algorithm: Algorithm) -> IndexBuilder {
-        IndexBuilder::new(algorithm)
-    }
-
     /// Builds an index on `data` with the registered algorithm `algorithm` on
     /// [`Backend::Auto`] (the GPU back end when a GPU is usable and the algorithm has one) and
     /// JSON `params` (merged over the algorithm's defaults), for command lines and config
@@ -485,8 +477,8 @@ impl Index {
     }
 
     /// [`Index::build`] with an explicit registry and backend (`None` or [`Backend::Auto`]: the
-    /// GPU back end when registered, else the CPU one). [`IndexBuilder::build`] goes through
-    /// here.
+    /// GPU back end when registered, else the CPU one).
+    /// [`IndexBuilder::build`](crate::IndexBuilder::build) goes through here.
     #[allow(clippy::too_many_arguments)]
     pub fn build_with(
         registry: &Registry,
@@ -1560,7 +1552,7 @@ mod tests {
     #[test]
     fn the_search_knobs_are_checked_on_every_back_end() {
         let data = Dataset::from_vec((0..400).map(|i| (i % 37) as f32).collect(), 100, 4).unwrap();
-        let index = crate::IndexBuilder::new(crate::Algorithm::exact(8))
+        let index = Index::builder(crate::Algorithm::exact(8))
             .backend(Backend::Cpu)
             .build(data.view())
             .unwrap();

@@ -42,7 +42,7 @@ pub struct Args {
     /// Base vectors file (format from the extension: fbin, fvecs, npy, ...).
     #[arg(long, short)]
     pub out: PathBuf,
-    /// Queries file (default: beside --out, named <stem>.queries.<ext>; not the --out file).
+    /// Queries file (default: beside --out, named STEM.queries.EXT; not the --out file).
     #[arg(long)]
     pub queries_out: Option<PathBuf>,
     /// Element type written: f32, f16, u8 or i8 (the file format must hold it: fbin, fvecs or

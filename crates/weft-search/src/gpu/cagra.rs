@@ -312,7 +312,7 @@ impl<'c> CagraSearchDevice<'c> {
         if params.tuning.traversal == SearchPrecision::F16 {
             let mut half = HalfTraversal::new();
             let s = (data, graph, queries);
-            return rerank::search_f16(self, bufs, &mut half, s, metric, params, entries, out);
+            return search_f16(self, bufs, &mut half, s, metric, params, entries, out);
         }
         let ctx = self.ctx;
         let nq = queries.rows();
@@ -750,7 +750,7 @@ impl<T: Element> CagraSearchSession<T> {
             |bufs, q, out| {
                 if params.tuning.traversal == SearchPrecision::F16 {
                     let s = (data, graph, q);
-                    return rerank::search_f16(&dev, bufs, half, s, metric, params, entries, out);
+                    return search_f16(&dev, bufs, half, s, metric, params, entries, out);
                 }
                 dev.search_device_with(bufs, data, graph, q, metric, params, entries, out)
             },
@@ -774,7 +774,7 @@ impl<T: Element> CagraSearchSession<T> {
         if params.tuning.traversal == SearchPrecision::F16 {
             let s = (&self.data, &self.graph, queries);
             let (bufs, half) = (&mut self.bufs, &mut self.half);
-            let stats = rerank::search_f16(
+            let stats = search_f16(
                 &dev,
                 bufs,
                 half,
@@ -1065,4 +1065,137 @@ impl Searcher<FixedDegreeGraph> for CagraSearchGpu<'_> {
         }
         CagraSearchDevice::new(self.ctx).search_into(data, graph, queries, metric, params, out)
     }
+}
+
+/// The search with [`SearchPrecision::F16`] (the f16 state and kernels are in `rerank`): `data` and `queries` must be f32 (else
+/// `InvalidParams` on `traversal`); `half` holds (or receives) the f16 copy of `data` and the
+/// buffers; `s` = (data, graph, queries). See the module documentation.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn search_f16<T: Element>(
+    dev: &CagraSearchDevice<'_>,
+    bufs: &mut CagraSearchBuffers,
+    half: &mut HalfTraversal,
+    s: (&DeviceMatrix<T>, &DeviceFixedGraph, &DeviceMatrix<T>),
+    metric: Metric,
+    params: &CagraSearchParams,
+    entries: &[NodeId],
+    mut out: NeighborsMut<'_>,
+) -> Result<SearchStats> {
+    let (data, graph, queries) = s;
+    debug_assert_eq!(params.tuning.traversal, SearchPrecision::F16);
+    rerank::check_f32::<T>()?;
+    let ctx = dev.ctx;
+    check_device_shapes(data, graph, queries)?;
+    let nq = queries.rows();
+    check_out_rows(&out, nq)?;
+    let k = out.k();
+    let m = params.rerank_len(k)?;
+    // Everything else the search checks (before any device work).
+    dev.plan(
+        data.rows(),
+        data.dim(),
+        2,
+        graph.degree(),
+        nq,
+        m,
+        params,
+        params.filter.is_some(),
+    )?;
+    if nq == 0 {
+        return Ok(SearchStats::default());
+    }
+    half.adopt(ctx);
+    if half.data.is_none() {
+        let copy = rerank::half_copy(ctx, data, dev.budget)?;
+        half.allocations += 1;
+        half.data = Some(copy);
+    }
+    // The f16 queries: a buffer of the largest batch so far.
+    let (dim, stride) = (queries.dim(), queries.stride());
+    let q16_fits = half
+        .queries
+        .as_ref()
+        .is_some_and(|q| q.capacity() >= nq && q.dim() == dim);
+    let grow = if q16_fits {
+        0
+    } else {
+        DeviceMatrix::<half::f16>::bytes_for(nq, dim)
+    } + grow_bytes::<u32>(&half.out_ids, nq * k)
+        + grow_bytes::<f32>(&half.out_d, nq * k)
+        + grow_bytes::<u64>(&half.overflow, 1);
+    ctx.check_fits(grow, dev.budget)?;
+    if !q16_fits {
+        half.queries = None;
+        half.queries = Some(DeviceMatrix::<half::f16>::with_capacity(ctx, nq, dim)?);
+        half.allocations += 1;
+    }
+    let allocs = &mut half.allocations;
+    let mut out_ids = take_grown(ctx, &mut half.out_ids, nq * k, allocs)?;
+    let mut out_d = take_grown(ctx, &mut half.out_d, nq * k, allocs)?;
+    let mut overflow = take_grown(ctx, &mut half.overflow, 1, allocs)?;
+    let q16 = half.queries.as_mut().expect("made above");
+    let data16 = half.data.as_ref().expect("made above");
+    // The buffers go back to `half` whatever happens below.
+    let result = (|| -> Result<SearchStats> {
+        q16.set_rows(nq)?;
+        ctx.zero(&mut overflow.view_mut())?;
+        let src = queries.rows_view(0, nq)?;
+        let mut dst = q16.rows_view_mut(0, nq)?;
+        rerank::convert_rows(ctx, &src, nq, stride, &mut dst, &mut overflow)?;
+        let mut over = [0u64; 1];
+        let stats = dev.search_lists(
+            bufs,
+            data16,
+            graph,
+            q16,
+            metric,
+            params,
+            entries,
+            m,
+            &mut |c: ListChunk<'_>| {
+                let qv = queries.rows_view(c.start, c.start + c.cnt)?;
+                let len = c.cnt * k;
+                rerank::rerank_lists(
+                    ctx,
+                    data,
+                    &qv,
+                    c.cnt,
+                    &c.ids.slice(0..c.cnt * m),
+                    m,
+                    metric,
+                    k,
+                    &mut out_ids.slice_mut(0..len),
+                    &mut out_d.slice_mut(0..len),
+                )?;
+                if !c.last {
+                    download_results(ctx, &out_ids, &out_d, &mut out, c.start, c.cnt)?;
+                    return Ok(None);
+                }
+                let mut rows = out.rows_mut(c.start..c.start + c.cnt);
+                let (row_ids, row_d) = rows.buffers_mut();
+                // The last batch: its results, the counters and the queries' overflow count
+                // in one round trip.
+                let mut cnt = [0u64; 2];
+                let mut copies = ctx.host_copies()?;
+                copies.add(&out_ids.slice(0..len), row_ids)?;
+                copies.add(&out_d.slice(0..len), row_d)?;
+                copies.add(&c.counters.slice(0..2), &mut cnt)?;
+                copies.add(&overflow.slice(0..1), &mut over)?;
+                copies.finish()?;
+                Ok(Some(SearchStats {
+                    queries: nq as u64,
+                    distance_computations: cnt[1],
+                    hops: cnt[0],
+                }))
+            },
+        )?;
+        if over[0] > 0 {
+            return Err(rerank::overflow_error(over[0], "queries"));
+        }
+        Ok(stats)
+    })();
+    half.out_ids = Some(out_ids);
+    half.out_d = Some(out_d);
+    half.overflow = Some(overflow);
+    result
 }

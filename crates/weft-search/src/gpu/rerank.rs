@@ -1,12 +1,12 @@
-//! The f16 traversal of the GPU CAGRA search ([`SearchPrecision::F16`]), with the kernels of
-//! this crate's `kernels/search_rerank/`:
+//! The f16 traversal of the GPU CAGRA search
+//! ([`SearchPrecision::F16`](crate::SearchPrecision::F16)), with the kernels of this crate's `kernels/search_rerank/`:
 //!
 //! 1. the `f32` data is copied once into an `f16` matrix of the same padded layout
 //!    ([`half_copy`], kernel `search_rerank_to_f16`: round to nearest even, bit for bit
 //!    `half::f16::from_f32`), and each batch of queries likewise;
 //! 2. the CAGRA search runs on the f16 copies (half the bytes per distance; distances still
 //!    accumulate in `f32`) and leaves each query's first `m` list entries on the device
-//!    (`m` = [`CagraSearchParams::rerank_len`]: the whole list by default);
+//!    (`m` = [`CagraSearchParams::rerank_len`](crate::CagraSearchParams::rerank_len): the whole list by default);
 //! 3. the rerank ([`rerank_lists`], kernel `search_rerank_f32`) scores those `m` ids with exact
 //!    `f32` distances against the original rows, sorts them by (distance, id) and keeps the `k`
 //!    best distinct ones; only those come back to the host.
@@ -22,17 +22,12 @@
 //! and queries are traversed as they are.
 
 use half::f16;
-use weft_core::{DType, Element, Error, Metric, NeighborsMut, NodeId, Result, SearchStats};
+use weft_core::{DType, Element, Error, Metric, Result};
 use weft_gpu::launch::{need, u32_of};
-use weft_gpu::{
-    DeviceBuffer, DeviceFixedGraph, DeviceMatrix, DeviceView, DeviceViewMut, GpuContext, Launch,
-};
+use weft_gpu::{DeviceBuffer, DeviceMatrix, DeviceView, DeviceViewMut, GpuContext, Launch};
 
-use super::cagra::CagraSearchBuffers;
-use super::cagra::{CagraSearchDevice, CagraSearchParams, ListChunk};
-use super::common::{check_out_rows, download_results, grow_bytes, take_grown};
 use super::kernels::search_rerank as kernels;
-use crate::cagra_gpu_params::{F16_OVERFLOW, SearchPrecision};
+use crate::cagra_gpu_params::F16_OVERFLOW;
 
 /// Threads per block of `search_rerank_f32` (the kernel's launch bound).
 const RERANK_THREADS: u32 = 128;
@@ -49,12 +44,12 @@ const CONVERT_BLOCKS_MAX: u64 = 8192;
 pub struct HalfTraversal {
     /// The stream the buffers belong to (its address; 0 before the first search).
     owner: usize,
-    data: Option<DeviceMatrix<f16>>,
-    queries: Option<DeviceMatrix<f16>>,
-    out_ids: Option<DeviceBuffer<u32>>,
-    out_d: Option<DeviceBuffer<f32>>,
-    overflow: Option<DeviceBuffer<u64>>,
-    allocations: u64,
+    pub(super) data: Option<DeviceMatrix<f16>>,
+    pub(super) queries: Option<DeviceMatrix<f16>>,
+    pub(super) out_ids: Option<DeviceBuffer<u32>>,
+    pub(super) out_d: Option<DeviceBuffer<f32>>,
+    pub(super) overflow: Option<DeviceBuffer<u64>>,
+    pub(super) allocations: u64,
 }
 
 impl std::fmt::Debug for HalfTraversal {
@@ -97,7 +92,7 @@ impl HalfTraversal {
     }
 
     /// Drops buffers of another context's stream.
-    fn adopt(&mut self, ctx: &GpuContext) {
+    pub(super) fn adopt(&mut self, ctx: &GpuContext) {
         let owner = ctx.stream_id();
         if self.owner != owner {
             let allocations = self.allocations;
@@ -111,7 +106,7 @@ impl HalfTraversal {
 }
 
 /// `InvalidParams` on `traversal` unless the data is `f32`.
-fn check_f32<T: Element>() -> Result<()> {
+pub(super) fn check_f32<T: Element>() -> Result<()> {
     if T::DTYPE != DType::F32 {
         return Err(Error::invalid_param(
             "traversal",
@@ -125,7 +120,7 @@ fn check_f32<T: Element>() -> Result<()> {
 }
 
 /// The overflow error of `count` values in `what`.
-fn overflow_error(count: u64, what: &str) -> Error {
+pub(super) fn overflow_error(count: u64, what: &str) -> Error {
     Error::invalid_param(
         "traversal",
         format!(
@@ -138,7 +133,7 @@ fn overflow_error(count: u64, what: &str) -> Error {
 
 /// Launches the conversion of the first `rows` rows of `src` (f32, `stride` elements apart)
 /// into `dst` (f16, the same stride), adding the count of overflowing values to `overflow[0]`.
-fn convert_rows(
+pub(super) fn convert_rows(
     ctx: &GpuContext,
     src: &DeviceView<'_, u8>,
     rows: usize,
@@ -267,137 +262,4 @@ pub fn rerank_lists<T: Element>(
             out_d: out_d.output(),
         },
     )
-}
-
-/// The search with [`SearchPrecision::F16`]: `data` and `queries` must be f32 (else
-/// `InvalidParams` on `traversal`); `half` holds (or receives) the f16 copy of `data` and the
-/// buffers; `s` = (data, graph, queries). See the module documentation.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn search_f16<T: Element>(
-    dev: &CagraSearchDevice<'_>,
-    bufs: &mut CagraSearchBuffers,
-    half: &mut HalfTraversal,
-    s: (&DeviceMatrix<T>, &DeviceFixedGraph, &DeviceMatrix<T>),
-    metric: Metric,
-    params: &CagraSearchParams,
-    entries: &[NodeId],
-    mut out: NeighborsMut<'_>,
-) -> Result<SearchStats> {
-    let (data, graph, queries) = s;
-    debug_assert_eq!(params.tuning.traversal, SearchPrecision::F16);
-    check_f32::<T>()?;
-    let ctx = dev.ctx;
-    super::common::check_device_shapes(data, graph, queries)?;
-    let nq = queries.rows();
-    check_out_rows(&out, nq)?;
-    let k = out.k();
-    let m = params.rerank_len(k)?;
-    // Everything else the search checks (before any device work).
-    dev.plan(
-        data.rows(),
-        data.dim(),
-        2,
-        graph.degree(),
-        nq,
-        m,
-        params,
-        params.filter.is_some(),
-    )?;
-    if nq == 0 {
-        return Ok(SearchStats::default());
-    }
-    half.adopt(ctx);
-    if half.data.is_none() {
-        let copy = half_copy(ctx, data, dev.budget)?;
-        half.allocations += 1;
-        half.data = Some(copy);
-    }
-    // The f16 queries: a buffer of the largest batch so far.
-    let (dim, stride) = (queries.dim(), queries.stride());
-    let q16_fits = half
-        .queries
-        .as_ref()
-        .is_some_and(|q| q.capacity() >= nq && q.dim() == dim);
-    let grow = if q16_fits {
-        0
-    } else {
-        DeviceMatrix::<f16>::bytes_for(nq, dim)
-    } + grow_bytes::<u32>(&half.out_ids, nq * k)
-        + grow_bytes::<f32>(&half.out_d, nq * k)
-        + grow_bytes::<u64>(&half.overflow, 1);
-    ctx.check_fits(grow, dev.budget)?;
-    if !q16_fits {
-        half.queries = None;
-        half.queries = Some(DeviceMatrix::<f16>::with_capacity(ctx, nq, dim)?);
-        half.allocations += 1;
-    }
-    let allocs = &mut half.allocations;
-    let mut out_ids = take_grown(ctx, &mut half.out_ids, nq * k, allocs)?;
-    let mut out_d = take_grown(ctx, &mut half.out_d, nq * k, allocs)?;
-    let mut overflow = take_grown(ctx, &mut half.overflow, 1, allocs)?;
-    let q16 = half.queries.as_mut().expect("made above");
-    let data16 = half.data.as_ref().expect("made above");
-    // The buffers go back to `half` whatever happens below.
-    let result = (|| -> Result<SearchStats> {
-        q16.set_rows(nq)?;
-        ctx.zero(&mut overflow.view_mut())?;
-        let src = queries.rows_view(0, nq)?;
-        let mut dst = q16.rows_view_mut(0, nq)?;
-        convert_rows(ctx, &src, nq, stride, &mut dst, &mut overflow)?;
-        let mut over = [0u64; 1];
-        let stats = dev.search_lists(
-            bufs,
-            data16,
-            graph,
-            q16,
-            metric,
-            params,
-            entries,
-            m,
-            &mut |c: ListChunk<'_>| {
-                let qv = queries.rows_view(c.start, c.start + c.cnt)?;
-                let len = c.cnt * k;
-                rerank_lists(
-                    ctx,
-                    data,
-                    &qv,
-                    c.cnt,
-                    &c.ids.slice(0..c.cnt * m),
-                    m,
-                    metric,
-                    k,
-                    &mut out_ids.slice_mut(0..len),
-                    &mut out_d.slice_mut(0..len),
-                )?;
-                if !c.last {
-                    download_results(ctx, &out_ids, &out_d, &mut out, c.start, c.cnt)?;
-                    return Ok(None);
-                }
-                let mut rows = out.rows_mut(c.start..c.start + c.cnt);
-                let (row_ids, row_d) = rows.buffers_mut();
-                // The last batch: its results, the counters and the queries' overflow count
-                // in one round trip.
-                let mut cnt = [0u64; 2];
-                let mut copies = ctx.host_copies()?;
-                copies.add(&out_ids.slice(0..len), row_ids)?;
-                copies.add(&out_d.slice(0..len), row_d)?;
-                copies.add(&c.counters.slice(0..2), &mut cnt)?;
-                copies.add(&overflow.slice(0..1), &mut over)?;
-                copies.finish()?;
-                Ok(Some(SearchStats {
-                    queries: nq as u64,
-                    distance_computations: cnt[1],
-                    hops: cnt[0],
-                }))
-            },
-        )?;
-        if over[0] > 0 {
-            return Err(overflow_error(over[0], "queries"));
-        }
-        Ok(stats)
-    })();
-    half.out_ids = Some(out_ids);
-    half.out_d = Some(out_d);
-    half.overflow = Some(overflow);
-    result
 }
