@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exact k-NN: weft (crates/weft-graph/examples/exact_cpu_bench.rs) against faiss-cpu IndexFlatL2.
+"""Exact k-NN: weft (benches/examples/exact_cpu_bench.rs) against faiss-cpu IndexFlatL2.
 
 Installs nothing. Expects faiss-cpu and numpy in a virtual environment, by default
 target/peers-venv:
@@ -109,7 +109,7 @@ def main():
     os.environ["RAYON_NUM_THREADS"] = str(args.threads)
     if not args.no_build:
         subprocess.run(
-            ["cargo", "build", "--release", "-q", "-p", "weft-graph", "--example", "exact_cpu_bench"],
+            ["cargo", "build", "--release", "-q", "-p", "weft-benches", "--example", "exact_cpu_bench"],
             cwd=ROOT, check=True,
         )
     base, queries, base_p, query_p = make_data(args)

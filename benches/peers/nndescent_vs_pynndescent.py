@@ -136,7 +136,7 @@ def run_pynndescent(x, k, threads, sample, truth, repeats, seed):
 
 def run_weft(data_path, gt_path, k, threads, repeats, seed, params, exe=None):
     if exe is None:
-        subprocess.check_call(["cargo", "build", "--release", "-q", "-p", "weft-nndescent",
+        subprocess.check_call(["cargo", "build", "--release", "-q", "-p", "weft-benches",
                                "--example", "nndescent_bench"], cwd=ROOT)
         exe = os.path.join(ROOT, "target", "release", "examples", "nndescent_bench")
     out = []

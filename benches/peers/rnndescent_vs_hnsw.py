@@ -11,7 +11,7 @@ intrinsic dimension is SIFT-like), writes base/query .fbin and ground-truth .ibi
 target/peers-data/, computes the exact top-10 with faiss IndexFlatL2, builds hnswlib (M=16,
 ef_construction=200) and faiss IndexHNSWFlat(d, 32) (faiss' default efConstruction = 40), sweeps
 ef for recall@10 and QPS (2 threads), then builds and runs the Rust example
-crates/weft-rnndescent/examples/rnnd_bench.rs (release), which builds RNN-Descent and sweeps the
+benches/examples/rnnd_bench.rs (release), which builds RNN-Descent and sweeps the
 beam size L of weft's BeamSearch. Build times and per-point QPS are medians of --runs runs.
 It prints a markdown table: build time (wall and process CPU), and QPS at recall@10 = 0.95
 (linear interpolation between the two sweep points around 0.95), wall clock and CPU-time based.
@@ -151,7 +151,7 @@ def merge_sweeps(sweeps, key):
 
 def build_weft():
     subprocess.run(
-        ["cargo", "build", "--release", "-p", "weft-rnndescent", "--example", "rnnd_bench"],
+        ["cargo", "build", "--release", "-p", "weft-benches", "--example", "rnnd_bench"],
         cwd=ROOT, check=True)
 
 

@@ -11,7 +11,7 @@
 //!   features on (`--crates a,b`: the tests of those
 //!   crates only, with their `cuda` features where they have one; `--workspace`: every
 //!   workspace test binary);
-//! - weft-gpu's micro-benchmark example (exact k-NN) and, unless `--no-cli`, the `weft` binary
+//! - the exact k-NN micro-benchmark (`benches/examples/exact_bench.rs`) and, unless `--no-cli`, the `weft` binary
 //!   of weft-cli when it builds;
 //! - unless `--no-bench`: the harness runner `weft-bench` (weft-benches), a TrueType font for
 //!   its plots (`fonts/`, from this machine), the commit (`COMMIT`) and the GPU peer script
@@ -126,10 +126,11 @@ pub fn run(args: &[String]) -> Result<()> {
         copy_stripped(exe, &pack.join("tests").join(name))?;
     }
     let mut others = 0usize;
-    // weft-gpu's micro-benchmark (exact k-NN). The algorithm crates' GPU benchmark examples
-    // (weft-grnnd's grnnd_bench, weft-search's cagra_search_bench and ggnn_gpu_search_bench,
-    // about 20 MiB together) would push a default pack with cubins over the 64 MiB limit: they
-    // come with `--examples crate:example,...` (below), beside a smaller set of tests.
+    // The exact k-NN micro-benchmark (weft-benches' exact_bench, weft-gpu's exact search). The
+    // other GPU benchmark programs in benches/examples (grnnd_bench, cagra_search_bench,
+    // ggnn_gpu_search_bench, ..., about 20 MiB together) would push a default pack with cubins
+    // over the 64 MiB limit: they come with `--examples weft-benches:NAME,...` (below), beside a
+    // smaller set of tests.
     let examples = if bench_only {
         Vec::new()
     } else {
@@ -138,8 +139,11 @@ pub fn run(args: &[String]) -> Result<()> {
                 "build",
                 "--release",
                 "-p",
-                "weft-gpu",
-                "--examples",
+                "weft-benches",
+                "--features",
+                "weft-benches/cuda",
+                "--example",
+                "exact_bench",
                 "--message-format=json",
             ],
             &kernels,
@@ -273,16 +277,17 @@ fn parse_examples(list: &str) -> Result<Vec<(String, String)>> {
                 Ok((krate.to_owned(), example.to_owned()))
             }
             _ => bail!(
-                "--examples: `{item}` is not crate:example (e.g. weft-search:cagra_search_bench)"
+                "--examples: `{item}` is not crate:example (e.g. weft-benches:cagra_search_bench)"
             ),
         })
         .collect()
 }
 
-/// The folder of workspace crate `name`: `crates/<name>`, or the example crate's.
+/// The folder of workspace crate `name`: `crates/<name>`, the example crate's or the benches'.
 fn crate_dir(root: &Path, name: &str) -> PathBuf {
     match name {
         "weft-example-kernel" => root.join("examples/custom-kernel"),
+        "weft-benches" => root.join("benches"),
         _ => root.join("crates").join(name),
     }
 }
@@ -748,10 +753,10 @@ mod tests {
     #[test]
     fn examples_option_takes_crate_example_pairs() {
         assert_eq!(
-            parse_examples("weft-search:cagra_search_bench,weft-grnnd:grnnd_bench").unwrap(),
+            parse_examples("weft-benches:cagra_search_bench,weft-benches:grnnd_bench").unwrap(),
             vec![
-                ("weft-search".to_owned(), "cagra_search_bench".to_owned()),
-                ("weft-grnnd".to_owned(), "grnnd_bench".to_owned()),
+                ("weft-benches".to_owned(), "cagra_search_bench".to_owned()),
+                ("weft-benches".to_owned(), "grnnd_bench".to_owned()),
             ]
         );
         for bad in ["cagra_search_bench", "weft-search:", ":x", ""] {

@@ -2,7 +2,7 @@
 //! loop issues them, on a CAGRA graph built on the GPU.
 //!
 //! ```text
-//! cargo run --release -p weft --example batch1_latency -- [--preset sift] [--n 1000000]
+//! cargo run --release -p weft-benches --example batch1_latency -- [--preset sift] [--n 1000000]
 //!     [--nq 1000] [--beam-width 16,32,64] [--warm 100]
 //! ```
 //!

@@ -2,7 +2,7 @@
 //! graph in huge pages ([`Index::with_huge_page_copy`]), interleaved: batch QPS, recall@10 and
 //! distances per query at a few beam widths.
 //!
-//! `cargo run --release -p weft --example huge_page_search -- BASE QUERIES GT GRAPH [THREADS]`
+//! `cargo run --release -p weft-benches --example huge_page_search -- BASE QUERIES GT GRAPH [THREADS]`
 //! (vector files, a ground-truth id file with at least 10 columns, a graph file written by
 //! `weft build`; THREADS default 2).
 

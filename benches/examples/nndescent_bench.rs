@@ -2,7 +2,7 @@
 //! a sample against a ground-truth file, peak RSS.
 //!
 //! ```text
-//! cargo run --release -p weft-nndescent --example nndescent_bench -- DATA.fbin GT.bin \
+//! cargo run --release -p weft-benches --example nndescent_bench -- DATA.fbin GT.bin \
 //!     [--k 32] [--seed 0] [--threads N] [--params '{"max_candidates": 24}']
 //! ```
 //! - `DATA.fbin`: u32 rows, u32 dim, then rows x dim f32 (little endian, row-major).

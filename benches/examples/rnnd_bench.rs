@@ -3,7 +3,7 @@
 //! and, per L, recall@10 against an `.ibin` ground truth and queries per second.
 //!
 //! ```text
-//! cargo run --release -p weft-rnndescent --example rnnd_bench -- \
+//! cargo run --release -p weft-benches --example rnnd_bench -- \
 //!     --base base.fbin --query query.fbin --gt gt.ibin [--threads 2] [--s 20] [--r 64] \
 //!     [--t1 3] [--t2 10] [--degree 32] [--truncate true] [--final-reverse false] [--fill 0.5] \
 //!     [--ls 10,16,24,32,48,64,96,128] [--reps 3] [--seed 1] [--random-entries 0]

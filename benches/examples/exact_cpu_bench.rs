@@ -3,7 +3,7 @@
 //! name overwrite each other in `target/release/examples/`.)
 //!
 //! ```text
-//! cargo run --release -p weft-graph --example exact_cpu_bench -- \
+//! cargo run --release -p weft-benches --example exact_cpu_bench -- \
 //!     --base base.fbin --queries queries.fbin --k 10 --threads 2 --reps 3 [--metric l2] \
 //!     [--ids-out ids.u32]
 //! ```

@@ -2,7 +2,7 @@
 //! paper's top-layer entry points strand, what the spread entry points and the connectivity
 //! repair cost, and the GGNN CPU search's recall before and after.
 //!
-//! `cargo run --release -p weft-ggnn --example ggnn_connect_bench -- [--n 100000] [--dim 128]
+//! `cargo run --release -p weft-benches --example ggnn_connect_bench -- [--n 100000] [--dim 128]
 //! [--clusters 100] [--queries 1000] [--seed 5] [--taus 0.5,1] [--few 16] [--preset NAME]`
 //!
 //! Data: `weft_testkit::graph::gaussian_mixture` (centres N(0, 3^2) per coordinate, unit

@@ -1,6 +1,6 @@
 //! Recall and throughput of the GGNN CPU query over a stored GGNN graph.
 //!
-//! `cargo run --release -p weft-ggnn --example ggnn_search_bench -- BASE.fbin QUERIES.fbin
+//! `cargo run --release -p weft-benches --example ggnn_search_bench -- BASE.fbin QUERIES.fbin
 //! GT.ivecs GRAPH.wgraph [TAU,TAU,...]`: for each tau, one warm-up pass and one timed pass of
 //! k = 10 over all queries (all cores), then recall@1 (true 1-NN first), recall@10 and QPS.
 
