@@ -1032,6 +1032,11 @@ fn camel(snake: &str) -> String {
         .collect()
 }
 
+/// The `# Safety` contract of every generated launcher: what no type can say about a launch.
+const LAUNCH_SAFETY: &str = "Every pointer in `args` must cover what the kernel reads and writes \
+    for the sizes that `args` and `launch` pass (check the buffers' lengths first, as \
+    `weft_gpu::launch::need` does).";
+
 /// Rust bindings for module `module`: the `MODULE` static (its embedded files named by
 /// `images`, relative to `OUT_DIR`), and per kernel an argument struct (`<Name>Args`) and a
 /// launcher function (`<name>`). `runtime` is the path of the weft-gpu crate as the including
@@ -1121,11 +1126,16 @@ pub fn generate_bindings(
                     s,
                     "/// The kernel `{symbol}` (for `GpuContext::prepare_kernels`).\n\
                      pub fn {name}_kernel() -> {r}::Kernel {{\n    \
-                     {r}::Kernel {{ module: &MODULE, symbol: {symbol:?} }}\n}}\n\n\
+                     {r}::Kernel::new(&MODULE, {symbol:?})\n}}\n\n\
                      /// Launches `{symbol}` with `launch` on the context's stream.\n\
-                     pub fn {name}(ctx: &{r}::GpuContext, launch: {r}::Launch, args: &{ty}{impl_lt}) -> weft_core::Result<()> {{\n    \
-                     ctx.launch(&{name}_kernel(), launch, args)\n}}\n",
-                    name = k.name
+                     ///\n\
+                     /// # Safety\n\
+                     /// {SAFETY_DOC}\n\
+                     pub unsafe fn {name}(ctx: &{r}::GpuContext, launch: {r}::Launch, args: &{ty}{impl_lt}) -> weft_core::Result<()> {{\n    \
+                     // SAFETY: the caller's contract (above); `args` is this kernel's own.\n    \
+                     unsafe {{ ctx.launch(&{name}_kernel(), launch, args) }}\n}}\n",
+                    name = k.name,
+                    SAFETY_DOC = LAUNCH_SAFETY
                 );
             }
             _ => {
@@ -1161,12 +1171,17 @@ pub fn generate_bindings(
                 }
                 let _ = writeln!(
                     s,
-                    "    }};\n    Ok({r}::Kernel {{ module: &MODULE, symbol }})\n}}\n\n\
+                    "    }};\n    Ok({r}::Kernel::new(&MODULE, symbol))\n}}\n\n\
                      /// Launches the `{name}` kernel for `dtype` with `launch` on the context's stream\n\
                      /// (see [`{name}_kernel`]).\n\
-                     pub fn {name}(ctx: &{r}::GpuContext, dtype: weft_core::DType, launch: {r}::Launch, args: &{ty}{impl_lt}) -> weft_core::Result<()> {{\n    \
-                     ctx.launch(&{name}_kernel(dtype)?, launch, args)\n}}\n",
-                    name = k.name
+                     ///\n\
+                     /// # Safety\n\
+                     /// {SAFETY_DOC}\n\
+                     pub unsafe fn {name}(ctx: &{r}::GpuContext, dtype: weft_core::DType, launch: {r}::Launch, args: &{ty}{impl_lt}) -> weft_core::Result<()> {{\n    \
+                     // SAFETY: the caller's contract (above); `args` is this kernel's own.\n    \
+                     unsafe {{ ctx.launch(&{name}_kernel(dtype)?, launch, args) }}\n}}\n",
+                    name = k.name,
+                    SAFETY_DOC = LAUNCH_SAFETY
                 );
             }
         }
@@ -1407,7 +1422,8 @@ WEFT_WHOLE(whole_i8, i8)
             "pub struct PlainKernelArgs<'a> {",
             "pub ids: weft_gpu::In<'a, u32>,",
             "pub counters: weft_gpu::Out<'a, u64>,",
-            "pub fn plain_kernel(ctx: &weft_gpu::GpuContext, launch: weft_gpu::Launch, args: &PlainKernelArgs<'_>)",
+            "pub unsafe fn plain_kernel(ctx: &weft_gpu::GpuContext, launch: weft_gpu::Launch, args: &PlainKernelArgs<'_>)",
+            "# Safety",
             "weft_core::DType::F32 => \"sample_norms_f32\",",
             "weft_core::DType::F16 => return Err(",
             "pub struct WholeArgs<'a> {",

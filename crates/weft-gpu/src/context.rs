@@ -826,11 +826,20 @@ impl GpuContext {
     }
 
     /// Launches `kernel` with `launch` and `args` on the context's stream, after checking the
-    /// configuration against the device's limits. `args` are the kernel's parameters in order
-    /// and with their types (the generated `<Kernel>Args` structs); that every pointer covers
-    /// what the kernel touches is the caller's contract (see [`crate::kernel`]).
-    pub fn launch(&self, kernel: &Kernel, launch: Launch, args: &dyn KernelArgs) -> Result<()> {
-        check_launch(self, kernel.symbol, &launch)?;
+    /// configuration against the device's limits. Call it through the kernel's generated
+    /// launcher, which pairs the kernel with its own argument struct.
+    ///
+    /// # Safety
+    /// `args` must be `kernel`'s parameters in order and with their types (its generated
+    /// `<Kernel>Args` struct), and every pointer in it must cover what the kernel reads and
+    /// writes for the sizes `args` and `launch` pass (see [`crate::kernel`]).
+    pub unsafe fn launch(
+        &self,
+        kernel: &Kernel,
+        launch: Launch,
+        args: &dyn KernelArgs,
+    ) -> Result<()> {
+        check_launch(self, kernel.symbol(), &launch)?;
         let f = self.function(kernel)?;
         let mut list = ArgList::default();
         args.push_args(&mut list);
@@ -846,11 +855,12 @@ impl GpuContext {
             block_dim: (launch.block, 1, 1),
             shared_mem_bytes: launch.shared_bytes,
         };
-        // SAFETY: the argument list comes from the kernel's generated binding (one slot per
+        // SAFETY: this function's contract: the argument list is the kernel's own (one slot per
         // parameter, in order, of the parameter's size or larger with the value in the low
-        // bytes); the pointers in it are borrowed from live device buffers for the call, and
-        // the context's single stream frees buffers only after the kernels queued before.
-        unsafe { b.launch(cfg) }.map_err(gpu_err(format!("launch {}", kernel.symbol)))?;
+        // bytes) and its pointers cover what the kernel touches; they are borrowed from live
+        // device buffers for the call, and the context's single stream frees buffers only after
+        // the kernels queued before.
+        unsafe { b.launch(cfg) }.map_err(gpu_err(format!("launch {}", kernel.symbol())))?;
         Ok(())
     }
 
@@ -924,8 +934,8 @@ impl GpuContext {
     /// The loaded module that holds `kernel`: its unit where NVRTC compiles (only the kernels
     /// launched get compiled), else the whole module.
     fn holder(&self, kernel: &Kernel) -> Result<LoadedModule> {
-        let m = kernel.module;
-        if let Some(unit) = m.unit_of(kernel.symbol)
+        let m = kernel.module();
+        if let Some(unit) = m.unit_of(kernel.symbol())
             && self.compiles(m)
         {
             if let Some(entry) = self
@@ -1080,7 +1090,7 @@ impl GpuContext {
         let mods = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         let units = self.units.lock().unwrap_or_else(|p| p.into_inner());
         for k in kernels {
-            let m = k.module;
+            let m = k.module();
             if !self.compiles(m) {
                 continue;
             }
@@ -1094,7 +1104,7 @@ impl GpuContext {
                 continue;
             }
             // A kernel in no unit is compiled with its whole module, as its launch would be.
-            let unit = m.unit_of(k.symbol);
+            let unit = m.unit_of(k.symbol());
             if unit.is_some_and(|u| units.contains_key(&(m.name, u))) {
                 continue;
             }
@@ -1162,7 +1172,7 @@ impl GpuContext {
 
     /// The driver's handle of `kernel`, loading its module if needed.
     fn function(&self, kernel: &Kernel) -> Result<CudaFunction> {
-        let key = format!("{}/{}", kernel.module.name, kernel.symbol);
+        let key = format!("{}/{}", kernel.module().name, kernel.symbol());
         if let Some(f) = self
             .functions
             .lock()
@@ -1174,10 +1184,11 @@ impl GpuContext {
         let m = self.holder(kernel)?;
         let f = m
             .module
-            .load_function(kernel.symbol)
+            .load_function(kernel.symbol())
             .map_err(gpu_err(format!(
                 "kernel {} in module {}",
-                kernel.symbol, kernel.module.name
+                kernel.symbol(),
+                kernel.module().name
             )))?;
         self.functions
             .lock()

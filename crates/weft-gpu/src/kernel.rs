@@ -10,13 +10,16 @@
 //! - per kernel an argument struct whose fields are the kernel's parameters, in order and with
 //!   their types (device pointers as [`In`] or [`Out`], scalars as Rust scalars), implementing
 //!   [`KernelArgs`];
-//! - per kernel a launcher function that calls [`GpuContext::launch`](crate::GpuContext::launch) with the [`Kernel`].
+//! - per kernel an `unsafe` launcher function that calls
+//!   [`GpuContext::launch`](crate::GpuContext::launch) with the [`Kernel`] and its own argument
+//!   struct.
 //!
 //! So the order and the types of a launch's arguments are checked by the Rust compiler against
 //! the kernel as the GPU compiles it. What no type can say, that every pointer covers what the
-//! kernel reads and writes for the sizes passed, is the launching code's duty: check the
-//! lengths ([`DeviceBuffer::len`](crate::DeviceBuffer::len)) before the launch, as the crates of
-//! this workspace do.
+//! kernel reads and writes for the sizes passed, is the launching code's duty, and the reason
+//! launching is `unsafe`: check the lengths ([`DeviceBuffer::len`](crate::DeviceBuffer::len),
+//! [`need`](crate::launch::need)) before the launch, and say so in the `SAFETY` comment of the
+//! `unsafe` block, as the crates of this workspace do.
 
 use std::marker::PhantomData;
 
@@ -85,14 +88,31 @@ impl KernelModule {
     }
 }
 
-/// One kernel: its module and its symbol (`extern "C"` name). Generated launchers build these;
-/// no kernel is looked up by a name a user typed.
+/// One kernel: its module and its symbol (`extern "C"` name). The generated bindings make
+/// these (`<kernel>_kernel()`); no kernel is looked up by a name a user typed. Naming a kernel
+/// is safe (it can be prepared, [`GpuContext::prepare_kernels`](crate::GpuContext::prepare_kernels));
+/// launching one is not ([`GpuContext::launch`](crate::GpuContext::launch) is `unsafe`).
 #[derive(Clone, Copy, Debug)]
 pub struct Kernel {
+    module: &'static KernelModule,
+    symbol: &'static str,
+}
+
+impl Kernel {
+    /// The kernel `symbol` of `module` (the generated bindings call this).
+    pub const fn new(module: &'static KernelModule, symbol: &'static str) -> Self {
+        Kernel { module, symbol }
+    }
+
     /// The module that defines it.
-    pub module: &'static KernelModule,
+    pub fn module(&self) -> &'static KernelModule {
+        self.module
+    }
+
     /// The `extern "C"` symbol.
-    pub symbol: &'static str,
+    pub fn symbol(&self) -> &'static str {
+        self.symbol
+    }
 }
 
 /// How a kernel is launched: grid, threads per block (one-dimensional blocks) and dynamic

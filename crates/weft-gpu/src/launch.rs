@@ -68,17 +68,20 @@ pub fn exact_norms<T: Element>(
     if rows == 0 {
         return Ok(());
     }
-    exact::exact_norms(
-        ctx,
-        T::DTYPE,
-        Launch::blocks(rows.div_ceil(NORM_WARPS), NORM_WARPS * 32),
-        &exact::ExactNormsArgs {
-            x: x.input(),
-            rows,
-            stride,
-            out: out.output(),
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        exact::exact_norms(
+            ctx,
+            T::DTYPE,
+            Launch::blocks(rows.div_ceil(NORM_WARPS), NORM_WARPS * 32),
+            &exact::ExactNormsArgs {
+                x: x.input(),
+                rows,
+                stride,
+                out: out.output(),
+            },
+        )
+    }
 }
 
 /// The arguments of [`exact_distances`].
@@ -126,23 +129,26 @@ pub(crate) fn exact_distances<T: Element>(
         (t.nq as u64 - 1) * ldo as u64 + t.nb as u64,
         "exact_distances output",
     )?;
-    exact::exact_distances(
-        ctx,
-        T::DTYPE,
-        Launch::new((t.nb.div_ceil(TILE), t.nq.div_ceil(TILE), 1), 256, 0),
-        &exact::ExactDistancesArgs {
-            q: t.q.input(),
-            nq: t.nq,
-            b: t.b.input(),
-            nb: t.nb,
-            stride: t.stride,
-            qnorm: t.qnorm.input(),
-            bnorm: t.bnorm.input(),
-            metric: t.metric.code() as i32,
-            out: out.output(),
-            ldo,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        exact::exact_distances(
+            ctx,
+            T::DTYPE,
+            Launch::new((t.nb.div_ceil(TILE), t.nq.div_ceil(TILE), 1), 256, 0),
+            &exact::ExactDistancesArgs {
+                q: t.q.input(),
+                nq: t.nq,
+                b: t.b.input(),
+                nb: t.nb,
+                stride: t.stride,
+                qnorm: t.qnorm.input(),
+                bnorm: t.bnorm.input(),
+                metric: t.metric.code() as i32,
+                out: out.output(),
+                ldo,
+            },
+        )
+    }
 }
 
 /// The arguments of [`exact_select`].
@@ -205,23 +211,26 @@ pub(crate) fn exact_select(
     )?;
     need(top_i.len(), s.nq as u64 * s.list as u64, "select list ids")?;
     let slots = select_slots(s.list);
-    exact::exact_select_f32(
-        ctx,
-        Launch::new((s.nq, 1, 1), SELECT_THREADS, slots * 8),
-        &exact::ExactSelectF32Args {
-            dist: dist.input(),
-            ldd: s.ldd,
-            ncols: s.ncols,
-            base_offset: s.base_offset,
-            query_offset: s.query_offset,
-            exclude_self: s.exclude_self as i32,
-            k: s.k,
-            list: s.list,
-            slots,
-            top_d: top_d.output(),
-            top_i: top_i.output(),
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        exact::exact_select_f32(
+            ctx,
+            Launch::new((s.nq, 1, 1), SELECT_THREADS, slots * 8),
+            &exact::ExactSelectF32Args {
+                dist: dist.input(),
+                ldd: s.ldd,
+                ncols: s.ncols,
+                base_offset: s.base_offset,
+                query_offset: s.query_offset,
+                exclude_self: s.exclude_self as i32,
+                k: s.k,
+                list: s.list,
+                slots,
+                top_d: top_d.output(),
+                top_i: top_i.output(),
+            },
+        )
+    }
 }
 
 /// `testing_rng_u64`: three values per index (see kernels/testing/testing.cu).
@@ -237,16 +246,19 @@ pub(crate) fn testing_rng(
     if count == 0 {
         return Ok(());
     }
-    testing::testing_rng_u64(
-        ctx,
-        Launch::per_item(count, 256),
-        &testing::TestingRngU64Args {
-            seed,
-            count,
-            n,
-            out: out.output(),
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        testing::testing_rng_u64(
+            ctx,
+            Launch::per_item(count, 256),
+            &testing::TestingRngU64Args {
+                seed,
+                count,
+                n,
+                out: out.output(),
+            },
+        )
+    }
 }
 
 /// `testing_affine_walk`: one thread per walk, `2 + steps` words each (see
@@ -267,17 +279,20 @@ pub(crate) fn testing_affine_walk(
     if count == 0 {
         return Ok(());
     }
-    testing::testing_affine_walk(
-        ctx,
-        Launch::per_item(count, 256),
-        &testing::TestingAffineWalkArgs {
-            seed,
-            ms: ms.input(),
-            count,
-            steps,
-            out: out.output(),
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        testing::testing_affine_walk(
+            ctx,
+            Launch::per_item(count, 256),
+            &testing::TestingAffineWalkArgs {
+                seed,
+                ms: ms.input(),
+                count,
+                steps,
+                out: out.output(),
+            },
+        )
+    }
 }
 
 /// `testing_pair_distance_<dtype>`: one warp per pair of rows.
@@ -305,19 +320,22 @@ pub(crate) fn testing_pair_distance<T: Element>(
     if pairs == 0 {
         return Ok(());
     }
-    testing::testing_pair_distance(
-        ctx,
-        T::DTYPE,
-        Launch::blocks(pairs.div_ceil(4), 128),
-        &testing::TestingPairDistanceArgs {
-            a: a_rows.input(),
-            b: b_rows.input(),
-            pairs,
-            stride,
-            metric: metric.code() as i32,
-            out: out.output(),
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        testing::testing_pair_distance(
+            ctx,
+            T::DTYPE,
+            Launch::blocks(pairs.div_ceil(4), 128),
+            &testing::TestingPairDistanceArgs {
+                a: a_rows.input(),
+                b: b_rows.input(),
+                pairs,
+                stride,
+                metric: metric.code() as i32,
+                out: out.output(),
+            },
+        )
+    }
 }
 
 /// `testing_warp_sort_f32`: sorts runs of 32 pairs in place.
@@ -332,15 +350,18 @@ pub(crate) fn testing_warp_sort(
     if runs == 0 {
         return Ok(());
     }
-    testing::testing_warp_sort_f32(
-        ctx,
-        Launch::blocks(runs.div_ceil(4), 128),
-        &testing::TestingWarpSortF32Args {
-            d: d.output(),
-            id: id.output(),
-            runs,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        testing::testing_warp_sort_f32(
+            ctx,
+            Launch::blocks(runs.div_ceil(4), 128),
+            &testing::TestingWarpSortF32Args {
+                d: d.output(),
+                id: id.output(),
+                runs,
+            },
+        )
+    }
 }
 
 /// Which set kernel of `testing.cu` a [`SetRun`] drives.
@@ -412,31 +433,37 @@ pub(crate) fn testing_set(
     }
     let launch = Launch::new((run.blocks, 1, 1), 256, (words * 4) as u32);
     match run.kind {
-        SetKind::Visited => testing::testing_visited_set(
-            ctx,
-            launch,
-            &testing::TestingVisitedSetArgs {
-                ids: ids.input(),
-                per_block: run.per_block,
-                bits: run.bits,
-                mode: run.mode,
-                is_new: answers.output(),
-                contains: contains.output(),
-                table: table.output(),
-            },
-        ),
-        SetKind::Tag => testing::testing_tag_set(
-            ctx,
-            launch,
-            &testing::TestingTagSetArgs {
-                ids: ids.input(),
-                per_block: run.per_block,
-                bits: run.bits,
-                mode: run.mode,
-                answer: answers.output(),
-                contains: contains.output(),
-                table: table.output(),
-            },
-        ),
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        SetKind::Visited => unsafe {
+            testing::testing_visited_set(
+                ctx,
+                launch,
+                &testing::TestingVisitedSetArgs {
+                    ids: ids.input(),
+                    per_block: run.per_block,
+                    bits: run.bits,
+                    mode: run.mode,
+                    is_new: answers.output(),
+                    contains: contains.output(),
+                    table: table.output(),
+                },
+            )
+        },
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        SetKind::Tag => unsafe {
+            testing::testing_tag_set(
+                ctx,
+                launch,
+                &testing::TestingTagSetArgs {
+                    ids: ids.input(),
+                    per_block: run.per_block,
+                    bits: run.bits,
+                    mode: run.mode,
+                    answer: answers.output(),
+                    contains: contains.output(),
+                    table: table.output(),
+                },
+            )
+        },
     }
 }

@@ -44,16 +44,19 @@ pub fn scaled_norms(ctx: &GpuContext, data: DatasetView<'_, f32>, scale: f32) ->
         "example_scaled_norms data",
     )?;
     need(out.len(), rows as u64, "example_scaled_norms output")?;
-    kernels::example_scaled_norms(
-        ctx,
-        Launch::blocks(rows32.div_ceil(BLOCK / 32), BLOCK),
-        &kernels::ExampleScaledNormsArgs {
-            data: device_data.input(),
-            rows: rows32,
-            dim: dim32,
-            scale,
-            out: out.output(),
-        },
-    )?;
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::example_scaled_norms(
+            ctx,
+            Launch::blocks(rows32.div_ceil(BLOCK / 32), BLOCK),
+            &kernels::ExampleScaledNormsArgs {
+                data: device_data.input(),
+                rows: rows32,
+                dim: dim32,
+                scale,
+                out: out.output(),
+            },
+        )
+    }?;
     ctx.download(&out, rows)
 }

@@ -165,21 +165,24 @@ impl<'c> CagraOptimizer<'c> {
         // 1. Detour counting and pruning.
         let bits = (2 * k).next_power_of_two().max(2).trailing_zeros();
         let smem = ((2u32 << bits) + 2 * k32) * 4;
-        cagra::cagra_prune(
-            ctx,
-            Launch::new((n32, 1, 1), PRUNE_THREADS, smem),
-            &cagra::CagraPruneArgs {
-                knn: knn.input(),
-                n: n32,
-                k: k32,
-                degree: d32,
-                bits,
-                pruned: pruned.output(),
-                detours: detours.output(),
-                write_detours: keep_detours as u32,
-                error: error.output(),
-            },
-        )?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            cagra::cagra_prune(
+                ctx,
+                Launch::new((n32, 1, 1), PRUNE_THREADS, smem),
+                &cagra::CagraPruneArgs {
+                    knn: knn.input(),
+                    n: n32,
+                    k: k32,
+                    degree: d32,
+                    bits,
+                    pruned: pruned.output(),
+                    detours: detours.output(),
+                    write_detours: keep_detours as u32,
+                    error: error.output(),
+                },
+            )
+        }?;
         if ctx.download(&error, 1)?[0] != 0 {
             return Err(Error::InvalidGraph(
                 "the k-NN graph has a row with an id out of range, a self-loop, a duplicate or \
@@ -191,101 +194,122 @@ impl<'c> CagraOptimizer<'c> {
         // 2. In-degrees.
         let mut indeg = ctx.alloc_zeros::<u32>(n)?;
         let edge_grid = (edges.div_ceil(256).min(EDGE_BLOCKS as u64) as u32).max(1);
-        cagra::cagra_rev_count(
-            ctx,
-            Launch::blocks(edge_grid, 256),
-            &cagra::CagraRevCountArgs {
-                pruned: pruned.input(),
-                edges,
-                indeg: indeg.output(),
-            },
-        )?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            cagra::cagra_rev_count(
+                ctx,
+                Launch::blocks(edge_grid, 256),
+                &cagra::CagraRevCountArgs {
+                    pruned: pruned.input(),
+                    edges,
+                    indeg: indeg.output(),
+                },
+            )
+        }?;
 
         // 3. Offsets: exclusive prefix sum over n + 1 entries.
         let len = n32 + 1;
         let tiles = len.div_ceil(SCAN_TILE);
         let mut offsets = ctx.alloc_zeros::<u32>(len as usize)?;
         let mut sums = ctx.alloc_zeros::<u32>(tiles as usize)?;
-        cagra::cagra_scan_blocks(
-            ctx,
-            Launch::blocks(tiles, SCAN_THREADS),
-            &cagra::CagraScanBlocksArgs {
-                r#in: indeg.input(),
-                n: n32,
-                len,
-                out: offsets.output(),
-                sums: sums.output(),
-            },
-        )?;
-        cagra::cagra_scan_sums(
-            ctx,
-            Launch::blocks(1, SCAN_THREADS),
-            &cagra::CagraScanSumsArgs {
-                sums: sums.output(),
-                count: tiles,
-            },
-        )?;
-        cagra::cagra_scan_add(
-            ctx,
-            Launch::blocks(len.div_ceil(256), 256),
-            &cagra::CagraScanAddArgs {
-                out: offsets.output(),
-                len,
-                sums: sums.input(),
-            },
-        )?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            cagra::cagra_scan_blocks(
+                ctx,
+                Launch::blocks(tiles, SCAN_THREADS),
+                &cagra::CagraScanBlocksArgs {
+                    r#in: indeg.input(),
+                    n: n32,
+                    len,
+                    out: offsets.output(),
+                    sums: sums.output(),
+                },
+            )
+        }?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            cagra::cagra_scan_sums(
+                ctx,
+                Launch::blocks(1, SCAN_THREADS),
+                &cagra::CagraScanSumsArgs {
+                    sums: sums.output(),
+                    count: tiles,
+                },
+            )
+        }?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            cagra::cagra_scan_add(
+                ctx,
+                Launch::blocks(len.div_ceil(256), 256),
+                &cagra::CagraScanAddArgs {
+                    out: offsets.output(),
+                    len,
+                    sums: sums.input(),
+                },
+            )
+        }?;
         drop(sums);
 
         // 4. Scatter the reverse keys (reusing the in-degree buffer, zeroed, as fill counters).
         ctx.zero(&mut indeg.view_mut())?;
         let mut keys = ctx.alloc_zeros::<u64>(edges as usize)?;
-        cagra::cagra_rev_scatter(
-            ctx,
-            Launch::blocks(edge_grid, 256),
-            &cagra::CagraRevScatterArgs {
-                pruned: pruned.input(),
-                edges,
-                degree: d32,
-                offsets: offsets.input(),
-                fill: indeg.output(),
-                keys: keys.output(),
-            },
-        )?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            cagra::cagra_rev_scatter(
+                ctx,
+                Launch::blocks(edge_grid, 256),
+                &cagra::CagraRevScatterArgs {
+                    pruned: pruned.input(),
+                    edges,
+                    degree: d32,
+                    offsets: offsets.input(),
+                    fill: indeg.output(),
+                    keys: keys.output(),
+                },
+            )
+        }?;
         drop(indeg);
 
         // 5. Each node's `degree` best reverse edges, in order.
         let mut rev = ctx.alloc_zeros::<NodeId>(n * degree)?;
         let mut rev_cnt = ctx.alloc_zeros::<u32>(n)?;
         let warp_grid = n32.div_ceil(WARPS);
-        cagra::cagra_rev_select(
-            ctx,
-            Launch::blocks(warp_grid, WARPS * 32),
-            &cagra::CagraRevSelectArgs {
-                keys: keys.input(),
-                offsets: offsets.input(),
-                n: n32,
-                degree: d32,
-                rev: rev.output(),
-                rev_cnt: rev_cnt.output(),
-            },
-        )?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            cagra::cagra_rev_select(
+                ctx,
+                Launch::blocks(warp_grid, WARPS * 32),
+                &cagra::CagraRevSelectArgs {
+                    keys: keys.input(),
+                    offsets: offsets.input(),
+                    n: n32,
+                    degree: d32,
+                    rev: rev.output(),
+                    rev_cnt: rev_cnt.output(),
+                },
+            )
+        }?;
         drop(keys);
         drop(offsets);
 
         // 6. Merge.
         let mut out = ctx.alloc_zeros::<NodeId>(n * degree)?;
-        cagra::cagra_merge(
-            ctx,
-            Launch::blocks(warp_grid, WARPS * 32),
-            &cagra::CagraMergeArgs {
-                pruned: pruned.input(),
-                rev: rev.input(),
-                rev_cnt: rev_cnt.input(),
-                n: n32,
-                degree: d32,
-                out: out.output(),
-            },
-        )?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            cagra::cagra_merge(
+                ctx,
+                Launch::blocks(warp_grid, WARPS * 32),
+                &cagra::CagraMergeArgs {
+                    pruned: pruned.input(),
+                    rev: rev.input(),
+                    rev_cnt: rev_cnt.input(),
+                    n: n32,
+                    degree: d32,
+                    out: out.output(),
+                },
+            )
+        }?;
         ctx.synchronize()?;
         Ok(Run {
             out,

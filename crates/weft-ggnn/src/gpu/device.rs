@@ -636,15 +636,18 @@ fn copy_u32(
         return Ok(());
     }
     let mut view = dst.slice_mut(off..off + len);
-    ggnn::ggnn_copy_u32(
-        ctx,
-        Launch::blocks(fill_blocks(len)?, THREADS),
-        &ggnn::GgnnCopyU32Args {
-            dst: view.output(),
-            src: src.input(),
-            len: len as u64,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        ggnn::ggnn_copy_u32(
+            ctx,
+            Launch::blocks(fill_blocks(len)?, THREADS),
+            &ggnn::GgnnCopyU32Args {
+                dst: view.output(),
+                src: src.input(),
+                len: len as u64,
+            },
+        )
+    }
 }
 
 /// `dst[..len] = 0, 1, ..., len - 1`.
@@ -653,14 +656,17 @@ fn iota_u32(ctx: &GpuContext, dst: &mut DeviceBuffer<u32>, len: usize) -> Result
     if len == 0 {
         return Ok(());
     }
-    ggnn::ggnn_iota_u32(
-        ctx,
-        Launch::blocks(fill_blocks(len)?, THREADS),
-        &ggnn::GgnnIotaU32Args {
-            dst: dst.output(),
-            len: len as u64,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        ggnn::ggnn_iota_u32(
+            ctx,
+            Launch::blocks(fill_blocks(len)?, THREADS),
+            &ggnn::GgnnIotaU32Args {
+                dst: dst.output(),
+                len: len as u64,
+            },
+        )
+    }
 }
 
 /// `dst[off..off + len] = value`.
@@ -676,15 +682,18 @@ fn fill_u32(
         return Ok(());
     }
     let mut view = dst.slice_mut(off..off + len);
-    ggnn::ggnn_fill_u32(
-        ctx,
-        Launch::blocks(fill_blocks(len)?, THREADS),
-        &ggnn::GgnnFillU32Args {
-            dst: view.output(),
-            len: len as u64,
-            value,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        ggnn::ggnn_fill_u32(
+            ctx,
+            Launch::blocks(fill_blocks(len)?, THREADS),
+            &ggnn::GgnnFillU32Args {
+                dst: view.output(),
+                len: len as u64,
+                value,
+            },
+        )
+    }
 }
 
 /// The `ggnn_nearest_entry` kernel: every row's nearest of `entries` (global ids), on the
@@ -710,20 +719,24 @@ fn nearest_entry_kernel<T: Element>(
     let view = data.rows_view(0, n)?;
     let stride = u32_of(data.stride(), "stride")?;
     let (ne, n32) = (u32_of(entries.len(), "entry points")?, u32_of(n, "rows")?);
-    ggnn::ggnn_nearest_entry(
-        ctx,
-        T::DTYPE,
-        Launch::blocks(n32.div_ceil(WARPS), WARPS * 32),
-        &ggnn::GgnnNearestEntryArgs {
-            data: view.input(),
-            stride,
-            metric: metric.code() as i32,
-            entries: dev_entries.input(),
-            n_entries: ne,
-            n: n32,
-            out: out.output(),
-        },
-    )?;
+    // SAFETY: `out` holds n ids and the entries were uploaded whole (all below n, checked above);
+    // the data view covers its n rows.
+    unsafe {
+        ggnn::ggnn_nearest_entry(
+            ctx,
+            T::DTYPE,
+            Launch::blocks(n32.div_ceil(WARPS), WARPS * 32),
+            &ggnn::GgnnNearestEntryArgs {
+                data: view.input(),
+                stride,
+                metric: metric.code() as i32,
+                entries: dev_entries.input(),
+                n_entries: ne,
+                n: n32,
+                out: out.output(),
+            },
+        )
+    }?;
     Ok(out)
 }
 
@@ -750,23 +763,26 @@ fn top_kernel<T: Element>(
     let view = data.rows_view(0, data.rows())?;
     let stride = u32_of(data.stride(), "stride")?;
     let k32 = k as u32;
-    ggnn::ggnn_top(
-        ctx,
-        T::DTYPE,
-        Launch::new((segments, 1, 1), WARPS * 32, WARPS * 2 * k32 * 4),
-        &ggnn::GgnnTopArgs {
-            data: view.input(),
-            stride,
-            metric: metric.code() as i32,
-            glob: glob.input(),
-            off: u32_of(off, "row offset")?,
-            s0,
-            s0_off,
-            k: k32,
-            ids: ids.output(),
-            nn1: nn1.output(),
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        ggnn::ggnn_top(
+            ctx,
+            T::DTYPE,
+            Launch::new((segments, 1, 1), WARPS * 32, WARPS * 2 * k32 * 4),
+            &ggnn::GgnnTopArgs {
+                data: view.input(),
+                stride,
+                metric: metric.code() as i32,
+                glob: glob.input(),
+                off: u32_of(off, "row offset")?,
+                s0,
+                s0_off,
+                k: k32,
+                ids: ids.output(),
+                nn1: nn1.output(),
+            },
+        )
+    }
 }
 
 /// Writes into `order[..n]` the points `0..n` sorted by `rank[min(key1[v], l1 - 1)]` (every rank
@@ -791,37 +807,46 @@ fn order_on_device(
     let (n32, l132) = (u32_of(n, "points")?, u32_of(l1, "layer-1 points")?);
     let blocks = n32.div_ceil(THREADS);
     fill_u32(ctx, count, 0, l1, 0)?;
-    ggnn::ggnn_order_count(
-        ctx,
-        Launch::blocks(blocks, THREADS),
-        &ggnn::GgnnOrderCountArgs {
-            key1: key1.input(),
-            n: n32,
-            rank: rank.input(),
-            l1: l132,
-            count: count.output(),
-        },
-    )?;
-    ggnn::ggnn_order_scan(
-        ctx,
-        Launch::blocks(1, 1024),
-        &ggnn::GgnnOrderScanArgs {
-            count: count.output(),
-            len: l132,
-        },
-    )?;
-    ggnn::ggnn_order_scatter(
-        ctx,
-        Launch::blocks(blocks, THREADS),
-        &ggnn::GgnnOrderScatterArgs {
-            key1: key1.input(),
-            n: n32,
-            rank: rank.input(),
-            l1: l132,
-            cursor: count.output(),
-            order: order.output(),
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        ggnn::ggnn_order_count(
+            ctx,
+            Launch::blocks(blocks, THREADS),
+            &ggnn::GgnnOrderCountArgs {
+                key1: key1.input(),
+                n: n32,
+                rank: rank.input(),
+                l1: l132,
+                count: count.output(),
+            },
+        )
+    }?;
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        ggnn::ggnn_order_scan(
+            ctx,
+            Launch::blocks(1, 1024),
+            &ggnn::GgnnOrderScanArgs {
+                count: count.output(),
+                len: l132,
+            },
+        )
+    }?;
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        ggnn::ggnn_order_scatter(
+            ctx,
+            Launch::blocks(blocks, THREADS),
+            &ggnn::GgnnOrderScatterArgs {
+                key1: key1.input(),
+                n: n32,
+                rank: rank.input(),
+                l1: l132,
+                cursor: count.output(),
+                order: order.output(),
+            },
+        )
+    }
 }
 
 /// The indices `0..keys.len()` sorted stably by their key (keys above `buckets - 1` count as
@@ -933,15 +958,18 @@ impl<T: Element> Run<'_, '_, T> {
         let n = u32_of(self.shape.n, "points")?;
         need(self.st.nn1.len(), n as u64, "ggnn_nn1_stats input")?;
         let ctx = self.g.ctx;
-        ggnn::ggnn_nn1_stats(
-            ctx,
-            Launch::blocks(1, 1024),
-            &ggnn::GgnnNn1StatsArgs {
-                nn1: self.st.nn1.input(),
-                n,
-                out: self.st.stats.output(),
-            },
-        )?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            ggnn::ggnn_nn1_stats(
+                ctx,
+                Launch::blocks(1, 1024),
+                &ggnn::GgnnNn1StatsArgs {
+                    nn1: self.st.nn1.input(),
+                    n,
+                    out: self.st.stats.output(),
+                },
+            )
+        }?;
         let stats = ctx.download(&self.st.stats, 2)?;
         self.mean_nn1 = (stats[0] / f64::from(n.max(1))) as f32;
         Ok(stats[1] as f32)
@@ -985,26 +1013,29 @@ impl<T: Element> Run<'_, '_, T> {
             self.st.row_off[t + 2] as u64,
             "ggnn_select global ids",
         )?;
-        ggnn::ggnn_select(
-            self.g.ctx,
-            Launch::blocks(n_t.div_ceil(THREADS), THREADS),
-            &ggnn::GgnnSelectArgs {
-                n_t,
-                off_t,
-                off_up,
-                s0,
-                s0_off,
-                g,
-                s,
-                sg,
-                sg_off,
-                seed,
-                t: t32,
-                nn1: self.st.nn1.input(),
-                glob: self.st.glob.output(),
-                sel: self.st.sel.output(),
-            },
-        )
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            ggnn::ggnn_select(
+                self.g.ctx,
+                Launch::blocks(n_t.div_ceil(THREADS), THREADS),
+                &ggnn::GgnnSelectArgs {
+                    n_t,
+                    off_t,
+                    off_up,
+                    s0,
+                    s0_off,
+                    g,
+                    s,
+                    sg,
+                    sg_off,
+                    seed,
+                    t: t32,
+                    nn1: self.st.nn1.input(),
+                    glob: self.st.glob.output(),
+                    sel: self.st.sel.output(),
+                },
+            )
+        }
     }
 
     /// Computes the merge seeds (once) from the entry points `entries` yields, when there is
@@ -1071,48 +1102,51 @@ impl<T: Element> Run<'_, '_, T> {
         let st = &mut self.st;
         // The seeds (entry-seeded merges into layer 0); any u32 buffer stands in without them.
         let seeds = st.seeds.as_ref().unwrap_or(&st.order);
-        ggnn::ggnn_merge(
-            ctx,
-            T::DTYPE,
-            Launch::new((n32.div_ceil(warps), 1, 1), warps * 32, smem),
-            &ggnn::GgnnMergeArgs {
-                data: view.input(),
-                stride,
-                metric: code,
-                ids: st.ids.input(),
-                glob: st.glob.input(),
-                sel: st.sel.input(),
-                row_off: st.row_off_dev.input(),
-                k: k32,
-                lm: lm32,
-                ltop: ltop32,
-                n_lm: n32,
-                s0,
-                s0_off,
-                s: s32,
-                levels,
-                slack,
-                bcap,
-                qcap,
-                rcap,
-                seen_slots: seen,
-                wide: wide32,
-                max_pops,
-                team,
-                heads,
-                perm: st.order.input(),
-                use_perm: use_order,
-                key1: st.key1.output(),
-                key2: st.key2.output(),
-                key_mask,
-                seeds: seeds.input(),
-                use_seeds,
-                out_ids: st.scratch.output(),
-                nn1: st.nn1.output(),
-                off_lm,
-                counts: st.counts.output(),
-            },
-        )?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            ggnn::ggnn_merge(
+                ctx,
+                T::DTYPE,
+                Launch::new((n32.div_ceil(warps), 1, 1), warps * 32, smem),
+                &ggnn::GgnnMergeArgs {
+                    data: view.input(),
+                    stride,
+                    metric: code,
+                    ids: st.ids.input(),
+                    glob: st.glob.input(),
+                    sel: st.sel.input(),
+                    row_off: st.row_off_dev.input(),
+                    k: k32,
+                    lm: lm32,
+                    ltop: ltop32,
+                    n_lm: n32,
+                    s0,
+                    s0_off,
+                    s: s32,
+                    levels,
+                    slack,
+                    bcap,
+                    qcap,
+                    rcap,
+                    seen_slots: seen,
+                    wide: wide32,
+                    max_pops,
+                    team,
+                    heads,
+                    perm: st.order.input(),
+                    use_perm: use_order,
+                    key1: st.key1.output(),
+                    key2: st.key2.output(),
+                    key_mask,
+                    seeds: seeds.input(),
+                    use_seeds,
+                    out_ids: st.scratch.output(),
+                    nn1: st.nn1.output(),
+                    off_lm,
+                    counts: st.counts.output(),
+                },
+            )
+        }?;
         let off = self.st.row_off[lm] * k;
         copy_u32(ctx, &mut self.st.ids, off, &self.st.scratch, n_lm * k)?;
         if lm == 0 {
@@ -1204,37 +1238,40 @@ impl<T: Element> Run<'_, '_, T> {
         need(self.st.counts.len(), 2 * l as u64 + 2, "ggnn_sym counts")?;
         let st = &mut self.st;
         let mut counts = st.counts.slice_mut(2 * l..2 * l + 2);
-        ggnn::ggnn_sym(
-            ctx,
-            T::DTYPE,
-            Launch::new((n32.div_ceil(warps), 1, 1), warps * 32, smem),
-            &ggnn::GgnnSymArgs {
-                data: view.input(),
-                stride,
-                metric: code,
-                ids: st.ids.input(),
-                glob: st.glob.input(),
-                off,
-                n: n32,
-                k: k32,
-                kl: kl32,
-                kf: kf32,
-                slack,
-                bcap,
-                qcap,
-                rcap,
-                seen_slots: seen,
-                wide: wide32,
-                max_pops,
-                team,
-                perm: st.order.input(),
-                use_perm: use_order,
-                links: st.links.output(),
-                link_cnt: st.link_cnt.output(),
-                dropped: st.dropped.output(),
-                counts: counts.output(),
-            },
-        )
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            ggnn::ggnn_sym(
+                ctx,
+                T::DTYPE,
+                Launch::new((n32.div_ceil(warps), 1, 1), warps * 32, smem),
+                &ggnn::GgnnSymArgs {
+                    data: view.input(),
+                    stride,
+                    metric: code,
+                    ids: st.ids.input(),
+                    glob: st.glob.input(),
+                    off,
+                    n: n32,
+                    k: k32,
+                    kl: kl32,
+                    kf: kf32,
+                    slack,
+                    bcap,
+                    qcap,
+                    rcap,
+                    seen_slots: seen,
+                    wide: wide32,
+                    max_pops,
+                    team,
+                    perm: st.order.input(),
+                    use_perm: use_order,
+                    links: st.links.output(),
+                    link_cnt: st.link_cnt.output(),
+                    dropped: st.dropped.output(),
+                    counts: counts.output(),
+                },
+            )
+        }
     }
 
     /// The rows' second halves after the searches of [`Self::sym_search`] (layer `l`).
@@ -1247,21 +1284,25 @@ impl<T: Element> Run<'_, '_, T> {
         let off = self.st.row_off[l] as u32;
         let (n32, k32, kl32, kf32) = (u32_of(n, "layer size")?, k as u32, kl as u32, kf as u32);
         let st = &mut self.st;
-        ggnn::ggnn_sym_rebuild(
-            ctx,
-            Launch::blocks(n32.div_ceil(THREADS), THREADS),
-            &ggnn::GgnnSymRebuildArgs {
-                ids: st.ids.input(),
-                off,
-                n: n32,
-                k: k32,
-                kl: kl32,
-                kf: kf32,
-                links: st.links.output(),
-                link_cnt: st.link_cnt.input(),
-                out: st.scratch.output(),
-            },
-        )?;
+        // SAFETY: the state's buffers were allocated for the layers' shape, which these offsets and
+        // counts come from.
+        unsafe {
+            ggnn::ggnn_sym_rebuild(
+                ctx,
+                Launch::blocks(n32.div_ceil(THREADS), THREADS),
+                &ggnn::GgnnSymRebuildArgs {
+                    ids: st.ids.input(),
+                    off,
+                    n: n32,
+                    k: k32,
+                    kl: kl32,
+                    kf: kf32,
+                    links: st.links.output(),
+                    link_cnt: st.link_cnt.input(),
+                    out: st.scratch.output(),
+                },
+            )
+        }?;
         let o = self.st.row_off[l] * k;
         copy_u32(ctx, &mut self.st.ids, o, &self.st.scratch, n * k)
     }

@@ -476,15 +476,18 @@ fn fill_u64(ctx: &GpuContext, p: &mut DeviceBuffer<u64>, len: usize, value: u64)
         return Ok(());
     }
     let len64 = len as u64;
-    kernels::grnnd_fill_u64(
-        ctx,
-        grid_stride(len64)?,
-        &kernels::GrnndFillU64Args {
-            p: p.output(),
-            len: len64,
-            value,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::grnnd_fill_u64(
+            ctx,
+            grid_stride(len64)?,
+            &kernels::GrnndFillU64Args {
+                p: p.output(),
+                len: len64,
+                value,
+            },
+        )
+    }
 }
 
 fn fill_u32(ctx: &GpuContext, p: &mut DeviceBuffer<u32>, len: usize, value: u32) -> Result<()> {
@@ -493,15 +496,18 @@ fn fill_u32(ctx: &GpuContext, p: &mut DeviceBuffer<u32>, len: usize, value: u32)
         return Ok(());
     }
     let len64 = len as u64;
-    kernels::grnnd_fill_u32(
-        ctx,
-        grid_stride(len64)?,
-        &kernels::GrnndFillU32Args {
-            p: p.output(),
-            len: len64,
-            value,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::grnnd_fill_u32(
+            ctx,
+            grid_stride(len64)?,
+            &kernels::GrnndFillU32Args {
+                p: p.output(),
+                len: len64,
+                value,
+            },
+        )
+    }
 }
 
 /// The vectors the distance kernels read: rows of `stride` elements, compared by `metric`.
@@ -528,22 +534,25 @@ fn init<T: Element>(
     if s > r {
         return Err(Error::Gpu(format!("internal: S {s} > R {r}")));
     }
-    kernels::grnnd_init(
-        ctx,
-        T::DTYPE,
-        warp_launch(p.n, 0)?,
-        &kernels::GrnndInitArgs {
-            data: v.data.input(),
-            n,
-            stride: v.stride,
-            metric: v.metric.code() as i32,
-            s,
-            seed,
-            p: p.a.output(),
-            c: p.ca.output(),
-            r,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::grnnd_init(
+            ctx,
+            T::DTYPE,
+            warp_launch(p.n, 0)?,
+            &kernels::GrnndInitArgs {
+                data: v.data.input(),
+                n,
+                stride: v.stride,
+                metric: v.metric.code() as i32,
+                s,
+                seed,
+                p: p.a.output(),
+                c: p.ca.output(),
+                r,
+            },
+        )
+    }
 }
 
 /// One update round: the settings, the seed of the random pair order and the round's number.
@@ -581,49 +590,55 @@ fn update<T: Element>(
     need(p.a.len(), n as u64 * r as u64, "grnnd_update pool A")?;
     need(p.b.len(), n as u64 * r as u64, "grnnd_update pool B")?;
     need(counters.len(), 2, "grnnd_update counters")?;
-    kernels::grnnd_update(
-        ctx,
-        T::DTYPE,
-        warp_launch(p.n, pool_smem(p.r))?,
-        &kernels::GrnndUpdateArgs {
-            data: v.data.input(),
-            n,
-            stride: v.stride,
-            metric: v.metric.code() as i32,
-            pa: p.a.input(),
-            ca: p.ca.input(),
-            pb: p.b.output(),
-            cb: p.cb.output(),
-            r,
-            mode: mode(round.params),
-            max_pairs: round.params.max_pairs.unwrap_or(0) as u32,
-            seed: round.seed,
-            round: round.round,
-            counters: counters.output(),
-            pruned: pruned.buf.output(),
-            fill_len,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::grnnd_update(
+            ctx,
+            T::DTYPE,
+            warp_launch(p.n, pool_smem(p.r))?,
+            &kernels::GrnndUpdateArgs {
+                data: v.data.input(),
+                n,
+                stride: v.stride,
+                metric: v.metric.code() as i32,
+                pa: p.a.input(),
+                ca: p.ca.input(),
+                pb: p.b.output(),
+                cb: p.cb.output(),
+                r,
+                mode: mode(round.params),
+                max_pairs: round.params.max_pairs.unwrap_or(0) as u32,
+                seed: round.seed,
+                round: round.round,
+                counters: counters.output(),
+                pruned: pruned.buf.output(),
+                fill_len,
+            },
+        )
+    }
 }
 
 fn reverse(ctx: &GpuContext, params: &GrnndParams, p: &mut Pools) -> Result<()> {
     let (n, r) = (u32_of(p.n, "vertices")?, u32_of(p.r, "r")?);
     need(p.a.len(), n as u64 * r as u64, "grnnd_reverse pool A")?;
     need(p.b.len(), n as u64 * r as u64, "grnnd_reverse pool B")?;
-    kernels::grnnd_reverse(
-        ctx,
-        warp_launch(p.n, pool_smem(p.r))?,
-        &kernels::GrnndReverseArgs {
-            pa: p.a.input(),
-            ca: p.ca.input(),
-            pb: p.b.output(),
-            cb: p.cb.output(),
-            n,
-            r,
-            rho: params.rho,
-            closest: (params.reverse_sampling == ReverseSampling::Closest) as u32,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::grnnd_reverse(
+            ctx,
+            warp_launch(p.n, pool_smem(p.r))?,
+            &kernels::GrnndReverseArgs {
+                pa: p.a.input(),
+                ca: p.ca.input(),
+                pb: p.b.output(),
+                cb: p.cb.output(),
+                n,
+                r,
+                rho: params.rho,
+                closest: (params.reverse_sampling == ReverseSampling::Closest) as u32,
+            },
+        )
+    }
 }
 
 /// The output rows (`n * degree`) and the pool sizes (`n`) of pool A, rows shorter than
@@ -658,22 +673,25 @@ fn finalize(
     let mut filled = counters.slice_mut(2..3);
     let mut out = ctx.alloc_zeros::<NodeId>(p.n * degree)?;
     let mut counts = ctx.alloc_zeros::<u32>(p.n)?;
-    kernels::grnnd_finalize(
-        ctx,
-        warp_launch(p.n, pool_smem(p.r))?,
-        &kernels::GrnndFinalizeArgs {
-            p: p.a.input(),
-            c: p.ca.input(),
-            n,
-            r,
-            degree: d,
-            pruned: pruned.buf.input(),
-            fill_len,
-            out: out.output(),
-            counts: counts.output(),
-            filled: filled.output(),
-        },
-    )?;
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::grnnd_finalize(
+            ctx,
+            warp_launch(p.n, pool_smem(p.r))?,
+            &kernels::GrnndFinalizeArgs {
+                p: p.a.input(),
+                c: p.ca.input(),
+                n,
+                r,
+                degree: d,
+                pruned: pruned.buf.input(),
+                fill_len,
+                out: out.output(),
+                counts: counts.output(),
+                filled: filled.output(),
+            },
+        )
+    }?;
     Ok((out, counts))
 }
 
@@ -691,32 +709,38 @@ fn entry_point<T: Element>(
         return Err(Error::Gpu(format!("internal: dim {dim} > stride {stride}")));
     }
     let mut sums = ctx.alloc_zeros::<f32>(dim.max(1))?;
-    kernels::grnnd_colsum(
-        ctx,
-        T::DTYPE,
-        Launch::blocks(n32.div_ceil(COLSUM_ROWS), 128),
-        &kernels::GrnndColsumArgs {
-            data: data.input(),
-            n: n32,
-            stride,
-            dim: dim32,
-            sums: sums.output(),
-        },
-    )?;
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::grnnd_colsum(
+            ctx,
+            T::DTYPE,
+            Launch::blocks(n32.div_ceil(COLSUM_ROWS), 128),
+            &kernels::GrnndColsumArgs {
+                data: data.input(),
+                n: n32,
+                stride,
+                dim: dim32,
+                sums: sums.output(),
+            },
+        )
+    }?;
     let mut best = ctx.upload(&[u64::MAX])?;
-    kernels::grnnd_nearest(
-        ctx,
-        T::DTYPE,
-        warp_launch(n, 0)?,
-        &kernels::GrnndNearestArgs {
-            data: data.input(),
-            n: n32,
-            stride,
-            dim: dim32,
-            sums: sums.input(),
-            best: best.output(),
-        },
-    )?;
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::grnnd_nearest(
+            ctx,
+            T::DTYPE,
+            warp_launch(n, 0)?,
+            &kernels::GrnndNearestArgs {
+                data: data.input(),
+                n: n32,
+                stride,
+                dim: dim32,
+                sums: sums.input(),
+                best: best.output(),
+            },
+        )
+    }?;
     let b = ctx.download(&best, 1)?[0];
     let id = b as u32;
     if id as usize >= n {
@@ -742,18 +766,21 @@ pub fn reachability(ctx: &GpuContext, graph: &DeviceFixedGraph, entry: NodeId) -
     let edges = n as u64 * d32 as u64;
     for cur in 0..n32 {
         ctx.zero(&mut changed.view_mut())?;
-        kernels::grnnd_bfs_step(
-            ctx,
-            grid_stride(edges)?,
-            &kernels::GrnndBfsStepArgs {
-                g: graph.ids().input(),
-                n: n32,
-                degree: d32,
-                level: level.output(),
-                cur,
-                changed: changed.output(),
-            },
-        )?;
+        // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+        unsafe {
+            kernels::grnnd_bfs_step(
+                ctx,
+                grid_stride(edges)?,
+                &kernels::GrnndBfsStepArgs {
+                    g: graph.ids().input(),
+                    n: n32,
+                    degree: d32,
+                    level: level.output(),
+                    cur,
+                    changed: changed.output(),
+                },
+            )
+        }?;
         if ctx.download(&changed, 1)?[0] == 0 {
             break;
         }
@@ -872,18 +899,22 @@ pub mod testing {
             let o = ctx.upload(owners)?;
             let e = ctx.upload(entries)?;
             let r = u32_of(pool.r, "r")?;
-            kernels::grnnd_insert_test(
-                ctx,
-                warp_launch(owners.len(), 0)?,
-                &kernels::GrnndInsertTestArgs {
-                    p: p.output(),
-                    c: c.output(),
-                    r,
-                    owners: o.input(),
-                    entries: e.input(),
-                    m,
-                },
-            )?;
+            // SAFETY: `pool.upload` gives n * r entries and n counts; the owners (below n, checked
+            // above) and the entries were uploaded whole, m of each.
+            unsafe {
+                kernels::grnnd_insert_test(
+                    ctx,
+                    warp_launch(owners.len(), 0)?,
+                    &kernels::GrnndInsertTestArgs {
+                        p: p.output(),
+                        c: c.output(),
+                        r,
+                        owners: o.input(),
+                        entries: e.input(),
+                        m,
+                    },
+                )
+            }?;
         }
         PoolRows::download(ctx, pool.n, pool.r, &p, &c)
     }

@@ -514,66 +514,77 @@ fn init<T: Element>(
     if m < k {
         return Err(Error::Gpu(format!("internal: inbox {m} < k {k}")));
     }
-    kernels::gnnd_init(
-        ctx,
-        T::DTYPE,
-        warp_launch(st.n)?,
-        &kernels::GnndInitArgs {
-            data: data.input(),
-            n,
-            stride,
-            metric: metric.code() as i32,
-            k,
-            seed,
-            list_d: st.list_d.output(),
-            list_i: st.list_i.output(),
-            inbox_d: st.inbox_d.output(),
-            inbox_i: st.inbox_i.output(),
-            inbox_cnt: st.inbox_cnt.output(),
-            m,
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::gnnd_init(
+            ctx,
+            T::DTYPE,
+            warp_launch(st.n)?,
+            &kernels::GnndInitArgs {
+                data: data.input(),
+                n,
+                stride,
+                metric: metric.code() as i32,
+                k,
+                seed,
+                list_d: st.list_d.output(),
+                list_i: st.list_i.output(),
+                inbox_d: st.inbox_d.output(),
+                inbox_i: st.inbox_i.output(),
+                inbox_cnt: st.inbox_cnt.output(),
+                m,
+            },
+        )
+    }
 }
 
 /// `split`: 0 for a build; for a merge, the first vertex of the second subset (OLD entries of
 /// the other subset are then not sampled).
 fn sample(ctx: &GpuContext, st: &mut State, split: u32) -> Result<()> {
     let (n, k, p) = (st.n as u32, st.k as u32, st.p as u32);
-    kernels::gnnd_sample(
-        ctx,
-        warp_launch(st.n)?,
-        &kernels::GnndSampleArgs {
-            list_i: st.list_i.output(),
-            n,
-            k,
-            p,
-            split,
-            new_s: st.new_s.output(),
-            old_s: st.old_s.output(),
-            fwd_new: st.fwd_new.output(),
-            fwd_old: st.fwd_old.output(),
-            rev_new: st.rev_new.output(),
-            rev_old: st.rev_old.output(),
-        },
-    )
+    // SAFETY: the state's buffers were allocated by `State::alloc` for its own `n`, `k`, `p` and
+    // `m`, the sizes passed here.
+    unsafe {
+        kernels::gnnd_sample(
+            ctx,
+            warp_launch(st.n)?,
+            &kernels::GnndSampleArgs {
+                list_i: st.list_i.output(),
+                n,
+                k,
+                p,
+                split,
+                new_s: st.new_s.output(),
+                old_s: st.old_s.output(),
+                fwd_new: st.fwd_new.output(),
+                fwd_old: st.fwd_old.output(),
+                rev_new: st.rev_new.output(),
+                rev_old: st.rev_old.output(),
+            },
+        )
+    }
 }
 
 fn dedup(ctx: &GpuContext, st: &mut State) -> Result<()> {
     let (n, p) = (st.n as u32, st.p as u32);
-    kernels::gnnd_dedup(
-        ctx,
-        warp_launch(st.n)?,
-        &kernels::GnndDedupArgs {
-            n,
-            p,
-            new_s: st.new_s.output(),
-            old_s: st.old_s.output(),
-            fwd_new: st.fwd_new.output(),
-            fwd_old: st.fwd_old.output(),
-            rev_new: st.rev_new.output(),
-            rev_old: st.rev_old.output(),
-        },
-    )
+    // SAFETY: the state's buffers were allocated by `State::alloc` for its own `n`, `k`, `p` and
+    // `m`, the sizes passed here.
+    unsafe {
+        kernels::gnnd_dedup(
+            ctx,
+            warp_launch(st.n)?,
+            &kernels::GnndDedupArgs {
+                n,
+                p,
+                new_s: st.new_s.output(),
+                old_s: st.old_s.output(),
+                fwd_new: st.fwd_new.output(),
+                fwd_old: st.fwd_old.output(),
+                rev_new: st.rev_new.output(),
+                rev_old: st.rev_old.output(),
+            },
+        )
+    }
 }
 
 /// The vectors of the `n` vertices of a build or merge: `[0, split)` in `a`, `[split, n)` in `b`
@@ -611,32 +622,36 @@ fn join<T: Element>(
     // struct, filled alike.
     macro_rules! launch_join {
         ($launcher:path, $args:ident) => {
-            $launcher(
-                ctx,
-                T::DTYPE,
-                launch,
-                &kernels::$args {
-                    data: data.a.input(),
-                    data_b: data.b.input(),
-                    split: data.split,
-                    stride,
-                    metric: metric_code,
-                    norms: st.norms.input(),
-                    new_s: st.new_s.input(),
-                    new_cnt: st.fwd_new.input(),
-                    old_s: st.old_s.input(),
-                    old_cnt: st.fwd_old.input(),
-                    s,
-                    list_d: st.list_d.input(),
-                    k,
-                    inbox_d: st.inbox_d.output(),
-                    inbox_i: st.inbox_i.output(),
-                    inbox_cnt: st.inbox_cnt.output(),
-                    m,
-                    overflow: st.dropped.output(),
-                    mode,
-                },
-            )
+            // SAFETY: the data views were checked above (`Vectors::check`); the state's buffers
+            // were allocated by `State::alloc` for its own `n`, `k`, `p` and `m`.
+            unsafe {
+                $launcher(
+                    ctx,
+                    T::DTYPE,
+                    launch,
+                    &kernels::$args {
+                        data: data.a.input(),
+                        data_b: data.b.input(),
+                        split: data.split,
+                        stride,
+                        metric: metric_code,
+                        norms: st.norms.input(),
+                        new_s: st.new_s.input(),
+                        new_cnt: st.fwd_new.input(),
+                        old_s: st.old_s.input(),
+                        old_cnt: st.fwd_old.input(),
+                        s,
+                        list_d: st.list_d.input(),
+                        k,
+                        inbox_d: st.inbox_d.output(),
+                        inbox_i: st.inbox_i.output(),
+                        inbox_cnt: st.inbox_cnt.output(),
+                        m,
+                        overflow: st.dropped.output(),
+                        mode,
+                    },
+                )
+            }
         };
     }
     match metric {
@@ -654,37 +669,45 @@ fn merge_warps(k: usize) -> u32 {
 fn merge(ctx: &GpuContext, st: &mut State) -> Result<()> {
     let (n, k, m) = (st.n as u32, st.k as u32, st.m as u32);
     let warps = merge_warps(st.k);
-    kernels::gnnd_merge(
-        ctx,
-        Launch::new(
-            (u32_of(st.n.div_ceil(warps as usize), "blocks")?, 1, 1),
-            warps * 32,
-            warps * k * 8,
-        ),
-        &kernels::GnndMergeArgs {
-            list_d: st.list_d.output(),
-            list_i: st.list_i.output(),
-            n,
-            k,
-            inbox_d: st.inbox_d.input(),
-            inbox_i: st.inbox_i.input(),
-            inbox_cnt: st.inbox_cnt.output(),
-            m,
-            updates: st.inserted.output(),
-        },
-    )
+    // SAFETY: the state's buffers were allocated by `State::alloc` for its own `n`, `k`, `p` and
+    // `m`, the sizes passed here.
+    unsafe {
+        kernels::gnnd_merge(
+            ctx,
+            Launch::new(
+                (u32_of(st.n.div_ceil(warps as usize), "blocks")?, 1, 1),
+                warps * 32,
+                warps * k * 8,
+            ),
+            &kernels::GnndMergeArgs {
+                list_d: st.list_d.output(),
+                list_i: st.list_i.output(),
+                n,
+                k,
+                inbox_d: st.inbox_d.input(),
+                inbox_i: st.inbox_i.input(),
+                inbox_cnt: st.inbox_cnt.output(),
+                m,
+                updates: st.inserted.output(),
+            },
+        )
+    }
 }
 
 fn finish(ctx: &GpuContext, st: &mut State) -> Result<()> {
     let len = (st.n * st.k) as u64;
-    kernels::gnnd_finish(
-        ctx,
-        Launch::blocks(u32_of(len.div_ceil(256) as usize, "blocks")?, 256),
-        &kernels::GnndFinishArgs {
-            list_i: st.list_i.output(),
-            len,
-        },
-    )
+    // SAFETY: the state's buffers were allocated by `State::alloc` for its own `n`, `k`, `p` and
+    // `m`, the sizes passed here.
+    unsafe {
+        kernels::gnnd_finish(
+            ctx,
+            Launch::blocks(u32_of(len.div_ceil(256) as usize, "blocks")?, 256),
+            &kernels::GnndFinishArgs {
+                list_i: st.list_i.output(),
+                len,
+            },
+        )
+    }
 }
 
 /// Device-side pieces of GNND run on explicit inputs, for the oracle tests (weft-nndescent's

@@ -470,14 +470,17 @@ impl<'c> CagraSearchDevice<'c> {
                     let len = (cnt * hsize) as u64;
                     need(gtable.len(), len, "visited tables")?;
                     let blocks = (len.div_ceil(256)).min(8192) as u32;
-                    kernels::cagra_search_fill(
-                        ctx,
-                        Launch::blocks(blocks, 256),
-                        &kernels::CagraSearchFillArgs {
-                            p: gtable.output(),
-                            len,
-                        },
-                    )?;
+                    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+                    unsafe {
+                        kernels::cagra_search_fill(
+                            ctx,
+                            Launch::blocks(blocks, 256),
+                            &kernels::CagraSearchFillArgs {
+                                p: gtable.output(),
+                                len,
+                            },
+                        )
+                    }?;
                 }
                 let qv = queries.rows_view(start, start + cnt)?;
                 let dv = data.rows_view(0, n)?;
@@ -506,40 +509,43 @@ impl<'c> CagraSearchDevice<'c> {
                         } as u64,
                     "search results",
                 )?;
-                kernels::cagra_search(
-                    ctx,
-                    T::DTYPE,
-                    Launch::new((grid, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
-                    &kernels::CagraSearchArgs {
-                        data: dv.input(),
-                        n: n32,
-                        stride,
-                        graph: graph.ids().input(),
-                        degree,
-                        queries: qv.input(),
-                        nq: cnt32,
-                        metric: metric_code,
-                        beam_width,
-                        width,
-                        max_iter,
-                        min_iter,
-                        team,
-                        seed: params.seed,
-                        entries: entry_buf.input(),
-                        n_entries,
-                        filter: filter_buf.input(),
-                        has_filter,
-                        cand_cap,
-                        hash_bits: p.hash_bits,
-                        table_mode: p.table_mode,
-                        gtable: gtable.output(),
-                        num_cta: ncta,
-                        out_len,
-                        out_ids: part_ids.output(),
-                        out_d: part_d.output(),
-                        counters: counters.output(),
-                    },
-                )?;
+                // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+                unsafe {
+                    kernels::cagra_search(
+                        ctx,
+                        T::DTYPE,
+                        Launch::new((grid, 1, 1), p.block_threads as u32, p.shared_bytes as u32),
+                        &kernels::CagraSearchArgs {
+                            data: dv.input(),
+                            n: n32,
+                            stride,
+                            graph: graph.ids().input(),
+                            degree,
+                            queries: qv.input(),
+                            nq: cnt32,
+                            metric: metric_code,
+                            beam_width,
+                            width,
+                            max_iter,
+                            min_iter,
+                            team,
+                            seed: params.seed,
+                            entries: entry_buf.input(),
+                            n_entries,
+                            filter: filter_buf.input(),
+                            has_filter,
+                            cand_cap,
+                            hash_bits: p.hash_bits,
+                            table_mode: p.table_mode,
+                            gtable: gtable.output(),
+                            num_cta: ncta,
+                            out_len,
+                            out_ids: part_ids.output(),
+                            out_d: part_d.output(),
+                            counters: counters.output(),
+                        },
+                    )
+                }?;
                 let (src_ids, src_d) = if merged {
                     let parts = p.ctas_per_query as u32;
                     let len = p.block_list_len as u32;
@@ -549,20 +555,23 @@ impl<'c> CagraSearchDevice<'c> {
                         cnt as u64 * k as u64,
                         "merged results",
                     )?;
-                    kernels::cagra_search_merge(
-                        ctx,
-                        Launch::new((cnt32, 1, 1), 256, slots * 8),
-                        &kernels::CagraSearchMergeArgs {
-                            in_ids: part_ids.input(),
-                            in_d: part_d.input(),
-                            parts,
-                            len,
-                            slots,
-                            k: k as u32,
-                            out_ids: fin_ids.output(),
-                            out_d: fin_d.output(),
-                        },
-                    )?;
+                    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+                    unsafe {
+                        kernels::cagra_search_merge(
+                            ctx,
+                            Launch::new((cnt32, 1, 1), 256, slots * 8),
+                            &kernels::CagraSearchMergeArgs {
+                                in_ids: part_ids.input(),
+                                in_d: part_d.input(),
+                                parts,
+                                len,
+                                slots,
+                                k: k as u32,
+                                out_ids: fin_ids.output(),
+                                out_d: fin_d.output(),
+                            },
+                        )
+                    }?;
                     (&fin_ids, &fin_d)
                 } else {
                     (&part_ids, &part_d)

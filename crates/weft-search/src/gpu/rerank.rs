@@ -156,16 +156,19 @@ pub(super) fn convert_rows(
     let blocks = (elems / 8)
         .div_ceil(CONVERT_THREADS as u64)
         .min(CONVERT_BLOCKS_MAX) as u32;
-    kernels::search_rerank_to_f16(
-        ctx,
-        Launch::blocks(blocks.max(1), CONVERT_THREADS),
-        &kernels::SearchRerankToF16Args {
-            src: src.input(),
-            elems,
-            dst: dst.output(),
-            overflow: overflow.output(),
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::search_rerank_to_f16(
+            ctx,
+            Launch::blocks(blocks.max(1), CONVERT_THREADS),
+            &kernels::SearchRerankToF16Args {
+                src: src.input(),
+                elems,
+                dst: dst.output(),
+                overflow: overflow.output(),
+            },
+        )
+    }
 }
 
 /// The f16 copy of `data` (f32; any other type is `InvalidParams` on `traversal`) in the same
@@ -244,22 +247,25 @@ pub fn rerank_lists<T: Element>(
     let slots = m.next_power_of_two() as u32;
     let n = u32_of(data.rows(), "points")?;
     let dv = data.rows_view(0, data.rows())?;
-    kernels::search_rerank_f32(
-        ctx,
-        Launch::new((u32_of(nq, "queries")?, 1, 1), RERANK_THREADS, slots * 8),
-        &kernels::SearchRerankF32Args {
-            data: dv.input(),
-            n,
-            stride: u32_of(stride, "row stride")?,
-            queries: queries.input(),
-            nq: nq as u32,
-            cand: cand.input(),
-            m: m as u32,
-            slots,
-            metric: metric.code() as i32,
-            k: k as u32,
-            out_ids: out_ids.output(),
-            out_d: out_d.output(),
-        },
-    )
+    // SAFETY: each pointer's length was checked above (`need`) for these sizes.
+    unsafe {
+        kernels::search_rerank_f32(
+            ctx,
+            Launch::new((u32_of(nq, "queries")?, 1, 1), RERANK_THREADS, slots * 8),
+            &kernels::SearchRerankF32Args {
+                data: dv.input(),
+                n,
+                stride: u32_of(stride, "row stride")?,
+                queries: queries.input(),
+                nq: nq as u32,
+                cand: cand.input(),
+                m: m as u32,
+                slots,
+                metric: metric.code() as i32,
+                k: k as u32,
+                out_ids: out_ids.output(),
+                out_d: out_d.output(),
+            },
+        )
+    }
 }

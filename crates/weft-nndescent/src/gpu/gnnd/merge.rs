@@ -333,23 +333,27 @@ fn cross_init<T: Element>(
     if m < half {
         return Err(Error::Gpu(format!("internal: inbox {m} < k/2 {half}")));
     }
-    kernels::gnnd_cross_init(
-        ctx,
-        T::DTYPE,
-        warp_launch(st.n)?,
-        &kernels::GnndCrossInitArgs {
-            a: data.a.input(),
-            b: data.b.input(),
-            split: data.split,
-            n,
-            stride: data.stride,
-            metric: metric.code() as i32,
-            half,
-            seed,
-            inbox_d: st.inbox_d.output(),
-            inbox_i: st.inbox_i.output(),
-            inbox_cnt: st.inbox_cnt.output(),
-            m,
-        },
-    )
+    // SAFETY: the data views were checked above (`Vectors::check`); the state's buffers were
+    // allocated by `State::alloc` for its own `n`, `k`, `p` and `m`.
+    unsafe {
+        kernels::gnnd_cross_init(
+            ctx,
+            T::DTYPE,
+            warp_launch(st.n)?,
+            &kernels::GnndCrossInitArgs {
+                a: data.a.input(),
+                b: data.b.input(),
+                split: data.split,
+                n,
+                stride: data.stride,
+                metric: metric.code() as i32,
+                half,
+                seed,
+                inbox_d: st.inbox_d.output(),
+                inbox_i: st.inbox_i.output(),
+                inbox_cnt: st.inbox_cnt.output(),
+                m,
+            },
+        )
+    }
 }
