@@ -32,6 +32,8 @@ fn beam_width_and_its_alias_beam_give_the_same_results() {
     assert_eq!(named["ids"], alias["ids"]);
     assert_eq!(named["distances"], alias["distances"]);
     assert_eq!(named["mode"], "beam search, beam width 24");
+    // The search registry's name of the search that ran.
+    assert_eq!(named["search"], "beam", "{named}");
     // A different width is a different search (the option is not ignored).
     let wide = search(&base, &queries, &graph, &["--beam-width", "96"]);
     assert_eq!(wide["beam_width"], 96);

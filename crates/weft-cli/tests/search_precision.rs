@@ -35,6 +35,7 @@ fn search_precision_option() {
             let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             if cmd == "search" {
                 assert_eq!(s["backend"], "gpu");
+                assert_eq!(s["search"], "cagra_gpu", "{s}");
                 assert_eq!(s["search_precision"], "f16", "{s}");
                 assert!(s["mode"].as_str().unwrap().contains("f16 traversal"), "{s}");
             }

@@ -20,6 +20,7 @@ use weft_search::{
 
 use crate::input::{IndexData, Vectors};
 use crate::registry::{Backend, Registry, with_view};
+use crate::routes::{SearchRoute, search_route};
 
 /// How an [`Index`] answers queries.
 #[derive(Clone, Debug, PartialEq)]
@@ -175,6 +176,8 @@ pub struct SearchReport {
     pub elapsed: Duration,
     /// Where it ran: `cpu` or `gpu`.
     pub backend: &'static str,
+    /// The search that ran ([`crate::routes`]: `exact`, `beam`, `cagra_gpu`, `ggnn_gpu`).
+    pub route: SearchRoute,
 }
 
 /// What a search returns. [`Neighbors::ids_view`] and [`Neighbors::distances_view`] give the
@@ -189,6 +192,8 @@ pub struct SearchOutput {
     pub elapsed: Duration,
     /// Where it ran: `cpu` or `gpu`.
     pub backend: &'static str,
+    /// The search that ran ([`crate::routes`]: `exact`, `beam`, `cagra_gpu`, `ggnn_gpu`).
+    pub route: SearchRoute,
 }
 
 /// Where the graph searches of an [`Index`] start: see [`Index::search_entry_points`].
@@ -735,6 +740,7 @@ impl Index {
                 stats: report.stats,
                 elapsed: report.elapsed,
                 backend: report.backend,
+                route: report.route,
             })
         })
     }
@@ -944,7 +950,11 @@ impl Index {
         };
         check_cancelled()?;
         let start = Instant::now();
-        let mut backend = "cpu";
+        let mut route = if params.exact {
+            SearchRoute::Exact
+        } else {
+            SearchRoute::Beam
+        };
         let stats = if let (true, Some(filter)) = (params.exact, &params.filter) {
             in_batches(queries, cancel, &mut out, |q, o| {
                 exact_search_filtered(data, q, metric, filter, o)
@@ -960,7 +970,7 @@ impl Index {
                     o,
                 )
             })?
-        } else if let Some(stats) = self.search_gpu(
+        } else if let Some((gpu_route, stats)) = self.search_gpu(
             data,
             queries,
             beam_width,
@@ -969,7 +979,7 @@ impl Index {
             &mut out,
         )? {
             check_cancelled()?;
-            backend = "gpu";
+            route = gpu_route;
             stats
         } else {
             let layer = match layer {
@@ -1001,7 +1011,8 @@ impl Index {
         Ok(SearchReport {
             stats,
             elapsed: start.elapsed(),
-            backend,
+            backend: route.backend().name(),
+            route,
         })
     }
 
@@ -1081,18 +1092,32 @@ impl Index {
         params: &SearchParams,
         entries: Option<&SearchEntryPoints>,
         out: &mut NeighborsMut<'_>,
-    ) -> Result<Option<SearchStats>> {
+    ) -> Result<Option<(SearchRoute, SearchStats)>> {
         if params.backend == Backend::Cpu {
             return Ok(None);
         }
         let (k, required) = (out.k(), gpu_required(params));
+        let route = search_route(self.graph_kind(), Backend::Gpu);
         #[cfg(feature = "cuda")]
         {
             use weft_core::FixedDegreeGraph;
             use weft_search::CagraSearchSession;
-            if let StoredGraph::Hier(hier) = &self.graph {
-                return self.search_gpu_hier(hier, data, queries, beam_width, params, out);
-            }
+            let route_taken = match (route, &self.graph) {
+                (Some(SearchRoute::GgnnGpu), StoredGraph::Hier(hier)) => {
+                    let found =
+                        self.search_gpu_hier(hier, data, queries, beam_width, params, out)?;
+                    return Ok(found.map(|st| (SearchRoute::GgnnGpu, st)));
+                }
+                (Some(SearchRoute::CagraGpu), StoredGraph::Fixed(_) | StoredGraph::Knn(_)) => {
+                    SearchRoute::CagraGpu
+                }
+                (other, _) => {
+                    return Err(Error::Unsupported(format!(
+                        "no GPU search of {} graphs (the search registry names {other:?})",
+                        self.graph_kind().name()
+                    )));
+                }
+            };
             let p = cagra_gpu_params(params, beam_width, data.rows(), data.dim(), k)?;
             let spread = match entries {
                 Some(SearchEntryPoints {
@@ -1132,10 +1157,11 @@ impl Index {
                 },
                 |session, out| session.search_into(queries, self.metric(), &p, out),
             )
+            .map(|found| found.map(|stats| (route_taken, stats)))
         }
         #[cfg(not(feature = "cuda"))]
         {
-            let _ = (data, queries, k, beam_width, entries, out);
+            let _ = (data, queries, k, beam_width, entries, out, route);
             if required {
                 return Err(Error::Unsupported(
                     "this build of weft has no GPU support (cargo feature `cuda`)".into(),

@@ -62,6 +62,7 @@ pub mod builder;
 pub mod index;
 pub mod input;
 pub mod registry;
+pub mod routes;
 mod save;
 
 pub use algorithm::{
@@ -71,6 +72,7 @@ pub use builder::IndexBuilder;
 pub use index::{Index, SearchOutput, SearchParams, SearchReport};
 pub use input::{IndexData, Vectors};
 pub use registry::{AlgorithmInfo, Backend, DynBuilder, GpuStatus, Produces, Registry};
+pub use routes::{SEARCH_ROUTES, SearchRoute, search_route};
 
 /// The GPU runtime (device probe, context, exact GPU k-NN), with the `cuda` feature.
 #[cfg(feature = "cuda")]

@@ -9,7 +9,7 @@ use weft::graph::storage::{self, GraphKind, LoadOptions};
 use weft::index::{EntrySource, SearchBackend, SearchEntryPoints};
 use weft::io::{Format, IdMatrix};
 use weft::search::{CagraSearchTuning, GgnnGpuOptions, GgnnSearchTuning, SearchPrecision, plan};
-use weft::{Index, SearchParams};
+use weft::{Index, SearchParams, SearchRoute};
 
 use super::{
     FormatArg, Report, graph_record, id_output, known_format, read_filter, read_vectors,
@@ -339,30 +339,25 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         let dists = weft::Dataset::from_vec(out.neighbors.dists.clone(), rows, args.k)?;
         weft::io::write(dpath, dists.view(), None)?;
     }
-    let mode = if args.exact {
-        "exact".to_string()
-    } else if out.backend == "gpu"
-        && matches!(index.graph(), weft::graph::storage::StoredGraph::Hier(_))
-    {
-        format!("gpu ggnn, tau {}, beam width {beam}", args.gpu.ggnn.tau)
-    } else if out.backend == "gpu" {
-        let f16 = args.gpu.cagra.traversal == SearchPrecision::F16;
-        let traversal = if f16 { ", f16 traversal" } else { "" };
-        format!("gpu, beam width {beam}{traversal}")
-    } else {
-        format!("beam search, beam width {beam}")
+    let mode = match out.route {
+        SearchRoute::Exact => "exact".to_string(),
+        SearchRoute::GgnnGpu => {
+            format!("gpu ggnn, tau {}, beam width {beam}", args.gpu.ggnn.tau)
+        }
+        SearchRoute::CagraGpu => {
+            let f16 = args.gpu.cagra.traversal == SearchPrecision::F16;
+            let traversal = if f16 { ", f16 traversal" } else { "" };
+            format!("gpu, beam width {beam}{traversal}")
+        }
+        SearchRoute::Beam => format!("beam search, beam width {beam}"),
     };
     // What the GPU CAGRA search traversed the data as (the exact rerank follows f16); null for
     // the other searches.
-    let search_precision = (out.backend == "gpu"
-        && !args.exact
-        && !matches!(index.graph(), weft::graph::storage::StoredGraph::Hier(_)))
-    .then_some(match args.gpu.cagra.traversal {
-        SearchPrecision::F16 => "f16",
-        _ => "exact",
-    });
+    let search_precision =
+        (out.route == SearchRoute::CagraGpu).then_some(args.gpu.cagra.traversal.name());
     let mut json = json!({
         "queries": queries.rows(), "k": args.k, "seed": args.seed, "beam_width": beam, "mode": mode, "backend": out.backend,
+        "search": out.route.name(),
         "search_precision": search_precision,
         "seconds": seconds, "qps": qps,
         "distance_computations": out.stats.distance_computations, "out": args.out,
