@@ -10,13 +10,15 @@
 //! - `cargo xtask bench`: the benchmark harness.
 //! - `cargo xtask cuvs-wheels`: the cuVS wheels in parts for the GPU machine (its GPU peer).
 //! - `cargo xtask tidy`: only weft-gpu names cudarc, dependencies point one way, none unused,
-//!   the README's crate table matches the workspace, cited paths resolve.
+//!   the README's crate table matches the workspace, cited paths resolve, no circle between
+//!   files.
 //! - `cargo xtask package-check [--allow-dirty] [--verify]`: the publishable crates package (metadata,
 //!   licenses, kernels and their headers), and the toolchain meets the MSRV.
 
 mod bench;
 mod cuvs_wheels;
 mod device_pack;
+mod file_circles;
 mod kernels;
 mod nvrtc_time;
 mod package_check;

@@ -22,6 +22,9 @@
 //!    citing file's folder or its package's folder; paths with placeholders (`<`, `*`, `{`, `$`,
 //!    an all-caps segment such as `TARGET`) and generated outputs ([`GENERATED`]) are skipped.
 //!
+//! 6. **No circle between files**: within a package, no chain of imports between its source
+//!    files leads back to where it started ([`crate::file_circles`]).
+//!
 //! A new workspace package must be given a layer here; the task fails on one it does not know.
 
 use std::path::{Path, PathBuf};
@@ -103,6 +106,15 @@ pub fn run(args: &[String]) -> Result<()> {
     problems.extend(cudarc_mentions(&root)?);
     problems.extend(readme_crate_table(&root, packages)?);
     problems.extend(cited_paths(&root)?);
+    for pkg in packages {
+        let manifest = PathBuf::from(pkg["manifest_path"].as_str().unwrap_or_default());
+        if let Some(dir) = manifest.parent() {
+            problems.extend(crate::file_circles::package_circles(
+                &root,
+                &dir.join("src"),
+            )?);
+        }
+    }
     if !problems.is_empty() {
         for p in &problems {
             eprintln!("tidy: {p}");
@@ -111,7 +123,8 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     println!(
         "tidy: {} packages: only weft-gpu names cudarc, dependencies point one way, none unused; \
-         the README's crate table matches the workspace; cited paths resolve",
+         the README's crate table matches the workspace; cited paths resolve; no circle between \
+         files",
         packages.len()
     );
     Ok(())

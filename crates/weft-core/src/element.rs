@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use half::f16;
 use serde::{Deserialize, Serialize};
 
-use crate::distance::{self, KernelSet};
+use crate::simd::{self, KernelSet};
 
 /// The element type of a vector set, as stored in files and on the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -190,7 +190,7 @@ impl Element for f32 {
         f32::is_finite(self)
     }
     fn kernels() -> KernelSet<Self> {
-        distance::f32_kernels()
+        simd::f32_kernels()
     }
     per_element_variant!(F32);
 }
@@ -210,7 +210,7 @@ impl Element for f16 {
         f16::is_finite(self)
     }
     fn kernels() -> KernelSet<Self> {
-        distance::f16_kernels()
+        simd::f16_kernels()
     }
     per_element_variant!(F16);
 }
@@ -230,7 +230,7 @@ impl Element for u8 {
         true
     }
     fn kernels() -> KernelSet<Self> {
-        distance::u8_kernels()
+        simd::u8_kernels()
     }
     per_element_variant!(U8);
 }
@@ -250,7 +250,7 @@ impl Element for i8 {
         true
     }
     fn kernels() -> KernelSet<Self> {
-        distance::i8_kernels()
+        simd::i8_kernels()
     }
     per_element_variant!(I8);
 }

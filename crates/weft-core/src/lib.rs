@@ -26,6 +26,7 @@ pub mod neighbors;
 pub mod params;
 pub mod prefetch;
 pub mod rng;
+pub mod simd;
 pub mod temp_files;
 pub mod traits;
 

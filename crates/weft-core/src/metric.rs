@@ -2,9 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Element;
-use crate::distance::DistanceFn;
-
 /// How closeness is measured. Every metric is expressed as a distance: smaller is closer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -58,17 +55,6 @@ impl Metric {
             2 => Some(Metric::Cosine),
             _ => None,
         }
-    }
-
-    /// The distance function for element type `T`, resolved for this CPU. Fetch it once outside
-    /// hot loops.
-    pub fn distance_fn<T: Element>(self) -> DistanceFn<T> {
-        DistanceFn::new(self)
-    }
-
-    /// One distance (resolves the kernel on every call: prefer [`Metric::distance_fn`] in loops).
-    pub fn distance<T: Element>(self, a: &[T], b: &[T]) -> f32 {
-        self.distance_fn::<T>().eval(a, b)
     }
 }
 

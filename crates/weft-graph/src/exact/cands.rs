@@ -12,6 +12,9 @@ use weft_core::NodeId;
 
 use super::topk::TopK;
 
+/// Unit round-off of `f32`.
+pub(super) const U: f32 = f32::EPSILON / 2.0;
+
 /// The parameters of one query row for the current superblock.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RowParams {
@@ -56,7 +59,7 @@ impl Cands {
                 if d.is_finite() {
                     // Beaten by the k exact ones when its exact distance exceeds `d`; the last
                     // term covers the rounding of the subtraction.
-                    (d - row.row_add) + row.err + 4.0 * super::U * (d.abs() + row.row_add.abs())
+                    (d - row.row_add) + row.err + 4.0 * U * (d.abs() + row.row_add.abs())
                 } else {
                     f32::INFINITY
                 }

@@ -40,7 +40,7 @@ use weft_core::{
     NoParams, NodeId, Result,
 };
 
-use cands::{Cands, RowParams};
+use cands::{Cands, RowParams, U};
 use kernel::Kernel;
 use topk::sort_pairs;
 
@@ -56,8 +56,6 @@ const DIRECT_CHUNK: usize = 4096;
 /// Query panels per task: every base panel, once in L1, meets all of them (their packed
 /// vectors, about 170 KiB at dimension 128, stay in L2).
 const TASK_PANELS: usize = 24;
-/// Unit round-off of `f32`.
-const U: f32 = f32::EPSILON / 2.0;
 
 /// The k nearest rows of `base` for every row of `queries`, ascending by `(distance, id)`.
 ///

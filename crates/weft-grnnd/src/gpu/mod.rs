@@ -33,14 +33,7 @@ pub use grnnd::{Grnnd, GrnndStats};
 
 /// The generated bindings of this crate's kernel modules (weft-kernels, from the kernels'
 /// signatures).
-mod kernels {
-    /// `kernels/grnnd`: GRNND's start, update rounds, reverse edges, finalisation, entry point
-    /// and reachability.
-    #[allow(dead_code)]
-    pub(crate) mod grnnd {
-        include!(concat!(env!("OUT_DIR"), "/grnnd.rs"));
-    }
-}
+mod kernels;
 
 /// This crate's kernel modules (for the NVRTC check and kernel listings).
 pub fn kernel_modules() -> Vec<&'static KernelModule> {

@@ -35,13 +35,7 @@ pub use gnnd::{Gnnd, GnndStats, GnndTuning, MergeLists, build_kernels, merge_ker
 
 /// The generated bindings of this crate's kernel modules (weft-kernels, from the kernels'
 /// signatures).
-mod kernels {
-    /// `kernels/gnnd`: GNND's sampling, join, merge and the GGM cross initialisation.
-    #[allow(dead_code)]
-    pub(crate) mod gnnd {
-        include!(concat!(env!("OUT_DIR"), "/gnnd.rs"));
-    }
-}
+mod kernels;
 
 /// This crate's kernel modules (for the NVRTC check and kernel listings).
 pub fn kernel_modules() -> Vec<&'static KernelModule> {
