@@ -178,7 +178,12 @@ pub struct CagraSearchTuning {
     /// distances stay exact f32). Default exact.
     #[cfg_attr(
         feature = "clap",
-        arg(long = "search-precision", value_enum, default_value_t = SearchPrecision::Exact)
+        arg(
+            long = "search-precision",
+            value_name = "PRECISION",
+            value_enum,
+            default_value_t = SearchPrecision::Exact
+        )
     )]
     pub traversal: SearchPrecision,
     /// GPU CAGRA search, f16 traversal: how many entries of each query's list are reranked

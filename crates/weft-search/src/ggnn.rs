@@ -70,14 +70,24 @@ pub struct GgnnSearchTuning {
     /// least 10). Default 10.
     #[cfg_attr(
         feature = "clap",
-        arg(id = "ggnn_best", long = "ggnn-best", default_value_t = 10)
+        arg(
+            id = "ggnn_best",
+            long = "ggnn-best",
+            value_name = "N",
+            default_value_t = 10
+        )
     )]
     pub best: usize,
     /// GGNN search: the FIFO visited ring's size (0 allowed: then only the best list and the
     /// queue deduplicate). Default 384.
     #[cfg_attr(
         feature = "clap",
-        arg(id = "ggnn_visited", long = "ggnn-visited", default_value_t = 384)
+        arg(
+            id = "ggnn_visited",
+            long = "ggnn-visited",
+            value_name = "N",
+            default_value_t = 384
+        )
     )]
     pub visited: usize,
     /// GGNN search: the most vertices expanded per query (at least 1). Default 400.
@@ -86,6 +96,7 @@ pub struct GgnnSearchTuning {
         arg(
             id = "ggnn_max_iterations",
             long = "ggnn-max-iterations",
+            value_name = "N",
             default_value_t = 400
         )
     )]
@@ -134,6 +145,7 @@ pub struct GgnnGpuOptions {
         arg(
             id = "ggnn_block_threads",
             long = "ggnn-block-threads",
+            value_name = "N",
             default_value_t = 0
         )
     )]
@@ -142,7 +154,12 @@ pub struct GgnnGpuOptions {
     /// automatic).
     #[cfg_attr(
         feature = "clap",
-        arg(id = "ggnn_team_size", long = "ggnn-team-size", default_value_t = 0)
+        arg(
+            id = "ggnn_team_size",
+            long = "ggnn-team-size",
+            value_name = "N",
+            default_value_t = 0
+        )
     )]
     pub team_size: usize,
     /// GPU GGNN search: prefetch the rows of a row's candidates beyond the first round of

@@ -163,9 +163,19 @@ fn check_existing(dir: &Path, allowed: &[&str]) -> Result<()> {
             dir.display()
         )));
     }
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    // A folder that another saver sets aside between these calls is no longer there to check:
+    // the renames below handle what is there then.
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
     for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io(dir, e)),
+        };
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let temporary = name.starts_with('.') && name.ends_with(TEMP_SUFFIX);
