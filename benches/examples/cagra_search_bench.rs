@@ -29,9 +29,10 @@ use weft_core::{BuildCtx, Dataset, Element, Metric, Neighbors};
 use weft_gpu::{DeviceFixedGraph, DeviceMatrix, ExactGpu, GpuContext};
 use weft_nndescent::NnDescentParams;
 use weft_nndescent::gpu::Gnnd;
+use weft_search::gpu::DeviceSearchInputs;
 use weft_search::gpu::cagra::{
     CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchSession,
-    CagraSearchTuning,
+    CagraSearchShape, CagraSearchTuning,
 };
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -107,22 +108,27 @@ fn sweep<T: Element>(
             },
             ..Default::default()
         };
-        let plan = search.plan(
-            data.rows(),
-            data.dim(),
-            std::mem::size_of::<T>(),
-            graph.degree(),
+        let shape = CagraSearchShape {
+            n: data.rows(),
+            dim: data.dim(),
+            elem_bytes: std::mem::size_of::<T>(),
+            degree: graph.degree(),
             nq,
-            10,
-            &cfg,
-            false,
-        )?;
-        let (found, stats) =
-            search.search_device(data, graph, queries, Metric::L2Squared, 10, &cfg, &[])?;
+            k: 10,
+            filtered: false,
+        };
+        let plan = search.plan(shape, &cfg)?;
+        let inputs = DeviceSearchInputs {
+            data,
+            graph,
+            entries: &[],
+            queries,
+        };
+        let (found, stats) = search.search_device(inputs, Metric::L2Squared, 10, &cfg)?;
         let mut times = Vec::new();
         for _ in 0..runs {
             let t = Instant::now();
-            search.search_device(data, graph, queries, Metric::L2Squared, 10, &cfg, &[])?;
+            search.search_device(inputs, Metric::L2Squared, 10, &cfg)?;
             times.push(t.elapsed().as_secs_f64());
         }
         times.sort_by(f64::total_cmp);
@@ -130,28 +136,16 @@ fn sweep<T: Element>(
         // Steady state: one session's buffers, allocated by the warm-up call.
         let mut bufs = CagraSearchBuffers::new();
         let mut again = Neighbors::new(nq, 10);
-        search.search_device_with(
-            &mut bufs,
-            data,
-            graph,
-            queries,
-            Metric::L2Squared,
-            &cfg,
-            &[],
-            again.as_mut(),
-        )?;
+        search.search_device_with(&mut bufs, inputs, Metric::L2Squared, &cfg, again.as_mut())?;
         let allocs = bufs.allocations();
         let mut times = Vec::new();
         for _ in 0..runs {
             let t = Instant::now();
             search.search_device_with(
                 &mut bufs,
-                data,
-                graph,
-                queries,
+                inputs,
                 Metric::L2Squared,
                 &cfg,
-                &[],
                 again.as_mut(),
             )?;
             times.push(t.elapsed().as_secs_f64());
@@ -206,12 +200,18 @@ fn batch1<T: Element>(
             },
             ..Default::default()
         };
-        search.search_device(data, graph, &singles[0], Metric::L2Squared, 10, &cfg, &[])?;
+        let inputs = |queries| DeviceSearchInputs {
+            data,
+            graph,
+            entries: &[],
+            queries,
+        };
+        search.search_device(inputs(&singles[0]), Metric::L2Squared, 10, &cfg)?;
         let mut lat = Vec::new();
         let mut found = Neighbors::new(count, 10);
         for (q, m) in singles.iter().enumerate() {
             let t = Instant::now();
-            let (nb, _) = search.search_device(data, graph, m, Metric::L2Squared, 10, &cfg, &[])?;
+            let (nb, _) = search.search_device(inputs(m), Metric::L2Squared, 10, &cfg)?;
             lat.push(t.elapsed().as_secs_f64());
             found.ids[q * 10..q * 10 + 10].copy_from_slice(nb.row_ids(0));
         }
@@ -221,12 +221,9 @@ fn batch1<T: Element>(
         let mut one = Neighbors::new(1, 10);
         search.search_device_with(
             &mut bufs,
-            data,
-            graph,
-            &singles[0],
+            inputs(&singles[0]),
             Metric::L2Squared,
             &cfg,
-            &[],
             one.as_mut(),
         )?;
         let allocs = bufs.allocations();
@@ -236,12 +233,9 @@ fn batch1<T: Element>(
             let t = Instant::now();
             search.search_device_with(
                 &mut bufs,
-                data,
-                graph,
-                m,
+                inputs(m),
                 Metric::L2Squared,
                 &cfg,
-                &[],
                 sfound.as_mut().rows_mut(q..q + 1),
             )?;
             slat.push(t.elapsed().as_secs_f64());

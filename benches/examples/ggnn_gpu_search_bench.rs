@@ -41,7 +41,7 @@ use weft_search::gpu::cagra::{
     CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchTuning,
 };
 use weft_search::gpu::ggnn::{GgnnGpuOptions, GgnnSearchBuffers, GgnnSearchDevice};
-use weft_search::{GgnnSearchParams, GgnnSearchTuning};
+use weft_search::{DeviceSearchInputs, GgnnSearchParams, GgnnSearchTuning};
 
 fn arg(args: &[String], name: &str, default: &str) -> String {
     args.iter()
@@ -104,6 +104,16 @@ struct Bench<'a, T: Element> {
 }
 
 impl<T: Element> Bench<'_, T> {
+    /// The bench's data, entry points and queries with `graph`.
+    fn inputs<'a>(&'a self, graph: &'a DeviceFixedGraph) -> DeviceSearchInputs<'a, T> {
+        DeviceSearchInputs {
+            data: self.data,
+            graph,
+            entries: self.entries,
+            queries: self.queries,
+        }
+    }
+
     fn ggnn(
         &self,
         graph_name: &str,
@@ -115,32 +125,14 @@ impl<T: Element> Bench<'_, T> {
         let nq = self.queries.rows();
         let mut bufs = GgnnSearchBuffers::new();
         let mut found = Neighbors::new(nq, 10);
-        let st = dev.search_device_with(
-            &mut bufs,
-            self.data,
-            graph,
-            self.entries,
-            self.queries,
-            Metric::L2Squared,
-            cfg,
-            opts,
-            found.as_mut(),
-        )?;
+        let inputs = self.inputs(graph);
+        let l2 = Metric::L2Squared;
+        let st = dev.search_device_with(&mut bufs, inputs, l2, cfg, opts, found.as_mut())?;
         let mut again = Neighbors::new(nq, 10);
         let mut times = Vec::new();
         for _ in 0..self.runs {
             let t = Instant::now();
-            dev.search_device_with(
-                &mut bufs,
-                self.data,
-                graph,
-                self.entries,
-                self.queries,
-                Metric::L2Squared,
-                cfg,
-                opts,
-                again.as_mut(),
-            )?;
+            dev.search_device_with(&mut bufs, inputs, l2, cfg, opts, again.as_mut())?;
             self.ctx.synchronize()?;
             times.push(t.elapsed().as_secs_f64());
         }
@@ -190,30 +182,14 @@ impl<T: Element> Bench<'_, T> {
         };
         let mut bufs = CagraSearchBuffers::new();
         let mut found = Neighbors::new(nq, 10);
-        let st = dev.search_device_with(
-            &mut bufs,
-            self.data,
-            graph,
-            self.queries,
-            Metric::L2Squared,
-            &cfg,
-            self.entries,
-            found.as_mut(),
-        )?;
+        let inputs = self.inputs(graph);
+        let l2 = Metric::L2Squared;
+        let st = dev.search_device_with(&mut bufs, inputs, l2, &cfg, found.as_mut())?;
         let mut again = Neighbors::new(nq, 10);
         let mut times = Vec::new();
         for _ in 0..self.runs {
             let t = Instant::now();
-            dev.search_device_with(
-                &mut bufs,
-                self.data,
-                graph,
-                self.queries,
-                Metric::L2Squared,
-                &cfg,
-                self.entries,
-                again.as_mut(),
-            )?;
+            dev.search_device_with(&mut bufs, inputs, l2, &cfg, again.as_mut())?;
             self.ctx.synchronize()?;
             times.push(t.elapsed().as_secs_f64());
         }

@@ -31,7 +31,7 @@ use std::time::Instant;
 use weft_core::{BuildCtx, DatasetView, Element, Metric};
 use weft_gpu::{DeviceMatrix, ExactGpu, probe};
 use weft_io::Preset;
-use weft_nndescent::gpu::{Gnnd, GnndTuning, MergeLists};
+use weft_nndescent::gpu::{Gnnd, GnndTuning, MergeLists, MergeSide};
 use weft_nndescent::{NnDescentGpu, NnDescentParams, ShardSchedule};
 
 fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
@@ -185,7 +185,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
             ctx.synchronize()?;
             let t = Instant::now();
-            let (g, stats) = merger.merge_device(&da, &ga, &db, &gb, metric, &run, &bctx)?;
+            let (g, stats) = merger.merge_device(
+                MergeSide::new(&da, &ga),
+                MergeSide::new(&db, &gb),
+                metric,
+                &run,
+                &bctx,
+            )?;
             ctx.synchronize()?;
             let secs = t.elapsed().as_secs_f64();
             let g = g.download(&ctx)?;

@@ -98,19 +98,35 @@ fn extension(data: &AnyDataset) -> &'static str {
     }
 }
 
-/// Writes a prepared folder: the vectors, the ground truth (`gt`, or computed by weft's exact
-/// search, on the GPU when `registry` has one) and `meta.json`. Returns the metadata.
-#[allow(clippy::too_many_arguments)]
-pub fn write_prepared(
-    dir: &Path,
-    name: &str,
-    source: &str,
-    metric: Metric,
-    base: &AnyDataset,
-    queries: &AnyDataset,
-    gt: Option<IdMatrix>,
-    registry: &Registry,
-) -> Result<Meta> {
+/// A set to prepare: its name and where it came from, the metric, the vectors and, when the
+/// source has it, the ground truth.
+pub struct SetToPrepare<'a> {
+    /// The set's name (`meta.json`'s `name`).
+    pub name: &'a str,
+    /// Where the vectors came from, in words.
+    pub source: &'a str,
+    /// The metric the ground truth is computed under.
+    pub metric: Metric,
+    /// The base vectors.
+    pub base: &'a AnyDataset,
+    /// The query vectors (same dimension and element type as the base).
+    pub queries: &'a AnyDataset,
+    /// The source's ground truth, if it has one.
+    pub gt: Option<IdMatrix>,
+}
+
+/// Writes `set` as a prepared folder `dir`: the vectors, the ground truth (the set's, or
+/// computed by weft's exact search, on the GPU when `registry` has one) and `meta.json`.
+/// Returns the metadata.
+pub fn write_prepared(dir: &Path, set: SetToPrepare<'_>, registry: &Registry) -> Result<Meta> {
+    let SetToPrepare {
+        name,
+        source,
+        metric,
+        base,
+        queries,
+        gt,
+    } = set;
     ensure!(
         base.dim() == queries.dim(),
         "base and queries differ in dimension"
@@ -442,17 +458,19 @@ mod tests {
         let base = Dataset::from_fn(50, 3, |r, c| ((r * 7 + c * 3) % 11) as f32).unwrap();
         let queries = head(&base, 4).unwrap();
         let reg = Registry::with_gpu(weft::GpuStatus::Unavailable("test".into()));
-        let meta = write_prepared(
-            dir.path(),
-            "tiny",
-            "test",
-            Metric::L2Squared,
-            &AnyDataset::from_typed(base.clone()),
-            &AnyDataset::from_typed(queries),
-            None,
-            &reg,
-        )
-        .unwrap();
+        let (base_any, queries_any) = (
+            AnyDataset::from_typed(base.clone()),
+            AnyDataset::from_typed(queries),
+        );
+        let set = SetToPrepare {
+            name: "tiny",
+            source: "test",
+            metric: Metric::L2Squared,
+            base: &base_any,
+            queries: &queries_any,
+            gt: None,
+        };
+        let meta = write_prepared(dir.path(), set, &reg).unwrap();
         assert_eq!((meta.n, meta.nq, meta.gt_k), (50, 4, 50));
         assert!(is_prepared(dir.path()));
         let p = Prepared::load(dir.path()).unwrap();

@@ -1,5 +1,5 @@
 //! With the `cuda` feature: builds and binds this crate's CUDA kernel modules (`kernels/gnnd` at the top of the workspace) with
-//! weft-kernels (typed launchers generated from the kernels' signatures, cubins when nvcc
+//! weft-kernels (typed launchers generated from the kernels' argument structs, cubins when nvcc
 //! is available, the source for NVRTC always). Never touches a GPU.
 
 fn main() {

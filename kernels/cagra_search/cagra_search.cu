@@ -35,6 +35,7 @@
 #include "weft/rng.cuh"
 #include "weft/topk.cuh"
 #include "weft/types.cuh"
+#include "args.cuh"
 
 namespace weft {
 namespace cagra_search {
@@ -169,38 +170,8 @@ __device__ __forceinline__ u64 query_key(const u32* row, u32 words) {
     return mix64(h ^ words);
 }
 
-struct Args {
-    const u8* data;
-    u32 n;
-    u32 stride;
-    const u32* graph;
-    u32 degree;
-    const u8* queries;
-    u32 nq;
-    i32 metric;
-    u32 beam_width;
-    u32 width;
-    u32 max_iter;
-    u32 min_iter;
-    u32 team;
-    u64 seed;
-    const u32* entries;
-    u32 n_entries;
-    const u32* filter;
-    u32 has_filter;
-    u32 cand_cap;
-    u32 hash_bits;
-    u32 table_mode;
-    u32* gtable;
-    u32 num_cta;
-    u32 out_len;
-    u32* out_ids;
-    float* out_d;
-    unsigned long long* counters;
-};
-
 template <typename T>
-__device__ void search(const Args& a) {
+__device__ void search(const CagraSearchArgs& a) {
     constexpr u32 P = Elem<T>::PER_VEC;
     extern __shared__ __align__(16) u32 smem[];
     __shared__ u32 s_cnt;
@@ -469,16 +440,8 @@ using namespace weft;
 using namespace weft::cagra_search;
 
 #define WEFT_CAGRA_SEARCH(NAME, T)                                                                     \
-    extern "C" __global__ void __launch_bounds__(512, 2) NAME(                                         \
-        const u8* data, u32 n, u32 stride, const u32* graph, u32 degree, const u8* queries, u32 nq,    \
-        i32 metric, u32 beam_width, u32 width, u32 max_iter, u32 min_iter, u32 team, u64 seed,         \
-        const u32* entries, u32 n_entries, const u32* filter, u32 has_filter, u32 cand_cap,            \
-        u32 hash_bits, u32 table_mode, u32* gtable, u32 num_cta, u32 out_len, u32* out_ids,            \
-        float* out_d, unsigned long long* counters) {                                                  \
-        Args a = {data,      n,        stride,    graph,     degree,   queries, nq,       metric,      \
-                  beam_width, width,   max_iter,  min_iter,  team,     seed,    entries,  n_entries,   \
-                  filter,    has_filter, cand_cap, hash_bits, table_mode, gtable, num_cta, out_len,    \
-                  out_ids,   out_d,    counters};                                                      \
+    extern "C" __global__ void __launch_bounds__(512, 2)                                               \
+        NAME(const __grid_constant__ CagraSearchArgs a) {                                              \
         search<T>(a);                                                                                  \
     }
 
@@ -488,46 +451,45 @@ WEFT_CAGRA_SEARCH(cagra_search_u8, u8)
 WEFT_CAGRA_SEARCH(cagra_search_i8, i8)
 
 // Sets `len` words to INVALID (empties global visited tables).
-extern "C" __global__ void cagra_search_fill(u32* p, unsigned long long len) {
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < len;
+extern "C" __global__ void cagra_search_fill(const __grid_constant__ CagraSearchFillArgs a) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < a.len;
          i += (unsigned long long)gridDim.x * blockDim.x)
-        p[i] = INVALID;
+        a.p[i] = INVALID;
 }
 
 // Multi-CTA results: per query, the `k` best distinct of `parts` sorted lists of `len` entries
 // (`in_ids` / `in_d`, [query][part][len]); `slots` (a power of two >= parts * len) pairs of
 // dynamic shared memory.
-extern "C" __global__ void cagra_search_merge(const u32* in_ids, const float* in_d, u32 parts, u32 len,
-                                              u32 slots, u32 k, u32* out_ids, float* out_d) {
+extern "C" __global__ void cagra_search_merge(const __grid_constant__ CagraSearchMergeArgs a) {
     extern __shared__ __align__(16) u32 smem[];
     float* d = reinterpret_cast<float*>(smem);
-    u32* id = smem + slots;
+    u32* id = smem + a.slots;
     const u32 q = blockIdx.x;
-    const u32 m = parts * len;
-    for (u32 i = threadIdx.x; i < slots; i += blockDim.x) {
-        d[i] = i < m ? in_d[(u64)q * m + i] : inf_f32();
-        id[i] = i < m ? in_ids[(u64)q * m + i] : INVALID;
+    const u32 m = a.parts * a.len;
+    for (u32 i = threadIdx.x; i < a.slots; i += blockDim.x) {
+        d[i] = i < m ? a.in_d[(u64)q * m + i] : inf_f32();
+        id[i] = i < m ? a.in_ids[(u64)q * m + i] : INVALID;
         if (id[i] == INVALID) d[i] = inf_f32();
     }
-    block_bitonic_sort(d, id, slots);
+    block_bitonic_sort(d, id, a.slots);
     if (threadIdx.x < 32) {
         const u32 lane = threadIdx.x;
         u32 pos = 0;
-        for (u32 base = 0; base < slots && pos < k; base += 32) {
+        for (u32 base = 0; base < a.slots && pos < a.k; base += 32) {
             const u32 i = base + lane;
             const u32 x = id[i];
             const bool keep = x != INVALID && (i == 0 || id[i - 1] != x);
             const u32 ballot = __ballot_sync(0xffffffffu, keep);
             const u32 at = pos + __popc(ballot & ((1u << lane) - 1u));
-            if (keep && at < k) {
-                out_ids[(u64)q * k + at] = x;
-                out_d[(u64)q * k + at] = d[i];
+            if (keep && at < a.k) {
+                a.out_ids[(u64)q * a.k + at] = x;
+                a.out_d[(u64)q * a.k + at] = d[i];
             }
             pos += __popc(ballot);
         }
-        for (u32 i = pos + lane; i < k; i += 32) {
-            out_ids[(u64)q * k + i] = INVALID;
-            out_d[(u64)q * k + i] = inf_f32();
+        for (u32 i = pos + lane; i < a.k; i += 32) {
+            a.out_ids[(u64)q * a.k + i] = INVALID;
+            a.out_d[(u64)q * a.k + i] = inf_f32();
         }
     }
 }

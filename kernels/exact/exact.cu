@@ -9,6 +9,7 @@
 #include "weft/distance.cuh"
 #include "weft/topk.cuh"
 #include "weft/types.cuh"
+#include "args.cuh"
 
 namespace weft {
 namespace exact {
@@ -142,14 +143,13 @@ using namespace weft;
 
 #define WEFT_EXACT_INSTANTIATE(T, NAME)                                                          \
     extern "C" __global__ void __launch_bounds__(exact::NORM_WARPS * 32)                         \
-        exact_norms_##NAME(const T* x, u32 rows, u32 stride, float* out) {                        \
-        exact::norms<T>(x, rows, stride, out);                                                   \
+        exact_norms_##NAME(const __grid_constant__ ExactNormsArgs a) {                           \
+        exact::norms<T>(as_elements<T>(a.x), a.rows, a.stride, a.out);                           \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(256)                                            \
-        exact_distances_##NAME(const T* q, u32 nq, const T* b, u32 nb, u32 stride,               \
-                               const float* qnorm, const float* bnorm, i32 metric, float* out,   \
-                               u32 ldo) {                                                        \
-        exact::distances<T>(q, nq, b, nb, stride, qnorm, bnorm, metric, out, ldo);               \
+        exact_distances_##NAME(const __grid_constant__ ExactDistancesArgs a) {                   \
+        exact::distances<T>(as_elements<T>(a.q), a.nq, as_elements<T>(a.b), a.nb, a.stride,      \
+                            a.qnorm, a.bnorm, a.metric, a.out, a.ldo);                           \
     }
 
 WEFT_EXACT_INSTANTIATE(float, f32)
@@ -164,11 +164,13 @@ WEFT_EXACT_INSTANTIATE(i8, i8)
 // skipped (k-NN graphs). Launch: grid = queries, block = SELECT_THREADS, dynamic shared memory =
 // `slots` = S * 8 bytes, S a power of two >= K + 4 * SELECT_THREADS.
 extern "C" __global__ void __launch_bounds__(exact::SELECT_THREADS)
-    exact_select_f32(const float* __restrict__ dist, u32 ldd, u32 ncols, u32 base_offset,
-                     u32 query_offset, i32 exclude_self, u32 k, u32 list, u32 slots,
-                     float* __restrict__ top_d, u32* __restrict__ top_i) {
-    const u32 K = list;
-    const u32 S = slots;
+    exact_select_f32(const __grid_constant__ ExactSelectF32Args a) {
+    const float* __restrict__ dist = a.dist;
+    float* __restrict__ top_d = a.top_d;
+    u32* __restrict__ top_i = a.top_i;
+    const u32 ldd = a.ldd, ncols = a.ncols, k = a.k;
+    const u32 K = a.list;
+    const u32 S = a.slots;
     extern __shared__ float4 smem4[];
     float* sd = reinterpret_cast<float*>(smem4);
     u32* si = reinterpret_cast<u32*>(sd + S);
@@ -189,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(exact::SELECT_THREADS)
     }
     __syncthreads();
 
-    const u32 skip = exclude_self ? query_offset + q : INVALID;
+    const u32 skip = a.exclude_self ? a.query_offset + q : INVALID;
     const float* row = dist + (u64)q * ldd;
     const u32 per_round = 4 * blockDim.x;
     const u32 cap = S - K;
@@ -210,7 +212,7 @@ extern "C" __global__ void __launch_bounds__(exact::SELECT_THREADS)
         const float t = thr;
 #pragma unroll
         for (u32 e = 0; e < 4; ++e) {
-            const u32 id = base_offset + j0 + e;
+            const u32 id = a.base_offset + j0 + e;
             if (j0 + e < ncols && v[e] <= t && id != skip) {
                 const u32 pos = atomicAdd(&count, 1u);
                 sd[K + pos] = v[e];

@@ -31,6 +31,7 @@
 #include "weft/distance.cuh"
 #include "weft/rng.cuh"
 #include "weft/hashset.cuh"
+#include "args.cuh"
 
 namespace weft {
 namespace ggnn {
@@ -913,50 +914,47 @@ __device__ void nearest_entry(const T* data, u32 stride, i32 metric, const u32* 
 using namespace weft;
 
 // Weighted upward sampling of layer t + 1 from layer t (one thread per point of layer t).
-extern "C" __global__ void ggnn_select(u32 n_t, u32 off_t, u32 off_up, u32 s0, u32 s0_off,
-                                       u32 g, u32 S, u32 sg, u32 sg_off, u64 seed, u32 t,
-                                       const float* nn1, u32* glob, u32* sel) {
+extern "C" __global__ void ggnn_select(const __grid_constant__ GgnnSelectArgs a) {
     const u32 v = blockIdx.x * blockDim.x + threadIdx.x;
-    if (v >= n_t) return;
-    const u32 b = ggnn::seg_of(v, s0, s0_off);
-    const u32 start = ggnn::seg_start(b, s0, s0_off);
-    const u32 len = ggnn::seg_len(b, s0, s0_off);
+    if (v >= a.n_t) return;
+    const u32 b = ggnn::seg_of(v, a.s0, a.s0_off);
+    const u32 start = ggnn::seg_start(b, a.s0, a.s0_off);
+    const u32 len = ggnn::seg_len(b, a.s0, a.s0_off);
     const double scale = 1.0 / 9007199254740992.0;
     double keys_v = 0.0;
     {
-        const u64 bits = hash3(seed, (u64)t, (u64)v);
+        const u64 bits = hash3(a.seed, (u64)a.t, (u64)v);
         const double u = ((double)(bits >> 11) + 0.5) * scale;
-        keys_v = -log(u) / ((double)nn1[off_t + v] + ggnn::FLT_EPS);
+        keys_v = -log(u) / ((double)a.nn1[a.off_t + v] + ggnn::FLT_EPS);
     }
     u32 rank = 0;
     for (u32 w = start; w < start + len; ++w) {
         if (w == v) continue;
-        const u64 bits = hash3(seed, (u64)t, (u64)w);
+        const u64 bits = hash3(a.seed, (u64)a.t, (u64)w);
         const double u = ((double)(bits >> 11) + 0.5) * scale;
-        const double key = -log(u) / ((double)nn1[off_t + w] + ggnn::FLT_EPS);
+        const double key = -log(u) / ((double)a.nn1[a.off_t + w] + ggnn::FLT_EPS);
         if (key > keys_v || (key == keys_v && w < v)) ++rank;
     }
-    const u32 c = b % g;
-    const u32 parent = b / g;
-    const u32 m = sg + (c < sg_off ? 1u : 0u);
+    const u32 c = b % a.g;
+    const u32 parent = b / a.g;
+    const u32 m = a.sg + (c < a.sg_off ? 1u : 0u);
     if (rank < m) {
-        const u32 dest = parent * S + c * sg + (c < sg_off ? c : sg_off) + rank;
-        sel[off_up + dest] = v;
-        glob[off_up + dest] = glob[off_t + v];
+        const u32 dest = parent * a.S + c * a.sg + (c < a.sg_off ? c : a.sg_off) + rank;
+        a.sel[a.off_up + dest] = v;
+        a.glob[a.off_up + dest] = a.glob[a.off_t + v];
     }
 }
 
 // Each row's second half after a symmetric-link pass (one thread per row of the layer at
 // row offset off): the row's first half, then its links sorted by id, then its previous
 // second-half entries, skipping padding, itself and repeats; padding. Into out (layer-local).
-extern "C" __global__ void ggnn_sym_rebuild(const u32* ids, u32 off, u32 n, u32 k, u32 kl,
-                                            u32 kf, u32* links, const u32* link_cnt, u32* out) {
+extern "C" __global__ void ggnn_sym_rebuild(const __grid_constant__ GgnnSymRebuildArgs a) {
     const u32 v = blockIdx.x * blockDim.x + threadIdx.x;
-    if (v >= n) return;
-    const u32* row = ids + (u64)(off + v) * k;
-    u32* o = out + (u64)v * k;
-    u32* lk = links + (u64)v * kf;
-    const u32 cnt = link_cnt[v] < kf ? link_cnt[v] : kf;
+    if (v >= a.n) return;
+    const u32* row = a.ids + (u64)(a.off + v) * a.k;
+    u32* o = a.out + (u64)v * a.k;
+    u32* lk = a.links + (u64)v * a.kf;
+    const u32 cnt = a.link_cnt[v] < a.kf ? a.link_cnt[v] : a.kf;
     // Sort the links by id (their arrival order is a race; their set is not ordered).
     for (u32 i = 1; i < cnt; ++i) {
         const u32 x = lk[i];
@@ -967,49 +965,49 @@ extern "C" __global__ void ggnn_sym_rebuild(const u32* ids, u32 off, u32 n, u32 
         }
         lk[j] = x;
     }
-    for (u32 j = 0; j < kl; ++j) o[j] = row[j];
-    u32 j = kl;
-    for (u32 e = 0; e < cnt + (k - kl) && j < k; ++e) {
-        const u32 c = e < cnt ? lk[e] : row[kl + (e - cnt)];
+    for (u32 j = 0; j < a.kl; ++j) o[j] = row[j];
+    u32 j = a.kl;
+    for (u32 e = 0; e < cnt + (a.k - a.kl) && j < a.k; ++e) {
+        const u32 c = e < cnt ? lk[e] : row[a.kl + (e - cnt)];
         if (c == INVALID || c == v) continue;
         bool dup = false;
         for (u32 r = 0; r < j && !dup; ++r) dup = o[r] == c;
         if (dup) continue;
         o[j++] = c;
     }
-    for (; j < k; ++j) o[j] = INVALID;
+    for (; j < a.k; ++j) o[j] = INVALID;
 }
 
 // dst[i] = src[i] for i < len.
-extern "C" __global__ void ggnn_copy_u32(u32* dst, const u32* src, u64 len) {
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < len;
+extern "C" __global__ void ggnn_copy_u32(const __grid_constant__ GgnnCopyU32Args a) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < a.len;
          i += (u64)gridDim.x * blockDim.x)
-        dst[i] = src[i];
+        a.dst[i] = a.src[i];
 }
 
 // dst[i] = value for i < len.
-extern "C" __global__ void ggnn_fill_u32(u32* dst, u64 len, u32 value) {
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < len;
+extern "C" __global__ void ggnn_fill_u32(const __grid_constant__ GgnnFillU32Args a) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < a.len;
          i += (u64)gridDim.x * blockDim.x)
-        dst[i] = value;
+        a.dst[i] = a.value;
 }
 
 // The sum (in f64) and the maximum of nn1[0..n] (one block of 1024 threads): thread t sums the
 // contiguous run t of the entries in order, then the 1024 partial sums are added in a fixed
 // tree, so the result does not depend on scheduling. out[0] = sum, out[1] = max.
-extern "C" __global__ void __launch_bounds__(1024) ggnn_nn1_stats(const float* nn1, u32 n,
-                                                                  double* out) {
+extern "C" __global__ void __launch_bounds__(1024)
+    ggnn_nn1_stats(const __grid_constant__ GgnnNn1StatsArgs a) {
     __shared__ double part_sum[1024];
     __shared__ float part_max[1024];
     const u32 t = threadIdx.x;
-    const u32 per = (n + blockDim.x - 1) / blockDim.x;
-    const u32 lo = t * per < n ? t * per : n;
-    const u32 hi = lo + per < n ? lo + per : n;
+    const u32 per = (a.n + blockDim.x - 1) / blockDim.x;
+    const u32 lo = t * per < a.n ? t * per : a.n;
+    const u32 hi = lo + per < a.n ? lo + per : a.n;
     double sum = 0.0;
     float mx = 0.0f;
     for (u32 i = lo; i < hi; ++i) {
-        sum += (double)nn1[i];
-        mx = fmaxf(mx, nn1[i]);
+        sum += (double)a.nn1[i];
+        mx = fmaxf(mx, a.nn1[i]);
     }
     part_sum[t] = sum;
     part_max[t] = mx;
@@ -1022,16 +1020,16 @@ extern "C" __global__ void __launch_bounds__(1024) ggnn_nn1_stats(const float* n
         __syncthreads();
     }
     if (t == 0) {
-        out[0] = part_sum[0];
-        out[1] = (double)part_max[0];
+        a.out[0] = part_sum[0];
+        a.out[1] = (double)part_max[0];
     }
 }
 
 // dst[i] = i for i < len.
-extern "C" __global__ void ggnn_iota_u32(u32* dst, u64 len) {
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < len;
+extern "C" __global__ void ggnn_iota_u32(const __grid_constant__ GgnnIotaU32Args a) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < a.len;
          i += (u64)gridDim.x * blockDim.x)
-        dst[i] = (u32)i;
+        a.dst[i] = (u32)i;
 }
 
 // Layer 0's locality order on the device (a counting sort by key[v] = rank[min(key1[v], l1 - 1)]:
@@ -1039,24 +1037,24 @@ extern "C" __global__ void ggnn_iota_u32(u32* dst, u64 len) {
 // atomics' arrival order: it changes no merge result and only the race of the symmetric links.
 
 // count[key[v]] += 1 (one thread per point; count zeroed before).
-extern "C" __global__ void ggnn_order_count(const u32* key1, u32 n, const u32* rank, u32 l1,
-                                            u32* count) {
+extern "C" __global__ void ggnn_order_count(const __grid_constant__ GgnnOrderCountArgs a) {
     const u32 v = blockIdx.x * blockDim.x + threadIdx.x;
-    if (v >= n) return;
-    const u32 p = key1[v] < l1 ? key1[v] : l1 - 1;
-    atomicAdd(&count[rank[p]], 1u);
+    if (v >= a.n) return;
+    const u32 p = a.key1[v] < a.l1 ? a.key1[v] : a.l1 - 1;
+    atomicAdd(&a.count[a.rank[p]], 1u);
 }
 
 // count[0..len] becomes its exclusive prefix sum (one block; each thread scans a contiguous
 // run of entries, the runs' sums are scanned in shared memory).
-extern "C" __global__ void __launch_bounds__(1024) ggnn_order_scan(u32* count, u32 len) {
+extern "C" __global__ void __launch_bounds__(1024)
+    ggnn_order_scan(const __grid_constant__ GgnnOrderScanArgs a) {
     __shared__ u32 part[1024];
     const u32 t = threadIdx.x;
-    const u32 per = (len + blockDim.x - 1) / blockDim.x;
-    const u32 lo = t * per < len ? t * per : len;
-    const u32 hi = lo + per < len ? lo + per : len;
+    const u32 per = (a.len + blockDim.x - 1) / blockDim.x;
+    const u32 lo = t * per < a.len ? t * per : a.len;
+    const u32 hi = lo + per < a.len ? lo + per : a.len;
     u32 sum = 0;
-    for (u32 i = lo; i < hi; ++i) sum += count[i];
+    for (u32 i = lo; i < hi; ++i) sum += a.count[i];
     part[t] = sum;
     __syncthreads();
     for (u32 off = 1; off < blockDim.x; off <<= 1) {
@@ -1067,55 +1065,45 @@ extern "C" __global__ void __launch_bounds__(1024) ggnn_order_scan(u32* count, u
     }
     u32 run = t > 0 ? part[t - 1] : 0u;
     for (u32 i = lo; i < hi; ++i) {
-        const u32 c = count[i];
-        count[i] = run;
+        const u32 c = a.count[i];
+        a.count[i] = run;
         run += c;
     }
 }
 
 // order[cursor[key[v]]++] = v (one thread per point; cursor = the scanned counts).
-extern "C" __global__ void ggnn_order_scatter(const u32* key1, u32 n, const u32* rank, u32 l1,
-                                              u32* cursor, u32* order) {
+extern "C" __global__ void ggnn_order_scatter(const __grid_constant__ GgnnOrderScatterArgs a) {
     const u32 v = blockIdx.x * blockDim.x + threadIdx.x;
-    if (v >= n) return;
-    const u32 p = key1[v] < l1 ? key1[v] : l1 - 1;
-    order[atomicAdd(&cursor[rank[p]], 1u)] = v;
+    if (v >= a.n) return;
+    const u32 p = a.key1[v] < a.l1 ? a.key1[v] : a.l1 - 1;
+    a.order[atomicAdd(&a.cursor[a.rank[p]], 1u)] = v;
 }
 
 #define WEFT_GGNN_INSTANTIATE(T, NAME)                                                           \
     extern "C" __global__ void __launch_bounds__(ggnn::WARPS * 32)                               \
-        ggnn_top_##NAME(const T* data, u32 stride, i32 metric, const u32* glob, u32 off,         \
-                        u32 s0, u32 s0_off, u32 k, u32* ids, float* nn1) {                       \
-        ggnn::top<T>(data, stride, metric, glob + off, s0, s0_off, k, ids + (u64)off * k,        \
-                     nn1 + off);                                                                 \
+        ggnn_top_##NAME(const __grid_constant__ GgnnTopArgs a) {                                 \
+        ggnn::top<T>(as_elements<T>(a.data), a.stride, a.metric, a.glob + a.off, a.s0, a.s0_off, \
+                     a.k, a.ids + (u64)a.off * a.k, a.nn1 + a.off);                              \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, ggnn::MERGE_BLOCKS)    \
-        ggnn_merge_##NAME(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob, \
-                          const u32* sel, const u32* row_off, u32 k, u32 lm, u32 ltop, u32 n_lm,  \
-                          u32 s0, u32 s0_off, u32 S, u32 levels, float slack, u32 bcap, u32 qcap, \
-                          u32 rcap, u32 seen_slots, u32 wide, u32 max_pops, u32 team, u32 heads, \
-                          const u32* perm, u32 use_perm, u32* key1, u32* key2, u32 key_mask,      \
-                          const u32* seeds, u32 use_seeds, u32* out_ids, float* nn1, u32 off_lm,  \
-                          unsigned long long* counts) {                                           \
-        ggnn::merge<T>(data, stride, metric, ids, glob, sel, row_off, k, lm, ltop, n_lm, s0,     \
-                       s0_off, S, levels, slack, bcap, qcap, rcap, seen_slots, wide, max_pops,  \
-                       team, heads, perm, use_perm, key1, key2, key_mask, seeds, use_seeds,      \
-                       out_ids, nn1 + off_lm, counts);                                           \
+        ggnn_merge_##NAME(const __grid_constant__ GgnnMergeArgs a) {                             \
+        ggnn::merge<T>(as_elements<T>(a.data), a.stride, a.metric, a.ids, a.glob, a.sel,         \
+                       a.row_off, a.k, a.lm, a.ltop, a.n_lm, a.s0, a.s0_off, a.S, a.levels,      \
+                       a.slack, a.bcap, a.qcap, a.rcap, a.seen_slots, a.wide, a.max_pops,        \
+                       a.team, a.heads, a.perm, a.use_perm, a.key1, a.key2, a.key_mask, a.seeds, \
+                       a.use_seeds, a.out_ids, a.nn1 + a.off_lm, a.counts);                      \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(ggnn::WARPS * 32)                               \
-        ggnn_nearest_entry_##NAME(const T* data, u32 stride, i32 metric, const u32* entries,     \
-                                  u32 n_entries, u32 n, u32* out) {                              \
-        ggnn::nearest_entry<T>(data, stride, metric, entries, n_entries, n, out);                \
+        ggnn_nearest_entry_##NAME(const __grid_constant__ GgnnNearestEntryArgs a) {              \
+        ggnn::nearest_entry<T>(as_elements<T>(a.data), a.stride, a.metric, a.entries,            \
+                               a.n_entries, a.n, a.out);                                         \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(ggnn::SEARCH_WARPS * 32, ggnn::SYM_BLOCKS)      \
-        ggnn_sym_##NAME(const T* data, u32 stride, i32 metric, const u32* ids, const u32* glob,  \
-                        u32 off, u32 n, u32 k, u32 kl, u32 kf, float slack, u32 bcap, u32 qcap,   \
-                        u32 rcap, u32 seen_slots, u32 wide, u32 max_pops, u32 team,              \
-                        const u32* perm, u32 use_perm, u32* links, u32* link_cnt,                 \
-                        unsigned long long* dropped, unsigned long long* counts) {                \
-        ggnn::sym<T>(data, stride, metric, ids, glob, off, n, k, kl, kf, slack, bcap, qcap,      \
-                     rcap, seen_slots, wide, max_pops, team, perm, use_perm, links, link_cnt,    \
-                     dropped, counts);                                                           \
+        ggnn_sym_##NAME(const __grid_constant__ GgnnSymArgs a) {                                 \
+        ggnn::sym<T>(as_elements<T>(a.data), a.stride, a.metric, a.ids, a.glob, a.off, a.n, a.k, \
+                     a.kl, a.kf, a.slack, a.bcap, a.qcap, a.rcap, a.seen_slots, a.wide,          \
+                     a.max_pops, a.team, a.perm, a.use_perm, a.links, a.link_cnt, a.dropped,     \
+                     a.counts);                                                                  \
     }
 
 WEFT_GGNN_INSTANTIATE(float, f32)

@@ -36,6 +36,7 @@
 #include "weft/rng.cuh"
 #include "weft/topk.cuh"
 #include "weft/types.cuh"
+#include "args.cuh"
 
 namespace weft {
 namespace ggnn_search {
@@ -44,37 +45,6 @@ namespace ggnn_search {
 constexpr u32 MAX_PER_THREAD = 8;
 // Random entry points when the graph has none (the CPU search's count).
 constexpr u32 RANDOM_ENTRIES = 32;
-
-struct Args {
-    const u8* data;
-    u32 n;
-    u32 stride;
-    const u32* graph;
-    u32 degree;
-    const u8* queries;
-    u32 nq;
-    u32 q_base;
-    i32 metric;
-    u32 best_cap;
-    u32 beam_width;
-    u32 ring_cap;
-    u32 max_iter;
-    float tau;
-    float guard;
-    u32 team;
-    u64 seed;
-    const u32* entries;
-    u32 n_entries;
-    const u32* filter;
-    u32 has_filter;
-    u32 cand_cap;
-    u32 hash_bits;
-    u32 k;
-    u32 prefetch;
-    u32* out_ids;
-    float* out_d;
-    unsigned long long* counters;
-};
 
 // The stopping bound of a best list of `len` entries (see the header); `__fadd_rn` and
 // `__fmul_rn` keep the compiler from fusing, so that the bound is the CPU's bit for bit.
@@ -104,7 +74,7 @@ __device__ __forceinline__ u32 count_less(const float* d, const u32* id, u32 len
 }
 
 template <typename T>
-__device__ void search(const Args& a) {
+__device__ void search(const GgnnSearchArgs& a) {
     constexpr u32 P = Elem<T>::PER_VEC;
     extern __shared__ __align__(16) u32 smem[];
     __shared__ u32 s_cnt;
@@ -304,6 +274,10 @@ __device__ void search(const Args& a) {
                 const u32 id = is_list ? (in_best ? best_i[e] : q_i[qh + e - bl]) : cand_i[j];
                 if (!is_list && !(d < crit)) continue;
                 u32 before = 0;
+                // Unrolled by 4, as ptxas chose by itself while the kernel took its parameters
+                // one by one: reading them from the argument struct, it unrolls this loop about
+                // 16 times, which doubles the kernel and spills.
+#pragma unroll 4
                 for (u32 c = 0; c < cnt; ++c) {
                     const float cd = cand_d[c];
                     before += (cd < crit && pair_less(cd, cand_i[c], d, id)) ? 1u : 0u;
@@ -419,16 +393,8 @@ using namespace weft;
 using namespace weft::ggnn_search;
 
 #define WEFT_GGNN_SEARCH(NAME, T)                                                                  \
-    extern "C" __global__ void __launch_bounds__(128, 8) NAME(                                      \
-        const u8* data, u32 n, u32 stride, const u32* graph, u32 degree, const u8* queries, u32 nq, \
-        u32 q_base, i32 metric, u32 best_cap, u32 beam_width, u32 ring_cap, u32 max_iter, float tau, \
-        float guard, u32 team, u64 seed, const u32* entries, u32 n_entries, const u32* filter,     \
-        u32 has_filter, u32 cand_cap, u32 hash_bits, u32 k, u32 prefetch, u32* out_ids,            \
-        float* out_d, unsigned long long* counters) {                                              \
-        Args a = {data,     n,        stride,    graph,    degree,    queries, nq,       q_base,   \
-                  metric,   best_cap, beam_width, ring_cap, max_iter,  tau,     guard,    team,    \
-                  seed,     entries,  n_entries, filter,   has_filter, cand_cap, hash_bits, k,     \
-                  prefetch, out_ids,  out_d,     counters};                                        \
+    extern "C" __global__ void __launch_bounds__(128, 8)                                           \
+        NAME(const __grid_constant__ GgnnSearchArgs a) {                                           \
         search<T>(a);                                                                              \
     }
 

@@ -22,6 +22,7 @@
 #include "weft/rng.cuh"
 #include "weft/topk.cuh"
 #include "weft/types.cuh"
+#include "args.cuh"
 
 namespace weft {
 namespace gnnd {
@@ -362,10 +363,15 @@ using namespace weft::gnnd;
 // new_s / old_s: n rows of S = 2 p ids: [0, p) forward, [p, 2 p) reverse. split: 0 for a build;
 // for a merge (GGM) the first vertex of the second subset: OLD entries from the other subset than
 // s are then not sampled (NEW entries are all cross-subset there, so every NEW x OLD pair is).
-extern "C" __global__ void gnnd_sample(u32* __restrict__ list_i, u32 n, u32 k, u32 p, u32 split,
-                                       u32* __restrict__ new_s, u32* __restrict__ old_s,
-                                       u32* __restrict__ fwd_new, u32* __restrict__ fwd_old,
-                                       u32* __restrict__ rev_new, u32* __restrict__ rev_old) {
+extern "C" __global__ void gnnd_sample(const __grid_constant__ GnndSampleArgs a) {
+    u32* __restrict__ list_i = a.list_i;
+    u32* __restrict__ new_s = a.new_s;
+    u32* __restrict__ old_s = a.old_s;
+    u32* __restrict__ fwd_new = a.fwd_new;
+    u32* __restrict__ fwd_old = a.fwd_old;
+    u32* __restrict__ rev_new = a.rev_new;
+    u32* __restrict__ rev_old = a.rev_old;
+    const u32 n = a.n, k = a.k, p = a.p, split = a.split;
     const u32 lane = threadIdx.x & 31u;
     const u32 s = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (s >= n) return;
@@ -405,10 +411,14 @@ extern "C" __global__ void gnnd_sample(u32* __restrict__ list_i, u32 n, u32 k, u
 
 // Compacts the samples of list s: forward then reverse, duplicates removed, and OLD ids that are
 // also NEW removed. Writes the counts to fwd_new / fwd_old and resets the reverse counters.
-extern "C" __global__ void gnnd_dedup(u32 n, u32 p, u32* __restrict__ new_s,
-                                      u32* __restrict__ old_s, u32* __restrict__ fwd_new,
-                                      u32* __restrict__ fwd_old, u32* __restrict__ rev_new,
-                                      u32* __restrict__ rev_old) {
+extern "C" __global__ void gnnd_dedup(const __grid_constant__ GnndDedupArgs a) {
+    u32* __restrict__ new_s = a.new_s;
+    u32* __restrict__ old_s = a.old_s;
+    u32* __restrict__ fwd_new = a.fwd_new;
+    u32* __restrict__ fwd_old = a.fwd_old;
+    u32* __restrict__ rev_new = a.rev_new;
+    u32* __restrict__ rev_old = a.rev_old;
+    const u32 n = a.n, p = a.p;
     const u32 lane = threadIdx.x & 31u;
     const u32 s = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (s >= n) return;
@@ -478,10 +488,14 @@ extern "C" __global__ void gnnd_dedup(u32 n, u32 p, u32* __restrict__ new_s,
 // candidates not closer than the worst entry, or already present, are rejected; an insertion
 // shifts the tail by one (the worst entry falls off) and is flagged NEW. Empties the inbox and
 // adds the insertions to *updates. Dynamic shared memory: warps per block * k * 8 bytes.
-extern "C" __global__ void gnnd_merge(float* __restrict__ list_d, u32* __restrict__ list_i, u32 n,
-                                      u32 k, const float* __restrict__ inbox_d,
-                                      const u32* __restrict__ inbox_i, u32* __restrict__ inbox_cnt,
-                                      u32 M, unsigned long long* __restrict__ updates) {
+extern "C" __global__ void gnnd_merge(const __grid_constant__ GnndMergeArgs a) {
+    float* __restrict__ list_d = a.list_d;
+    u32* __restrict__ list_i = a.list_i;
+    const float* __restrict__ inbox_d = a.inbox_d;
+    const u32* __restrict__ inbox_i = a.inbox_i;
+    u32* __restrict__ inbox_cnt = a.inbox_cnt;
+    unsigned long long* __restrict__ updates = a.updates;
+    const u32 n = a.n, k = a.k, M = a.M;
     extern __shared__ float4 merge_smem[];
     const u32 lane = threadIdx.x & 31u;
     const u32 w = threadIdx.x / 32;
@@ -546,54 +560,42 @@ extern "C" __global__ void gnnd_merge(float* __restrict__ list_d, u32* __restric
 }
 
 // Clears the NEW flags (the finished graph): ids &= ID_MASK except INVALID padding.
-extern "C" __global__ void gnnd_finish(u32* __restrict__ list_i, u64 len) {
+extern "C" __global__ void gnnd_finish(const __grid_constant__ GnndFinishArgs a) {
+    u32* __restrict__ list_i = a.list_i;
     const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < len) list_i[i] = raw_id(list_i[i]);
+    if (i < a.len) list_i[i] = raw_id(list_i[i]);
 }
 
-#define WEFT_GNND_INSTANTIATE(T, NAME)                                                           \
-    extern "C" __global__ void gnnd_init_##NAME(const T* data, u32 n, u32 stride, i32 metric,     \
-                                                u32 k, u64 seed, float* list_d, u32* list_i,      \
-                                                float* inbox_d, u32* inbox_i, u32* inbox_cnt,     \
-                                                u32 M) {                                          \
-        gnnd::init<T>(data, n, stride, metric, k, seed, list_d, list_i, inbox_d, inbox_i,         \
-                      inbox_cnt, M);                                                              \
-    }                                                                                            \
-    extern "C" __global__ void gnnd_cross_init_##NAME(                                            \
-        const T* a, const T* b, u32 split, u32 n, u32 stride, i32 metric, u32 half, u64 seed,   \
-        float* inbox_d, u32* inbox_i, u32* inbox_cnt, u32 M) {                                   \
-        gnnd::cross_init<T>(a, b, split, n, stride, metric, half, seed, inbox_d, inbox_i,        \
-                            inbox_cnt, M);                                                       \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_l2_##NAME(       \
-        const T* data, const T* data_b, u32 split, u32 stride, i32 metric, const float* norms,   \
-        const u32* new_s, const u32* new_cnt, const u32* old_s, const u32* old_cnt, u32 S,       \
-        const float* list_d,                                                                     \
-        u32 k, float* inbox_d, u32* inbox_i, u32* inbox_cnt, u32 M,                            \
-        unsigned long long* overflow, u32 mode) {                                                \
-        gnnd::join<T, gnnd::JOIN_L2>(data, data_b, split, stride, metric, norms, new_s, new_cnt,     \
-                                 old_s, old_cnt, S, list_d, k, inbox_d, inbox_i, inbox_cnt, M,  \
-                                 overflow, mode);                                               \
-    } \
-    extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_ip_##NAME(       \
-        const T* data, const T* data_b, u32 split, u32 stride, i32 metric, const float* norms,   \
-        const u32* new_s, const u32* new_cnt, const u32* old_s, const u32* old_cnt, u32 S,       \
-        const float* list_d,                                                                     \
-        u32 k, float* inbox_d, u32* inbox_i, u32* inbox_cnt, u32 M,                            \
-        unsigned long long* overflow, u32 mode) {                                                \
-        gnnd::join<T, gnnd::JOIN_IP>(data, data_b, split, stride, metric, norms, new_s, new_cnt,     \
-                                 old_s, old_cnt, S, list_d, k, inbox_d, inbox_i, inbox_cnt, M,  \
-                                 overflow, mode);                                               \
-    } \
-    extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_cos_##NAME(      \
-        const T* data, const T* data_b, u32 split, u32 stride, i32 metric, const float* norms,   \
-        const u32* new_s, const u32* new_cnt, const u32* old_s, const u32* old_cnt, u32 S,       \
-        const float* list_d,                                                                     \
-        u32 k, float* inbox_d, u32* inbox_i, u32* inbox_cnt, u32 M,                            \
-        unsigned long long* overflow, u32 mode) {                                                \
-        gnnd::join<T, gnnd::JOIN_COS>(data, data_b, split, stride, metric, norms, new_s, new_cnt,     \
-                                 old_s, old_cnt, S, list_d, k, inbox_d, inbox_i, inbox_cnt, M,  \
-                                 overflow, mode);                                               \
+#define WEFT_GNND_INSTANTIATE(T, NAME)                                                             \
+    extern "C" __global__ void gnnd_init_##NAME(const __grid_constant__ GnndInitArgs a) {          \
+        gnnd::init<T>(as_elements<T>(a.data), a.n, a.stride, a.metric, a.k, a.seed, a.list_d,      \
+                      a.list_i, a.inbox_d, a.inbox_i, a.inbox_cnt, a.M);                           \
+    }                                                                                              \
+    extern "C" __global__ void gnnd_cross_init_##NAME(                                             \
+        const __grid_constant__ GnndCrossInitArgs a) {                                             \
+        gnnd::cross_init<T>(as_elements<T>(a.a), as_elements<T>(a.b), a.split, a.n, a.stride,      \
+                            a.metric, a.half, a.seed, a.inbox_d, a.inbox_i, a.inbox_cnt, a.M);     \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_l2_##NAME(          \
+        const __grid_constant__ GnndJoinArgs a) {                                                  \
+        gnnd::join<T, gnnd::JOIN_L2>(as_elements<T>(a.data), as_elements<T>(a.data_b), a.split,    \
+                                    a.stride, a.metric, a.norms, a.new_s, a.new_cnt, a.old_s,      \
+                                    a.old_cnt, a.S, a.list_d, a.k, a.inbox_d, a.inbox_i,           \
+                                    a.inbox_cnt, a.M, a.overflow, a.mode);                         \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_ip_##NAME(          \
+        const __grid_constant__ GnndJoinArgs a) {                                                  \
+        gnnd::join<T, gnnd::JOIN_IP>(as_elements<T>(a.data), as_elements<T>(a.data_b), a.split,    \
+                                    a.stride, a.metric, a.norms, a.new_s, a.new_cnt, a.old_s,      \
+                                    a.old_cnt, a.S, a.list_d, a.k, a.inbox_d, a.inbox_i,           \
+                                    a.inbox_cnt, a.M, a.overflow, a.mode);                         \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_cos_##NAME(         \
+        const __grid_constant__ GnndJoinArgs a) {                                                  \
+        gnnd::join<T, gnnd::JOIN_COS>(as_elements<T>(a.data), as_elements<T>(a.data_b), a.split,   \
+                                    a.stride, a.metric, a.norms, a.new_s, a.new_cnt, a.old_s,      \
+                                    a.old_cnt, a.S, a.list_d, a.k, a.inbox_d, a.inbox_i,           \
+                                    a.inbox_cnt, a.M, a.overflow, a.mode);                         \
     }
 
 WEFT_GNND_INSTANTIATE(float, f32)

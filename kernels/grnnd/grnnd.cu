@@ -8,7 +8,7 @@
 // compare-and-swap replaces an entry. EMPTY = ~0 is larger than every entry. A counter per pool
 // row counts slot reservations (atomicAdd); a row's valid slots are the first min(count, R).
 //
-// Kernels (one warp per vertex unless said otherwise):
+// Kernels (one warp per vertex unless said otherwise; each takes its struct of args.cuh):
 //   grnnd_init_<dt>      S distinct random neighbours (affine walk), written NEW
 //   grnnd_update_<dt>    one UPDATE_NEIGHBORS_PARALLEL round: read pool A, write pool B; during
 //                        the last outer iteration also keep each vertex's closest pruned entries
@@ -22,6 +22,7 @@
 #include "weft/distance.cuh"
 #include "weft/rng.cuh"
 #include "weft/types.cuh"
+#include "args.cuh"
 
 namespace weft {
 namespace grnnd {
@@ -463,71 +464,61 @@ __device__ void nearest(const T* data, u32 n, u32 stride, u32 dim, const float* 
 
 using namespace weft;
 
-extern "C" __global__ void grnnd_fill_u64(u64* p, u64 len, u64 value) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < len; i += (u64)gridDim.x * blockDim.x)
-        p[i] = value;
+extern "C" __global__ void grnnd_fill_u64(const __grid_constant__ GrnndFillU64Args a) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < a.len; i += (u64)gridDim.x * blockDim.x)
+        a.p[i] = a.value;
 }
 
-extern "C" __global__ void grnnd_fill_u32(u32* p, u64 len, u32 value) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < len; i += (u64)gridDim.x * blockDim.x)
-        p[i] = value;
+extern "C" __global__ void grnnd_fill_u32(const __grid_constant__ GrnndFillU32Args a) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < a.len; i += (u64)gridDim.x * blockDim.x)
+        a.p[i] = a.value;
 }
 
-extern "C" __global__ void grnnd_reverse(const u64* Pa, const u32* Ca, u64* Pb, u32* Cb, u32 n,
-                                         u32 R, float rho, u32 closest) {
-    grnnd::reverse(Pa, Ca, Pb, Cb, n, R, rho, closest);
+extern "C" __global__ void grnnd_reverse(const __grid_constant__ GrnndReverseArgs a) {
+    grnnd::reverse(a.Pa, a.Ca, a.Pb, a.Cb, a.n, a.R, a.rho, a.closest);
 }
 
-extern "C" __global__ void grnnd_finalize(const u64* P, const u32* C, u32 n, u32 R, u32 degree,
-                                          const u64* pruned, u32 fill_len, u32* out, u32* counts,
-                                          unsigned long long* filled) {
-    grnnd::finalize(P, C, n, R, degree, pruned, fill_len, out, counts, filled);
+extern "C" __global__ void grnnd_finalize(const __grid_constant__ GrnndFinalizeArgs a) {
+    grnnd::finalize(a.P, a.C, a.n, a.R, a.degree, a.pruned, a.fill_len, a.out, a.counts, a.filled);
 }
 
 // Warp w inserts entries[w] into row owners[w] (oracle tests of pool_insert).
-extern "C" __global__ void grnnd_insert_test(u64* P, u32* C, u32 R, const u32* owners,
-                                             const u64* entries, u32 m) {
+extern "C" __global__ void grnnd_insert_test(const __grid_constant__ GrnndInsertTestArgs a) {
     const u32 w = blockIdx.x * grnnd::WARPS + threadIdx.x / 32;
-    if (w >= m) return;
-    grnnd::pool_insert(P, C, R, owners[w], entries[w]);
+    if (w >= a.m) return;
+    grnnd::pool_insert(a.P, a.C, a.R, a.owners[w], a.entries[w]);
 }
 
 // One BFS level: every edge u -> w of the graph with level[u] == cur and w unvisited gets
 // level[w] = cur + 1 (all writers write the same value) and sets *changed.
-extern "C" __global__ void grnnd_bfs_step(const u32* g, u32 n, u32 degree, u32* level, u32 cur,
-                                          u32* changed) {
-    const u64 len = (u64)n * degree;
+extern "C" __global__ void grnnd_bfs_step(const __grid_constant__ GrnndBfsStepArgs a) {
+    const u64 len = (u64)a.n * a.degree;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < len; i += (u64)gridDim.x * blockDim.x) {
-        const u32 u = (u32)(i / degree);
-        if (level[u] != cur) continue;
-        const u32 w = g[i];
-        if (w < n && level[w] == INVALID) {
-            level[w] = cur + 1;
-            *changed = 1;
+        const u32 u = (u32)(i / a.degree);
+        if (a.level[u] != a.cur) continue;
+        const u32 w = a.g[i];
+        if (w < a.n && a.level[w] == INVALID) {
+            a.level[w] = a.cur + 1;
+            *a.changed = 1;
         }
     }
 }
 
 #define WEFT_GRNND_INSTANTIATE(T, NAME)                                                            \
-    extern "C" __global__ void grnnd_init_##NAME(const T* data, u32 n, u32 stride, i32 metric,    \
-                                                 u32 S, u64 seed, u64* P, u32* C, u32 R) {        \
-        grnnd::init<T>(data, n, stride, metric, S, seed, P, C, R);                                \
+    extern "C" __global__ void grnnd_init_##NAME(const __grid_constant__ GrnndInitArgs a) {       \
+        grnnd::init<T>(as_elements<T>(a.data), a.n, a.stride, a.metric, a.S, a.seed, a.P, a.C,   \
+                       a.R);                                                                     \
     }                                                                                            \
-    extern "C" __global__ void grnnd_update_##NAME(                                               \
-        const T* data, u32 n, u32 stride, i32 metric, const u64* Pa, const u32* Ca, u64* Pb,     \
-        u32* Cb, u32 R, u32 mode, u32 max_pairs, u64 seed, u32 round,                            \
-        unsigned long long* counters, u64* pruned, u32 fill_len) {                               \
-        grnnd::update<T>(data, n, stride, metric, Pa, Ca, Pb, Cb, R, mode, max_pairs, seed,      \
-                         round, counters, pruned, fill_len);                                     \
+    extern "C" __global__ void grnnd_update_##NAME(const __grid_constant__ GrnndUpdateArgs a) {   \
+        grnnd::update<T>(as_elements<T>(a.data), a.n, a.stride, a.metric, a.Pa, a.Ca, a.Pb,      \
+                         a.Cb, a.R, a.mode, a.max_pairs, a.seed, a.round, a.counters, a.pruned,  \
+                         a.fill_len);                                                            \
     }                                                                                            \
-    extern "C" __global__ void grnnd_colsum_##NAME(const T* data, u32 n, u32 stride, u32 dim,     \
-                                                   float* sums) {                                 \
-        grnnd::colsum<T>(data, n, stride, dim, sums);                                             \
+    extern "C" __global__ void grnnd_colsum_##NAME(const __grid_constant__ GrnndColsumArgs a) {   \
+        grnnd::colsum<T>(as_elements<T>(a.data), a.n, a.stride, a.dim, a.sums);                  \
     }                                                                                            \
-    extern "C" __global__ void grnnd_nearest_##NAME(const T* data, u32 n, u32 stride, u32 dim,    \
-                                                    const float* sums,                            \
-                                                    unsigned long long* best) {                   \
-        grnnd::nearest<T>(data, n, stride, dim, sums, best);                                      \
+    extern "C" __global__ void grnnd_nearest_##NAME(const __grid_constant__ GrnndNearestArgs a) { \
+        grnnd::nearest<T>(as_elements<T>(a.data), a.n, a.stride, a.dim, a.sums, a.best);         \
     }
 
 WEFT_GRNND_INSTANTIATE(float, f32)

@@ -9,6 +9,7 @@
 #include "weft/distance.cuh"
 #include "weft/topk.cuh"
 #include "weft/types.cuh"
+#include "args.cuh"
 
 using namespace weft;
 
@@ -16,16 +17,16 @@ using namespace weft;
 // `dst`, eight per thread and step (two 16-byte loads, one 16-byte store), grid-stride. Adds to
 // `*overflow` the number of finite inputs whose f16 is infinite (|x| >= 65520).
 extern "C" __global__ void __launch_bounds__(256)
-    search_rerank_to_f16(const u8* src, unsigned long long elems, u8* dst, unsigned long long* overflow) {
-    const uint4* in = reinterpret_cast<const uint4*>(src);
-    uint4* out = reinterpret_cast<uint4*>(dst);
-    const unsigned long long groups = elems / 8;
+    search_rerank_to_f16(const __grid_constant__ SearchRerankToF16Args a) {
+    const uint4* in = reinterpret_cast<const uint4*>(a.src);
+    uint4* out = reinterpret_cast<uint4*>(a.dst);
+    const unsigned long long groups = a.elems / 8;
     u32 over = 0;
     for (unsigned long long g = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; g < groups;
          g += (unsigned long long)gridDim.x * blockDim.x) {
-        const uint4 a = in[2 * g];
-        const uint4 b = in[2 * g + 1];
-        const u32 w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        const uint4 lo4 = in[2 * g];
+        const uint4 hi4 = in[2 * g + 1];
+        const u32 w[8] = {lo4.x, lo4.y, lo4.z, lo4.w, hi4.x, hi4.y, hi4.z, hi4.w};
         u32 packed[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -38,7 +39,7 @@ extern "C" __global__ void __launch_bounds__(256)
         }
         out[g] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     }
-    if (over != 0) atomicAdd(overflow, (unsigned long long)over);
+    if (over != 0) atomicAdd(a.overflow, (unsigned long long)over);
 }
 
 // One block per query: the `m` ids of the query's list (`cand`, [query][m]; ids >= n, INVALID
@@ -48,8 +49,14 @@ extern "C" __global__ void __launch_bounds__(256)
 // over `slots` (a power of two >= m) pairs of dynamic shared memory; the first `k` distinct
 // valid ones written to out_ids / out_d ([query][k]), the rest padded with (INVALID, +inf).
 extern "C" __global__ void __launch_bounds__(128)
-    search_rerank_f32(const u8* data, u32 n, u32 stride, const u8* queries, u32 nq, const u32* cand, u32 m,
-                      u32 slots, i32 metric, u32 k, u32* out_ids, float* out_d) {
+    search_rerank_f32(const __grid_constant__ SearchRerankF32Args a) {
+    const u8* data = a.data;
+    const u8* queries = a.queries;
+    const u32* cand = a.cand;
+    const u32 n = a.n, stride = a.stride, nq = a.nq, m = a.m, slots = a.slots, k = a.k;
+    const MetricCode metric = a.metric;
+    u32* out_ids = a.out_ids;
+    float* out_d = a.out_d;
     extern __shared__ __align__(16) u32 smem[];
     float* d = reinterpret_cast<float*>(smem);
     u32* id = smem + slots;

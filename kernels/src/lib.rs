@@ -10,14 +10,19 @@
 //!
 //! - [`list_modules`]: the modules of a kernels folder and their files.
 //! - [`flatten_module`]: one self-contained source per module, every `#include "weft/..."`
-//!   replaced by the shared header ([`include_dir`]), with `#line` markers.
+//!   replaced by the shared header ([`include_dir`]) and every `#include "args.cuh"` by the
+//!   module's own header, with `#line` markers.
 //! - [`find_nvcc`] and [`nvcc_compile`]: cubins and PTX at build time, when nvcc is available.
-//! - [`parse_kernels`]: the `extern "C" __global__` kernels of a source and their parameters,
-//!   also those a macro instantiates once per element type.
-//! - [`generate_bindings`]: Rust code for a module: a `KernelModule` static, one argument
-//!   struct per kernel whose fields are the kernel's parameters in order and with their types,
-//!   and one launcher function per kernel (per element-type family). The bindings are generated
-//!   from the source the GPU compiles, so the two cannot drift apart.
+//! - [`parse_kernels`]: the `extern "C" __global__` kernels of a source, also those a macro
+//!   instantiates once per element type, and the argument struct each takes by value
+//!   ([`ArgStruct`], declared once in the module's `args.cuh`).
+//! - [`module_source`]: the flattened source plus [`layout_asserts`], the `static_assert`s that
+//!   the CUDA compiler lays out each argument struct as the generator computed it.
+//! - [`generate_bindings`]: Rust code for a module: a `KernelModule` static, the `#[repr(C)]`
+//!   twin of each argument struct (same name, same fields in order, its offsets and size
+//!   asserted at compile time), and one launcher function per kernel (per element-type
+//!   family), which passes the struct by value. The bindings are generated from the source the
+//!   GPU compiles, so the two cannot drift apart.
 //! - [`build_weft_kernels`]: all of the above for a weft crate's build script;
 //!   [`build_crate_kernels`] for a downstream crate with kernels of its own.
 //!
@@ -118,10 +123,26 @@ fn flatten_file(
         if let Some(inc) = t
             .strip_prefix("#include \"")
             .and_then(|r| r.strip_suffix('"'))
-            .filter(|inc| inc.starts_with("weft/"))
         {
-            if seen.insert(inc.to_string()) {
-                flatten_file(include_dir, &include_dir.join(inc), inc, seen, out)?;
+            // A shared header (`weft/...`), or one of the module's own (`args.cuh`), beside
+            // the including file.
+            let (header, inc_shown) = if inc.starts_with("weft/") {
+                (include_dir.join(inc), inc.to_string())
+            } else if !inc.contains('/') {
+                let beside = path.with_file_name(inc);
+                let shown_dir = Path::new(shown).with_file_name(inc);
+                (beside, shown_dir.display().to_string())
+            } else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: include \"weft/...\" or a header of the module's own folder, not \"{inc}\"",
+                        path.display()
+                    ),
+                ));
+            };
+            if seen.insert(inc_shown.clone()) {
+                flatten_file(include_dir, &header, &inc_shown, seen, out)?;
             }
             let _ = writeln!(out, "#line {} \"{shown}\"", i + 2);
             continue;
@@ -256,8 +277,40 @@ pub struct KernelDecl {
     pub name: String,
     /// The symbols: one with no element for a plain kernel, else one per instantiated element.
     pub instances: Vec<(Option<Element>, String)>,
-    /// The parameters, in order.
-    pub params: Vec<Param>,
+    /// The argument struct the kernel takes by value (declared in the module's `args.cuh`).
+    pub args: ArgStruct,
+}
+
+/// A kernel argument struct: `struct <Name>Args { <type> <field>; ... };`, declared once in a
+/// module's `args.cuh` (inside `namespace weft`) and taken by value by the kernels that name
+/// it (`const __grid_constant__ <Name>Args a`). Its Rust twin is generated `#[repr(C)]`, and
+/// the layout computed here is asserted on both sides: `offset_of!`/`size_of` in Rust,
+/// `static_assert` in the CUDA source ([`layout_asserts`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgStruct {
+    /// The struct's name (the same in CUDA and Rust).
+    pub name: String,
+    /// The fields, in order.
+    pub fields: Vec<Param>,
+    /// Each field's byte offset under C's layout rules (natural alignment).
+    pub offsets: Vec<usize>,
+    /// The struct's size in bytes, padded to its alignment.
+    pub size: usize,
+}
+
+impl Param {
+    /// Size and alignment in bytes of the field in C (a device pointer is 8 bytes).
+    fn c_size(&self) -> usize {
+        if self.kind != ParamKind::Scalar {
+            return 8;
+        }
+        match self.rust_type {
+            "u8" | "i8" => 1,
+            "u16" => 2,
+            "u64" | "i64" | "f64" => 8,
+            _ => 4,
+        }
+    }
 }
 
 /// Removes `//` and `/* */` comments, keeping string and character literals and newlines.
@@ -413,13 +466,14 @@ fn rust_scalar(c: &str) -> Option<&'static str> {
         "u8" | "uint8_t" | "unsigned char" => "u8",
         "i8" | "int8_t" | "signed char" => "i8",
         "u16" | "uint16_t" => "u16",
+        "MetricCode" => "weft_core::Metric",
         _ => return None,
     })
 }
 
-/// Parses one parameter declaration; `element_param` is the macro parameter that stands for
-/// the element type, if any.
-fn parse_param(decl: &str, element_param: Option<&str>, kernel: &str) -> Result<Param, String> {
+/// Parses one field declaration of argument struct `owner` (data of a kernel's element type is
+/// declared as bytes, `const u8*`).
+fn parse_param(decl: &str, owner: &str) -> Result<Param, String> {
     let pointer = decl.contains('*');
     let spaced = decl.replace('*', " * ");
     let words: Vec<&str> = spaced.split_whitespace().collect();
@@ -435,7 +489,7 @@ fn parse_param(decl: &str, element_param: Option<&str>, kernel: &str) -> Result<
     let name = words
         .last()
         .filter(|w| w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        .ok_or_else(|| format!("kernel {kernel}: cannot read the parameter `{decl}`"))?;
+        .ok_or_else(|| format!("struct {owner}: cannot read the field `{decl}`"))?;
     let base: Vec<&str> = words[..words.len() - 1]
         .iter()
         .copied()
@@ -444,23 +498,12 @@ fn parse_param(decl: &str, element_param: Option<&str>, kernel: &str) -> Result<
     let base = base.join(" ");
     if decl.matches('*').count() > 1 {
         return Err(format!(
-            "kernel {kernel}: parameter `{decl}` is a pointer to a pointer"
+            "struct {owner}: the field `{decl}` is a pointer to a pointer"
         ));
     }
-    let rust_type = if Some(base.as_str()) == element_param {
-        if !pointer {
-            return Err(format!(
-                "kernel {kernel}: parameter `{decl}` passes the element type by value"
-            ));
-        }
-        "u8"
-    } else {
-        rust_scalar(&base).ok_or_else(|| {
-            format!(
-                "kernel {kernel}: parameter `{decl}` has the type `{base}`, which has no binding"
-            )
-        })?
-    };
+    let rust_type = rust_scalar(&base).ok_or_else(|| {
+        format!("struct {owner}: the field `{decl}` has the type `{base}`, which has no binding")
+    })?;
     let lower = name.to_ascii_lowercase();
     let field = if RUST_KEYWORDS.contains(&lower.as_str()) {
         format!("r#{lower}")
@@ -480,25 +523,165 @@ fn parse_param(decl: &str, element_param: Option<&str>, kernel: &str) -> Result<
     })
 }
 
-fn parse_params(
-    list: &str,
-    element_param: Option<&str>,
-    kernel: &str,
-) -> Result<Vec<Param>, String> {
-    let params: Vec<Param> = split_top(list)
-        .iter()
-        .map(|p| parse_param(p, element_param, kernel))
-        .collect::<Result<_, _>>()?;
-    let mut seen = HashSet::new();
-    for p in &params {
-        if !seen.insert(p.field.clone()) {
-            return Err(format!(
-                "kernel {kernel}: two parameters are both `{}` once lower-cased; rename one",
-                p.field
-            ));
+/// The argument structs of a (comment-stripped) source: every `struct <Name>Args { ... };`,
+/// one declaration per field, with C's layout computed.
+fn parse_arg_structs(text: &str) -> Result<BTreeMap<String, ArgStruct>, String> {
+    let mut out = BTreeMap::new();
+    let mut from = 0;
+    while let Some(pos) = text[from..].find("struct ") {
+        let at = from + pos;
+        from = at + "struct ".len();
+        if at > 0 && text[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = text[from..].trim_start();
+        let name_end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let name = &rest[..name_end];
+        if !name.ends_with("Args") {
+            continue;
+        }
+        let after = rest[name_end..].trim_start();
+        let Some(body) = after.strip_prefix('{') else {
+            continue; // a forward declaration or a use
+        };
+        let close = body
+            .find('}')
+            .ok_or_else(|| format!("struct {name}: no closing brace"))?;
+        let mut fields = Vec::new();
+        for decl in body[..close]
+            .split(';')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+        {
+            if decl.contains(',') || decl.contains('[') || decl.contains('(') {
+                return Err(format!(
+                    "struct {name}: declare one scalar or pointer per field, not `{decl}`"
+                ));
+            }
+            fields.push(parse_param(decl, name)?);
+        }
+        if fields.is_empty() {
+            return Err(format!("struct {name} has no field"));
+        }
+        let mut seen = HashSet::new();
+        for f in &fields {
+            if !seen.insert(f.field.clone()) {
+                return Err(format!(
+                    "struct {name}: two fields are both `{}` once lower-cased; rename one",
+                    f.field
+                ));
+            }
+        }
+        let mut offsets = Vec::with_capacity(fields.len());
+        let (mut at_byte, mut align) = (0usize, 1usize);
+        for f in &fields {
+            let sz = f.c_size();
+            at_byte = at_byte.div_ceil(sz) * sz;
+            offsets.push(at_byte);
+            at_byte += sz;
+            align = align.max(sz);
+        }
+        let size = at_byte.div_ceil(align) * align;
+        if out
+            .insert(
+                name.to_string(),
+                ArgStruct {
+                    name: name.to_string(),
+                    fields,
+                    offsets,
+                    size,
+                },
+            )
+            .is_some()
+        {
+            return Err(format!("two structs are called {name}"));
         }
     }
-    Ok(params)
+    Ok(out)
+}
+
+/// The argument struct a kernel's parameter list names: exactly one parameter, passed by
+/// value (`const __grid_constant__ <Name>Args a`).
+fn kernel_args<'s>(
+    list: &str,
+    structs: &'s BTreeMap<String, ArgStruct>,
+    kernel: &str,
+) -> Result<&'s ArgStruct, String> {
+    let parts = split_top(list);
+    let hint = "take the parameters as one struct declared in the module's args.cuh, \
+                `const __grid_constant__ <Name>Args a`";
+    let [one] = parts.as_slice() else {
+        return Err(format!(
+            "kernel {kernel} has {} parameters: {hint}",
+            parts.len()
+        ));
+    };
+    if one.contains('*') || one.contains('&') {
+        return Err(format!(
+            "kernel {kernel}: its argument struct is passed by value, not `{one}`"
+        ));
+    }
+    let words: Vec<&str> = one
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "const" | "__grid_constant__"))
+        .collect();
+    let ty = words.first().copied().unwrap_or("");
+    structs.get(ty.trim_start_matches("weft::")).ok_or_else(|| {
+        format!("kernel {kernel}: the parameter `{one}` is not an argument struct: {hint}")
+    })
+}
+
+/// The layout checks appended to a module's source: `static_assert`s that the C compiler lays
+/// out each argument struct the kernels take as [`ArgStruct`] computed it (and the generated
+/// Rust twin asserts the same offsets), so that the two sides cannot drift apart. The sizes
+/// are checked by every compiler, the offsets by nvcc (NVRTC has no `__builtin_offsetof`).
+pub fn layout_asserts(source: &str) -> Result<String, String> {
+    let decls = parse_kernels(source)?;
+    let mut used: Vec<&ArgStruct> = decls.iter().map(|d| &d.args).collect();
+    used.sort_by(|a, b| a.name.cmp(&b.name));
+    used.dedup_by(|a, b| a.name == b.name);
+    // NVRTC has no `__builtin_offsetof` (and no <cstddef>): it checks the sizes, nvcc (every
+    // build with cubins, and `cargo xtask kernels --check` in CI) the offsets too; both compile
+    // the same source with the same front end and layout rules.
+    let mut s = String::from(
+        "\n// Generated by weft-kernels: the argument structs' layout as the Rust bindings see it.\n\
+         namespace weft {}\nusing namespace weft;\n",
+    );
+    for st in &used {
+        let name = &st.name;
+        let _ = writeln!(
+            s,
+            "static_assert(sizeof({name}) == {}, \"{name}: size differs from its Rust twin\");",
+            st.size
+        );
+    }
+    s.push_str("#ifndef __CUDACC_RTC__\n");
+    for st in &used {
+        let name = &st.name;
+        for (f, off) in st.fields.iter().zip(&st.offsets) {
+            let c_name = f.c_decl.rsplit([' ', '*']).next().unwrap_or("");
+            let _ = writeln!(
+                s,
+                "static_assert(__builtin_offsetof({name}, {c_name}) == {off}, \"{name}::{c_name}: offset differs from its Rust twin\");"
+            );
+        }
+    }
+    s.push_str("#endif\n");
+    Ok(s)
+}
+
+/// A module's source as it is compiled: the files flattened ([`flatten_module`]) followed by
+/// the argument structs' layout checks ([`layout_asserts`]).
+pub fn module_source(
+    kernels: &Path,
+    include_dir: &Path,
+    files: &[PathBuf],
+) -> Result<String, String> {
+    let flat = flatten_module(kernels, include_dir, files).map_err(|e| e.to_string())?;
+    let asserts = layout_asserts(&flat)?;
+    Ok(flat + &asserts)
 }
 
 /// The `extern "C" __global__` kernels of a (flattened) module source, in source order: plain
@@ -538,6 +721,7 @@ pub fn parse_kernels(source: &str) -> Result<Vec<KernelDecl>, String> {
         plain.push('\n');
     }
 
+    let structs = parse_arg_structs(&text)?;
     let mut decls: Vec<KernelDecl> = Vec::new();
     let mut order: Vec<(usize, KernelDecl)> = Vec::new();
     for k in find_globals(&plain)? {
@@ -547,14 +731,14 @@ pub fn parse_kernels(source: &str) -> Result<Vec<KernelDecl>, String> {
         if k.name.contains("##") {
             return Err(format!("kernel `{}`: `##` outside a macro", k.name));
         }
-        let params = parse_params(&k.params, None, &k.name)?;
+        let args = kernel_args(&k.params, &structs, &k.name)?;
         let at = plain.find(&k.name).unwrap_or(0);
         order.push((
             at,
             KernelDecl {
                 name: k.name.clone(),
                 instances: vec![(None, k.name)],
-                params,
+                args: args.clone(),
             },
         ));
     }
@@ -586,7 +770,6 @@ pub fn parse_kernels(source: &str) -> Result<Vec<KernelDecl>, String> {
         }
         for tk in &templates {
             let mut instances = Vec::new();
-            let mut element_param: Option<&str> = None;
             for (_, args) in &invocations {
                 // The element: the argument that is an element type name.
                 let mut element = None;
@@ -595,7 +778,6 @@ pub fn parse_kernels(source: &str) -> Result<Vec<KernelDecl>, String> {
                         && !is_name_part(&tk.name, p)
                     {
                         element = Some(e);
-                        element_param = Some(p.as_str());
                     }
                 }
                 let element = element.ok_or_else(|| {
@@ -614,14 +796,14 @@ pub fn parse_kernels(source: &str) -> Result<Vec<KernelDecl>, String> {
                 continue;
             }
             let family = family_name(&tk.name, mparams, &instances)?;
-            let params = parse_params(&tk.params, element_param, &family)?;
+            let args = kernel_args(&tk.params, &structs, &family)?;
             let at = invocations.first().map_or(0, |i| i.0);
             order.push((
                 at,
                 KernelDecl {
                     name: family,
                     instances,
-                    params,
+                    args: args.clone(),
                 },
             ));
         }
@@ -1019,19 +1201,6 @@ pub struct BuiltImages {
     pub ptx_file: Option<String>,
 }
 
-fn camel(snake: &str) -> String {
-    snake
-        .split('_')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let mut c = p.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
 /// The `# Safety` contract of every generated launcher: what no type can say about a launch.
 const LAUNCH_SAFETY: &str = "Every pointer in `args` must cover what the kernel reads and writes \
     for the sizes that `args` and `launch` pass (check the buffers' lengths first, as \
@@ -1053,7 +1222,7 @@ pub fn generate_bindings(
     let _ = writeln!(
         s,
         "// Generated by weft-kernels from the kernel module `{module}`. Do not edit: change\n\
-         // the kernels' signatures and rebuild.\n"
+         // the module's argument structs (its args.cuh) and rebuild.\n"
     );
     let cubins: String = images
         .cubins
@@ -1089,37 +1258,63 @@ pub fn generate_bindings(
          units: &[{units}\n    ],\n}};\n",
         src = images.source_file
     );
+    let mut emitted: HashSet<&str> = HashSet::new();
     for k in kernels {
-        let ty = format!("{}Args", camel(&k.name));
-        let has_ptr = k.params.iter().any(|p| p.kind != ParamKind::Scalar);
-        let lt = if has_ptr { "<'a>" } else { "" };
+        let ty = k.args.name.clone();
+        let has_ptr = k.args.fields.iter().any(|p| p.kind != ParamKind::Scalar);
+        let impl_lt = if has_ptr { "<'_>" } else { "" };
         let symbols: Vec<&str> = k.instances.iter().map(|(_, s)| s.as_str()).collect();
-        let _ = writeln!(
-            s,
-            "/// The arguments of `{}`, in the order of its parameters.\n\
-             #[derive(Debug)]\npub struct {ty}{lt} {{",
-            symbols.join("`, `")
-        );
-        for p in &k.params {
-            let field_ty = match p.kind {
-                ParamKind::Scalar => p.rust_type.to_string(),
-                ParamKind::In => format!("{r}::In<'a, {}>", p.rust_type),
-                ParamKind::Out => format!("{r}::Out<'a, {}>", p.rust_type),
-            };
+        if emitted.insert(k.args.name.as_str()) {
+            let users: Vec<&str> = kernels
+                .iter()
+                .filter(|o| o.args.name == k.args.name)
+                .flat_map(|o| o.instances.iter().map(|(_, s)| s.as_str()))
+                .collect();
+            let lt = if has_ptr { "<'a>" } else { "" };
             let _ = writeln!(
                 s,
-                "    /// `{}`\n    pub {}: {field_ty},",
-                p.c_decl, p.field
+                "/// The argument struct `{ty}` (the module's `args.cuh`), which `{}` take by\n\
+                 /// value: the `#[repr(C)]` twin of the CUDA struct, field for field.\n\
+                 #[repr(C)]\n#[derive(Debug)]\npub struct {ty}{lt} {{",
+                users.join("`, `")
+            );
+            for p in &k.args.fields {
+                let field_ty = match p.kind {
+                    ParamKind::Scalar => p.rust_type.to_string(),
+                    ParamKind::In => format!("{r}::In<'a, {}>", p.rust_type),
+                    ParamKind::Out => format!("{r}::Out<'a, {}>", p.rust_type),
+                };
+                let _ = writeln!(
+                    s,
+                    "    /// `{}`\n    pub {}: {field_ty},",
+                    p.c_decl, p.field
+                );
+            }
+            let _ = writeln!(s, "}}\n");
+            let static_lt = if has_ptr { "<'static>" } else { "" };
+            let size = k.args.size;
+            let _ = writeln!(
+                s,
+                "// The layout the CUDA side asserts too (weft_kernels::layout_asserts).\n\
+                 const _: () = {{\n    \
+                 assert!(::core::mem::size_of::<{ty}{static_lt}>() == {size});"
+            );
+            for (p, at) in k.args.fields.iter().zip(&k.args.offsets) {
+                let _ = writeln!(
+                    s,
+                    "    assert!(::core::mem::offset_of!({ty}{static_lt}, {}) == {at});",
+                    p.field
+                );
+            }
+            let _ = writeln!(
+                s,
+                "}};\n\n\
+                 // SAFETY: `#[repr(C)]` with the CUDA struct's fields in order, each of the C type's\n\
+                 // size (device pointers as `In`/`Out`, 8 bytes); the offsets are asserted above and\n\
+                 // in the CUDA source.\n\
+                 unsafe impl {r}::KernelArgs for {ty}{impl_lt} {{}}\n"
             );
         }
-        let _ = writeln!(s, "}}\n");
-        let impl_lt = if has_ptr { "<'_>" } else { "" };
-        let _ = writeln!(s, "impl {r}::KernelArgs for {ty}{impl_lt} {{");
-        let _ = writeln!(s, "    fn push_args(&self, args: &mut {r}::ArgList) {{");
-        for p in &k.params {
-            let _ = writeln!(s, "        args.push(&self.{});", p.field);
-        }
-        let _ = writeln!(s, "    }}\n}}\n");
         match k.instances.as_slice() {
             [(None, symbol)] => {
                 let _ = writeln!(
@@ -1243,8 +1438,8 @@ pub fn build_crate_kernels(runtime: &str) -> Vec<String> {
 ///   crate includes with `include!(concat!(env!("OUT_DIR"), "/<module>.rs"))`;
 /// - `runtime` is how the crate names weft-gpu (`weft_gpu`, or `crate` inside weft-gpu).
 ///
-/// Panics (failing the build with the message) when a file cannot be read or a kernel
-/// signature cannot be bound.
+/// Panics (failing the build with the message) when a file cannot be read or a kernel or an
+/// argument struct cannot be bound.
 pub fn build_modules(runtime: &str, dir: &Path, modules: &[Module]) {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
@@ -1270,7 +1465,7 @@ pub fn build_modules(runtime: &str, dir: &Path, modules: &[Module]) {
         );
     }
     for m in modules {
-        let source = flatten_module(kernels, &include, &m.files)
+        let source = module_source(kernels, &include, &m.files)
             .unwrap_or_else(|e| panic!("kernel module {}: {e}", m.name));
         let decls =
             parse_kernels(&source).unwrap_or_else(|e| panic!("kernel module {}: {e}", m.name));
@@ -1331,19 +1526,33 @@ mod tests {
 #line 1 "x.cu"
 // a comment with __global__ in it
 /* and extern "C" __global__ void fake(int x) */
+namespace weft {
+struct PlainKernelArgs {
+    const u32* __restrict__ ids;
+    u32 n;
+    float* out;
+    unsigned long long* counters;
+    MetricCode metric;
+    u64 seed;
+};
+// A struct that no kernel takes, and one that is not an argument struct.
+struct UnusedArgs { u8 x; };
+struct Helper { int y; };
+struct SampleNormsArgs { const u8* x; u32 rows; float* out; };
+struct WholeArgs { const u8* data; u32 K; };
+}
 template <typename T> __global__ void helper(const T* x) {}
-extern "C" __global__ void __launch_bounds__(256, 2) plain_kernel(const u32* __restrict__ ids, u32 n,
-    float* __restrict__ out, unsigned long long* counters, i32 metric, u64 seed) {
+extern "C" __global__ void __launch_bounds__(256, 2) plain_kernel(const __grid_constant__ PlainKernelArgs a) {
     const char* s = "not ) a paren";
 }
 #define WEFT_SAMPLE(T, NAME)                                            \
-    extern "C" __global__ void sample_norms_##NAME(const T* x, u32 rows, \
-                                                   float* out) {         \
-        helper<T>(x);                                                   \
+    extern "C" __global__ void sample_norms_##NAME(                     \
+        const __grid_constant__ SampleNormsArgs a) {                    \
+        helper<T>(as_elements<T>(a.x));                                 \
     }
 WEFT_SAMPLE(float, f32)
 WEFT_SAMPLE(u8, u8)
-#define WEFT_WHOLE(NAME, T) extern "C" __global__ void NAME(const u8* data, u32 K) {}
+#define WEFT_WHOLE(NAME, T) extern "C" __global__ void NAME(const WholeArgs a) {}
 WEFT_WHOLE(whole_f32, float)
 WEFT_WHOLE(whole_i8, i8)
 "#;
@@ -1355,8 +1564,10 @@ WEFT_WHOLE(whole_i8, i8)
         assert_eq!(names, ["plain_kernel", "sample_norms", "whole"]);
         let p = &k[0];
         assert_eq!(p.instances, vec![(None, "plain_kernel".to_string())]);
+        assert_eq!(p.args.name, "PlainKernelArgs");
         let kinds: Vec<(&str, ParamKind, &str)> = p
-            .params
+            .args
+            .fields
             .iter()
             .map(|q| (q.field.as_str(), q.kind, q.rust_type))
             .collect();
@@ -1367,10 +1578,13 @@ WEFT_WHOLE(whole_i8, i8)
                 ("n", ParamKind::Scalar, "u32"),
                 ("out", ParamKind::Out, "f32"),
                 ("counters", ParamKind::Out, "u64"),
-                ("metric", ParamKind::Scalar, "i32"),
+                ("metric", ParamKind::Scalar, "weft_core::Metric"),
                 ("seed", ParamKind::Scalar, "u64"),
             ]
         );
+        // C's layout: pointers 8, u32 and the metric 4, u64 8, naturally aligned.
+        assert_eq!(p.args.offsets, [0, 8, 16, 24, 32, 40]);
+        assert_eq!(p.args.size, 48);
         let f = &k[1];
         assert_eq!(
             f.instances,
@@ -1379,35 +1593,68 @@ WEFT_WHOLE(whole_i8, i8)
                 (Some(Element::U8), "sample_norms_u8".to_string())
             ]
         );
-        assert_eq!(f.params[0].kind, ParamKind::In);
+        assert_eq!(f.args.fields[0].kind, ParamKind::In);
+        assert_eq!(f.args.fields[0].rust_type, "u8", "element data is bytes");
         assert_eq!(
-            f.params[0].rust_type, "u8",
-            "element data is passed as bytes"
+            (f.args.offsets.as_slice(), f.args.size),
+            (&[0, 8, 16][..], 24)
         );
         let w = &k[2];
         assert_eq!(w.instances[1], (Some(Element::I8), "whole_i8".to_string()));
-        assert_eq!(w.params[1].field, "k");
+        assert_eq!(w.args.fields[1].field, "k");
+        assert_eq!(w.args.size, 16, "padded to the pointer's alignment");
     }
 
     #[test]
-    fn unbindable_parameters_are_errors_that_name_the_kernel() {
-        let e = parse_kernels("extern \"C\" __global__ void bad(const Foo* f) {}").unwrap_err();
-        assert!(e.contains("bad") && e.contains("Foo"), "{e}");
-        let e = parse_kernels("extern \"C\" __global__ void two(u32 N, u32 n) {}").unwrap_err();
-        assert!(e.contains("two") && e.contains("`n`"), "{e}");
-        let e = parse_kernels("extern \"C\" __global__ void pp(u32** p) {}").unwrap_err();
-        assert!(e.contains("pointer to a pointer"), "{e}");
+    fn unbindable_kernels_and_fields_are_errors_that_name_them() {
+        let structs = "namespace weft { struct FooArgs { u32 n; }; }\n";
+        for (src, want) in [
+            // Positional parameters, a pointer to the struct, an unknown struct.
+            ("extern \"C\" __global__ void bad(u32 n, u32 m) {}", "bad"),
+            (
+                "extern \"C\" __global__ void byptr(const FooArgs* a) {}",
+                "by value",
+            ),
+            (
+                "extern \"C\" __global__ void other(const BarArgs a) {}",
+                "BarArgs",
+            ),
+            // Fields: an unknown type, two fields alike once lower-cased, a pointer to a
+            // pointer, an array.
+            (
+                "struct BadArgs { Foo* f; };\nextern \"C\" __global__ void k(BadArgs a) {}",
+                "Foo",
+            ),
+            (
+                "struct TwoArgs { u32 N; u32 n; };\nextern \"C\" __global__ void k(TwoArgs a) {}",
+                "`n`",
+            ),
+            (
+                "struct PpArgs { u32** p; };\nextern \"C\" __global__ void k(PpArgs a) {}",
+                "pointer to a pointer",
+            ),
+            (
+                "struct ArrArgs { u32 v[4]; };\nextern \"C\" __global__ void k(ArrArgs a) {}",
+                "one scalar or pointer",
+            ),
+        ] {
+            let e = parse_kernels(&format!("{structs}{src}")).unwrap_err();
+            assert!(e.contains(want), "{src}: {e}");
+        }
     }
 
     #[test]
-    fn keyword_parameter_names_become_raw_identifiers() {
-        let k = parse_kernels("extern \"C\" __global__ void kw(u32 type, float* in) {}").unwrap();
-        let fields: Vec<&str> = k[0].params.iter().map(|p| p.field.as_str()).collect();
+    fn keyword_field_names_become_raw_identifiers() {
+        let k = parse_kernels(
+            "struct KwArgs { u32 type; float* in; };\nextern \"C\" __global__ void kw(KwArgs a) {}",
+        )
+        .unwrap();
+        let fields: Vec<&str> = k[0].args.fields.iter().map(|p| p.field.as_str()).collect();
         assert_eq!(fields, ["r#type", "r#in"]);
     }
 
     #[test]
-    fn bindings_name_every_instance_and_parameter() {
+    fn bindings_name_every_instance_and_field_and_assert_the_layout() {
         let k = parse_kernels(SAMPLE).unwrap();
         let images = BuiltImages {
             source_file: "m.cu".into(),
@@ -1419,9 +1666,13 @@ WEFT_WHOLE(whole_i8, i8)
         for needle in [
             "pub static MODULE: weft_gpu::KernelModule",
             "(90, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/m.sm_90.cubin\"))",
-            "pub struct PlainKernelArgs<'a> {",
+            "#[repr(C)]\n#[derive(Debug)]\npub struct PlainKernelArgs<'a> {",
             "pub ids: weft_gpu::In<'a, u32>,",
             "pub counters: weft_gpu::Out<'a, u64>,",
+            "pub metric: weft_core::Metric,",
+            "assert!(::core::mem::size_of::<PlainKernelArgs<'static>>() == 48);",
+            "assert!(::core::mem::offset_of!(PlainKernelArgs<'static>, seed) == 40);",
+            "unsafe impl weft_gpu::KernelArgs for PlainKernelArgs<'_> {}",
             "pub unsafe fn plain_kernel(ctx: &weft_gpu::GpuContext, launch: weft_gpu::Launch, args: &PlainKernelArgs<'_>)",
             "# Safety",
             "weft_core::DType::F32 => \"sample_norms_f32\",",
@@ -1433,6 +1684,25 @@ WEFT_WHOLE(whole_i8, i8)
         ] {
             assert!(rs.contains(needle), "missing `{needle}` in\n{rs}");
         }
+        assert!(
+            !rs.contains("UnusedArgs"),
+            "structs no kernel takes are not bound"
+        );
+        // The CUDA side asserts the same layout, for the structs the kernels take.
+        let c = layout_asserts(SAMPLE).unwrap();
+        for needle in [
+            "static_assert(sizeof(PlainKernelArgs) == 48,",
+            "static_assert(__builtin_offsetof(PlainKernelArgs, seed) == 40,",
+            "static_assert(__builtin_offsetof(WholeArgs, K) == 8,",
+            "static_assert(sizeof(SampleNormsArgs) == 24,",
+        ] {
+            assert!(c.contains(needle), "missing `{needle}` in\n{c}");
+        }
+        assert!(!c.contains("UnusedArgs"));
+        // NVRTC has no __builtin_offsetof: the offsets are nvcc's to check.
+        let guard = c.find("#ifndef __CUDACC_RTC__").unwrap();
+        assert!(c.find("__builtin_offsetof").unwrap() > guard);
+        assert!(c.find("static_assert(sizeof(").unwrap() < guard);
     }
 
     fn symbols_of(src: &str) -> Vec<String> {
@@ -1480,9 +1750,11 @@ WEFT_WHOLE(whole_i8, i8)
         ));
         // A module of one kernel is compiled whole.
         assert!(
-            kernel_units("extern \"C\" __global__ void one(u32 n) {}")
-                .unwrap()
-                .is_empty()
+            kernel_units(
+                "struct OneArgs { u32 n; };\nextern \"C\" __global__ void one(OneArgs a) {}"
+            )
+            .unwrap()
+            .is_empty()
         );
     }
 
@@ -1494,7 +1766,7 @@ WEFT_WHOLE(whole_i8, i8)
         let include = include_dir();
         let mut seen = 0;
         for m in list_modules(&kernels).unwrap() {
-            let src = flatten_module(&kernels, &include, &m.files).unwrap();
+            let src = module_source(&kernels, &include, &m.files).unwrap();
             let all = symbols_of(&src);
             let units = kernel_units(&src).unwrap();
             if all.len() <= 1 {
@@ -1558,9 +1830,10 @@ WEFT_WHOLE(whole_i8, i8)
         std::fs::create_dir_all(dir.join("one")).unwrap();
         std::fs::create_dir_all(dir.join("empty")).unwrap();
         std::fs::write(dir.join("include/weft/a.cuh"), "#pragma once\nint a;\n").unwrap();
+        std::fs::write(dir.join("one/args.cuh"), "#pragma once\nint own;\n").unwrap();
         std::fs::write(
             dir.join("one/x.cu"),
-            "#include \"weft/a.cuh\"\n#include \"weft/a.cuh\"\nint x;\n",
+            "#include \"weft/a.cuh\"\n#include \"weft/a.cuh\"\n#include \"args.cuh\"\n#include \"args.cuh\"\nint x;\n",
         )
         .unwrap();
         let mods = list_modules(&dir).unwrap();
@@ -1568,7 +1841,13 @@ WEFT_WHOLE(whole_i8, i8)
         assert_eq!(mods[0].name, "one");
         let flat = flatten_module(&dir, &dir.join("include"), &mods[0].files).unwrap();
         assert_eq!(flat.matches("int a;").count(), 1, "{flat}");
+        assert_eq!(flat.matches("int own;").count(), 1, "{flat}");
+        assert!(flat.contains("#line 1 \"one/args.cuh\""), "{flat}");
         assert!(flat.contains("#line 1 \"one/x.cu\"") && flat.contains("int x;"));
+        // Only weft/ headers and the module's own.
+        std::fs::write(dir.join("one/x.cu"), "#include \"sub/other.cuh\"\n").unwrap();
+        let e = flatten_module(&dir, &dir.join("include"), &mods[0].files).unwrap_err();
+        assert!(e.to_string().contains("sub/other.cuh"), "{e}");
         assert!(list_modules(&dir.join("missing")).unwrap().is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }

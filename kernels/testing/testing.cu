@@ -5,44 +5,45 @@
 #include "weft/rng.cuh"
 #include "weft/topk.cuh"
 #include "weft/types.cuh"
+#include "args.cuh"
 
 using namespace weft;
 
 // out[3 i] = mix64(i ^ seed), out[3 i + 1] = hash3(seed, i, 7 i + 3),
 // out[3 i + 2] = below(hash3(seed, i, 1), n + i).
-extern "C" __global__ void testing_rng_u64(u64 seed, u32 count, u64 n, u64* out) {
+extern "C" __global__ void testing_rng_u64(const __grid_constant__ TestingRngU64Args a) {
     const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= count) return;
+    if (i >= a.count) return;
     const u64 x = (u64)i;
-    out[3 * x] = mix64(x ^ seed);
-    out[3 * x + 1] = hash3(seed, x, 7 * x + 3);
-    out[3 * x + 2] = below(hash3(seed, x, 1), n + x);
+    a.out[3 * x] = mix64(x ^ a.seed);
+    a.out[3 * x + 1] = hash3(a.seed, x, 7 * x + 3);
+    a.out[3 * x + 2] = below(hash3(a.seed, x, 1), a.n + x);
 }
 
 // Row i of out (2 + steps words) for walk i: AffineWalk(hash3(seed, i, 0), ms[i]) as
 // [o, g, at(0), ..., at(steps - 1)] (the at() words stay as they are when ms[i] = 0).
-extern "C" __global__ void testing_affine_walk(u64 seed, const u32* ms, u32 count, u32 steps,
-                                               u32* out) {
+extern "C" __global__ void testing_affine_walk(const __grid_constant__ TestingAffineWalkArgs a) {
     const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= count) return;
-    const u32 m = ms[i];
-    const AffineWalk walk(hash3(seed, (u64)i, 0), m);
-    u32* row = out + (u64)i * (2 + steps);
+    if (i >= a.count) return;
+    const u32 m = a.ms[i];
+    const AffineWalk walk(hash3(a.seed, (u64)i, 0), m);
+    u32* row = a.out + (u64)i * (2 + a.steps);
     row[0] = walk.o;
     row[1] = walk.g;
     if (m == 0) return;
-    for (u32 j = 0; j < steps; ++j) row[2 + j] = walk.at(j);
+    for (u32 j = 0; j < a.steps; ++j) row[2 + j] = walk.at(j);
 }
 
 // One warp per pair: out[p] = distance(a[p], b[p]) by warp_distance.
 #define WEFT_TESTING_PAIRS(T, NAME)                                                              \
-    extern "C" __global__ void testing_pair_distance_##NAME(const T* a, const T* b, u32 pairs,   \
-                                                            u32 stride, i32 metric, float* out) { \
+    extern "C" __global__ void testing_pair_distance_##NAME(                                     \
+        const __grid_constant__ TestingPairDistanceArgs a) {                                     \
         const u32 p = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;                         \
-        if (p >= pairs) return;                                                                  \
-        const float d =                                                                          \
-            warp_distance<T>(a + (u64)p * stride, b + (u64)p * stride, stride, metric);          \
-        if ((threadIdx.x & 31u) == 0) out[p] = d;                                                \
+        if (p >= a.pairs) return;                                                                \
+        const T* x = as_elements<T>(a.a) + (u64)p * a.stride;                                    \
+        const T* y = as_elements<T>(a.b) + (u64)p * a.stride;                                    \
+        const float d = warp_distance<T>(x, y, a.stride, a.metric);                              \
+        if ((threadIdx.x & 31u) == 0) a.out[p] = d;                                              \
     }
 WEFT_TESTING_PAIRS(float, f32)
 WEFT_TESTING_PAIRS(f16_t, f16)
@@ -50,61 +51,61 @@ WEFT_TESTING_PAIRS(u8, u8)
 WEFT_TESTING_PAIRS(i8, i8)
 
 // Sorts each run of 32 pairs with warp_sort32 (block = 32 threads x warps; grid covers runs).
-extern "C" __global__ void testing_warp_sort_f32(float* d, u32* id, u32 runs) {
+extern "C" __global__ void testing_warp_sort_f32(const __grid_constant__ TestingWarpSortF32Args a) {
     const u32 run = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (run >= runs) return;
+    if (run >= a.runs) return;
     const u32 lane = threadIdx.x & 31u;
-    float x = d[run * 32 + lane];
-    u32 i = id[run * 32 + lane];
+    float x = a.d[run * 32 + lane];
+    u32 i = a.id[run * 32 + lane];
     warp_sort32(x, i);
-    d[run * 32 + lane] = x;
-    id[run * 32 + lane] = i;
+    a.d[run * 32 + lane] = x;
+    a.id[run * 32 + lane] = i;
 }
 
 // Visited sets: one block per run of `per_block` ids (blockDim.x threads), a shared-memory table
 // of 2^bits slots. mode 0: all threads insert concurrently (visited_insert); mode 1: thread 0
 // inserts the ids in order (visited_insert_exclusive). is_new[i] = the insert's answer;
 // contains[i] = visited_contains after all inserts; table = the final slots of each block.
-extern "C" __global__ void testing_visited_set(const u32* ids, u32 per_block, u32 bits, i32 mode,
-                                               u8* is_new, u8* contains, u32* table) {
+extern "C" __global__ void testing_visited_set(const __grid_constant__ TestingVisitedSetArgs a) {
     extern __shared__ u32 slots[];
-    const u32 size = 1u << bits, mask = size - 1;
-    const u64 base = (u64)blockIdx.x * per_block;
+    const u32 size = 1u << a.bits, mask = size - 1;
+    const u64 base = (u64)blockIdx.x * a.per_block;
     visited_clear(slots, size);
     __syncthreads();
-    if (mode == 0) {
-        for (u32 i = threadIdx.x; i < per_block; i += blockDim.x)
-            is_new[base + i] = visited_insert(slots, mask, ids[base + i]) ? 1 : 0;
+    if (a.mode == 0) {
+        for (u32 i = threadIdx.x; i < a.per_block; i += blockDim.x)
+            a.is_new[base + i] = visited_insert(slots, mask, a.ids[base + i]) ? 1 : 0;
     } else if (threadIdx.x == 0) {
-        for (u32 i = 0; i < per_block; ++i)
-            is_new[base + i] = visited_insert_exclusive(slots, mask, ids[base + i]) ? 1 : 0;
+        for (u32 i = 0; i < a.per_block; ++i)
+            a.is_new[base + i] = visited_insert_exclusive(slots, mask, a.ids[base + i]) ? 1 : 0;
     }
     __syncthreads();
-    for (u32 i = threadIdx.x; i < per_block; i += blockDim.x)
-        contains[base + i] = visited_contains(slots, mask, ids[base + i]) ? 1 : 0;
-    for (u32 i = threadIdx.x; i < size; i += blockDim.x) table[(u64)blockIdx.x * size + i] = slots[i];
+    for (u32 i = threadIdx.x; i < a.per_block; i += blockDim.x)
+        a.contains[base + i] = visited_contains(slots, mask, a.ids[base + i]) ? 1 : 0;
+    for (u32 i = threadIdx.x; i < size; i += blockDim.x)
+        a.table[(u64)blockIdx.x * size + i] = slots[i];
 }
 
 // Tag sets: one block per run of `per_block` ids (blockDim.x threads), a shared-memory tag set of
 // 2^bits 16-bit slots. mode 0: all threads insert concurrently; mode 1: thread 0 inserts the ids
 // in order. answer[i] = tagset_insert's answer (TAG_SEEN, TAG_NEW or TAG_LOST); contains[i] =
 // tagset_contains after all inserts; table = the final 2^(bits - 1) words of each block.
-extern "C" __global__ void testing_tag_set(const u32* ids, u32 per_block, u32 bits, i32 mode,
-                                           u8* answer, u8* contains, u32* table) {
+extern "C" __global__ void testing_tag_set(const __grid_constant__ TestingTagSetArgs a) {
     extern __shared__ u32 words[];
-    const u32 size = 1u << (bits - 1);
-    const u64 base = (u64)blockIdx.x * per_block;
+    const u32 size = 1u << (a.bits - 1);
+    const u64 base = (u64)blockIdx.x * a.per_block;
     for (u32 i = threadIdx.x; i < size; i += blockDim.x) words[i] = 0xffffffffu;
     __syncthreads();
-    if (mode == 0) {
-        for (u32 i = threadIdx.x; i < per_block; i += blockDim.x)
-            answer[base + i] = (u8)tagset_insert(words, bits, ids[base + i]);
+    if (a.mode == 0) {
+        for (u32 i = threadIdx.x; i < a.per_block; i += blockDim.x)
+            a.answer[base + i] = (u8)tagset_insert(words, a.bits, a.ids[base + i]);
     } else if (threadIdx.x == 0) {
-        for (u32 i = 0; i < per_block; ++i)
-            answer[base + i] = (u8)tagset_insert(words, bits, ids[base + i]);
+        for (u32 i = 0; i < a.per_block; ++i)
+            a.answer[base + i] = (u8)tagset_insert(words, a.bits, a.ids[base + i]);
     }
     __syncthreads();
-    for (u32 i = threadIdx.x; i < per_block; i += blockDim.x)
-        contains[base + i] = tagset_contains(words, bits, ids[base + i]) ? 1 : 0;
-    for (u32 i = threadIdx.x; i < size; i += blockDim.x) table[(u64)blockIdx.x * size + i] = words[i];
+    for (u32 i = threadIdx.x; i < a.per_block; i += blockDim.x)
+        a.contains[base + i] = tagset_contains(words, a.bits, a.ids[base + i]) ? 1 : 0;
+    for (u32 i = threadIdx.x; i < size; i += blockDim.x)
+        a.table[(u64)blockIdx.x * size + i] = words[i];
 }

@@ -341,9 +341,8 @@ pub fn workspace_modules(root: &Path) -> Result<Vec<(String, String)>> {
     for m in weft_kernels::list_modules(&kernels)
         .with_context(|| format!("list {}", kernels.display()))?
     {
-        let src = weft_kernels::flatten_module(&kernels, &include, &m.files)
-            .with_context(|| format!("flatten module {}", m.name))?;
-        weft_kernels::parse_kernels(&src).map_err(|e| anyhow::anyhow!("module {}: {e}", m.name))?;
+        let src = weft_kernels::module_source(&kernels, &include, &m.files)
+            .map_err(|e| anyhow::anyhow!("module {}: {e}", m.name))?;
         modules.push((m.name, src));
     }
     if modules.is_empty() {

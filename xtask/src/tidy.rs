@@ -24,6 +24,11 @@
 //!
 //! 6. **No circle between files**: within a package, no chain of imports between its source
 //!    files leads back to where it started ([`crate::file_circles`]).
+//! 7. **No long parameter lists**: no package's `src/` allows clippy's `too_many_arguments`;
+//!    parameters that belong together travel as a struct (kernels take theirs by value, see
+//!    docs/kernels.md). Tests, examples and benchmark programs are not held to it, nor are the
+//!    Python functions of weft-py: pyo3 maps each keyword argument of a Python signature to
+//!    one Rust parameter, so an allow right after a `#[pyo3(signature = ...)]` is accepted.
 //!
 //! A new workspace package must be given a layer here; the task fails on one it does not know.
 
@@ -113,6 +118,7 @@ pub fn run(args: &[String]) -> Result<()> {
                 &root,
                 &dir.join("src"),
             )?);
+            problems.extend(long_parameter_lists(&root, &dir.join("src"))?);
         }
     }
     if !problems.is_empty() {
@@ -124,7 +130,7 @@ pub fn run(args: &[String]) -> Result<()> {
     println!(
         "tidy: {} packages: only weft-gpu names cudarc, dependencies point one way, none unused; \
          the README's crate table matches the workspace; cited paths resolve; no circle between \
-         files",
+         files; no too_many_arguments allowed in src",
         packages.len()
     );
     Ok(())
@@ -347,7 +353,7 @@ fn names_crate(dir: &Path, places: &[&str], code_name: &str) -> Result<bool> {
     ];
     let mut found = false;
     for place in places {
-        visit_rust(&dir.join(place), &mut |text| {
+        visit_rust_files(&dir.join(place), &mut |_, text| {
             if !found {
                 found = text
                     .lines()
@@ -382,12 +388,42 @@ fn contains_word_start(hay: &str, needle: &str) -> bool {
 }
 
 /// Calls `f` with the text of every `.rs` file at or under `path`.
-fn visit_rust(path: &Path, f: &mut dyn FnMut(&str)) -> Result<()> {
+/// The allows of clippy's `too_many_arguments` under `src` (rule 7), as `file:line`.
+fn long_parameter_lists(root: &Path, src: &Path) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    visit_rust_files(src, &mut |path, text| {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let python_signature =
+                i > 0 && lines[i - 1].trim_start().starts_with("#[pyo3(signature");
+            if allows_too_many_arguments(line) && !python_signature {
+                found.push(format!(
+                    "{}:{} allows clippy::too_many_arguments; group the parameters in a struct",
+                    path.strip_prefix(root).unwrap_or(path).display(),
+                    i + 1
+                ));
+            }
+        }
+    })?;
+    Ok(found)
+}
+
+/// Whether a line is an attribute that allows or expects `too_many_arguments`.
+fn allows_too_many_arguments(line: &str) -> bool {
+    let code = strip_line_comment(line).trim_start();
+    ["#[allow(", "#![allow(", "#[expect(", "#![expect("]
+        .iter()
+        .any(|a| code.starts_with(a))
+        && code.contains("too_many_arguments")
+}
+
+/// Calls `f` with the path and text of every `.rs` file at or under `path`, in sorted order.
+fn visit_rust_files(path: &Path, f: &mut dyn FnMut(&Path, &str)) -> Result<()> {
     if path.is_file() {
         if path.extension().is_some_and(|e| e == "rs") {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("read {}", path.display()))?;
-            f(&text);
+            f(path, &text);
         }
         return Ok(());
     }
@@ -397,7 +433,7 @@ fn visit_rust(path: &Path, f: &mut dyn FnMut(&str)) -> Result<()> {
     let mut entries: Vec<PathBuf> = dir.flatten().map(|e| e.path()).collect();
     entries.sort();
     for p in entries {
-        visit_rust(&p, f)?;
+        visit_rust_files(&p, f)?;
     }
     Ok(())
 }
@@ -461,6 +497,26 @@ mod tests {
         assert!(contains_word_start("(serde::x)", "serde::"));
         assert_eq!(strip_line_comment("a // cudarc"), "a ");
         assert_eq!(strip_line_comment("\"http://x\""), "\"http://x\"");
+    }
+
+    #[test]
+    fn too_many_arguments_allows_are_found_in_code_only() {
+        assert!(allows_too_many_arguments(
+            "    #[allow(clippy::too_many_arguments)]"
+        ));
+        assert!(allows_too_many_arguments(
+            "#![allow(clippy::too_many_arguments, dead_code)]"
+        ));
+        assert!(allows_too_many_arguments(
+            "#[expect(clippy::too_many_arguments)]"
+        ));
+        assert!(!allows_too_many_arguments(
+            "// once #[allow(clippy::too_many_arguments)]"
+        ));
+        assert!(!allows_too_many_arguments("fn f(a: u32) {}"));
+        assert!(!allows_too_many_arguments(
+            "let s = \"#[allow(clippy::too_many_arguments)]\";"
+        ));
     }
 
     #[test]

@@ -229,8 +229,15 @@ fn prepare(args: &[String]) -> Result<()> {
     } else {
         bail!("prepare needs a source: --preset, --glove-npy, --idx-train or --base");
     };
-    let meta =
-        datasets::write_prepared(&out, name, &source, metric, &base, &queries, gt, &registry)?;
+    let set = datasets::SetToPrepare {
+        name,
+        source: &source,
+        metric,
+        base: &base,
+        queries: &queries,
+        gt,
+    };
+    let meta = datasets::write_prepared(&out, set, &registry)?;
     eprintln!(
         "{name}: {} x {} {} + {} queries, {} -> {}",
         meta.n,

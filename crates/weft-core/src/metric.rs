@@ -5,14 +5,15 @@ use serde::{Deserialize, Serialize};
 /// How closeness is measured. Every metric is expressed as a distance: smaller is closer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[repr(i32)]
 pub enum Metric {
     /// Squared Euclidean distance, `sum (a_i - b_i)^2`.
     #[default]
-    L2Squared,
+    L2Squared = 0,
     /// Negated inner product, `-a.b` (maximum inner product search).
-    InnerProduct,
+    InnerProduct = 1,
     /// Cosine distance, `1 - a.b / (|a| |b|)`.
-    Cosine,
+    Cosine = 2,
 }
 
 impl Metric {

@@ -596,7 +596,8 @@ fn run<T: Element>(
         .into_iter()
         .map(|l| (l.ids, l.global))
         .collect();
-    let (graph, repair, _) = assemble(z, k, layers, entries, data, metric, params, ctx)?;
+    let finished = FinishedLayers { z, k, layers };
+    let (graph, repair, _) = finished.assemble(entries, data, metric, params, ctx)?;
     let stats = GgnnStats {
         mean_nn1,
         max_nn1,
@@ -606,49 +607,59 @@ fn run<T: Element>(
     Ok((graph, stats))
 }
 
-/// The `HierGraph` of finished layers (bottom first; `(ids, global ids)`, rows of `k` slots
-/// not yet compacted) over `data`: rows compacted, the entry points of
-/// [`GgnnParams::entry_points`] (`entry_points` when the caller picked them already), and, with
-/// [`GgnnParams::repair`], every layer repaired to be reachable from its
-/// `crate::layer_entry_points` (see `crate::connect`). Returns the repair's report summed over
-/// the layers and the seconds spent choosing the entry points and repairing.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn assemble<T: Element>(
-    z: Sizing,
-    k: usize,
-    mut layers: Vec<(Vec<NodeId>, Vec<NodeId>)>,
-    entry_points: Option<Vec<NodeId>>,
-    data: DatasetView<'_, T>,
-    metric: Metric,
-    params: &GgnnParams,
-    ctx: &BuildCtx,
-) -> Result<(HierGraph, RepairReport, f64)> {
-    layers
-        .par_iter_mut()
-        .with_max_len(1)
-        .for_each(|(ids, _)| compact(ids, k));
-    let connect_start = std::time::Instant::now();
-    let entry_points = match entry_points {
-        Some(e) => e,
-        None => {
-            let top_global = (layers.len() > 1).then(|| layers[layers.len() - 1].1.as_slice());
-            hierarchy_entry_points(data, metric, params, ctx, top_global)?
+/// The layers of a finished build (CPU or GPU), before they become a `HierGraph`.
+pub(crate) struct FinishedLayers {
+    /// The layers' sizes.
+    pub z: Sizing,
+    /// Slots per row (`k_build`).
+    pub k: usize,
+    /// Each layer as `(ids, global ids)`, bottom first: rows of `k` layer-local slots, not yet
+    /// compacted, and the global id of each local id.
+    pub layers: Vec<(Vec<NodeId>, Vec<NodeId>)>,
+}
+
+impl FinishedLayers {
+    /// The `HierGraph` of these layers over `data`: rows compacted, the entry points of
+    /// [`GgnnParams::entry_points`] (`entry_points` when the caller picked them already), and,
+    /// with [`GgnnParams::repair`], every layer repaired to be reachable from its
+    /// `crate::layer_entry_points` (see `crate::connect`). Returns the repair's report summed
+    /// over the layers and the seconds spent choosing the entry points and repairing.
+    pub(crate) fn assemble<T: Element>(
+        self,
+        entry_points: Option<Vec<NodeId>>,
+        data: DatasetView<'_, T>,
+        metric: Metric,
+        params: &GgnnParams,
+        ctx: &BuildCtx,
+    ) -> Result<(HierGraph, RepairReport, f64)> {
+        let FinishedLayers { z, k, mut layers } = self;
+        layers
+            .par_iter_mut()
+            .with_max_len(1)
+            .for_each(|(ids, _)| compact(ids, k));
+        let connect_start = std::time::Instant::now();
+        let entry_points = match entry_points {
+            Some(e) => e,
+            None => {
+                let top_global = (layers.len() > 1).then(|| layers[layers.len() - 1].1.as_slice());
+                hierarchy_entry_points(data, metric, params, ctx, top_global)?
+            }
+        };
+        let reports = if params.repair {
+            repair_layers(&mut layers, k, &entry_points, data, metric, ctx)?
+        } else {
+            Vec::new()
+        };
+        let connect_s = connect_start.elapsed().as_secs_f64();
+        let mut layer_vec = layers.into_iter();
+        let base_ids = layer_vec.next().map(|l| l.0).unwrap_or_default();
+        let base = FixedDegreeGraph::new(z.n, k, base_ids)?;
+        let mut upper = Vec::new();
+        for (ids, global) in layer_vec {
+            let g = FixedDegreeGraph::new(global.len(), k, ids)?;
+            upper.push(HierLayer::new(g, global)?);
         }
-    };
-    let reports = if params.repair {
-        repair_layers(&mut layers, k, &entry_points, data, metric, ctx)?
-    } else {
-        Vec::new()
-    };
-    let connect_s = connect_start.elapsed().as_secs_f64();
-    let mut layer_vec = layers.into_iter();
-    let base_ids = layer_vec.next().map(|l| l.0).unwrap_or_default();
-    let base = FixedDegreeGraph::new(z.n, k, base_ids)?;
-    let mut upper = Vec::new();
-    for (ids, global) in layer_vec {
-        let g = FixedDegreeGraph::new(global.len(), k, ids)?;
-        upper.push(HierLayer::new(g, global)?);
+        let graph = HierGraph::new(base, upper, entry_points)?;
+        Ok((graph, total(&reports), connect_s))
     }
-    let graph = HierGraph::new(base, upper, entry_points)?;
-    Ok((graph, total(&reports), connect_s))
 }

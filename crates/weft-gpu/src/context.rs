@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::{Error, Result};
 
-use crate::kernel::{ArgList, Kernel, KernelArgs, KernelModule, Launch};
+use crate::kernel::{Kernel, KernelArgs, KernelModule, Launch};
 use crate::loader::{self, KernelLoadPath, KernelMode};
 use crate::memory::{DeviceBuffer, DeviceCopy, DeviceView, DeviceViewMut};
 use crate::nvrtc::Nvrtc;
@@ -825,41 +825,35 @@ impl GpuContext {
             .map_err(gpu_err("zero device memory"))
     }
 
-    /// Launches `kernel` with `launch` and `args` on the context's stream, after checking the
-    /// configuration against the device's limits. Call it through the kernel's generated
-    /// launcher, which pairs the kernel with its own argument struct.
+    /// Launches `kernel` with `launch` and `args` (its argument struct, passed by value as the
+    /// kernel's one parameter) on the context's stream, after checking the configuration
+    /// against the device's limits. Call it through the kernel's generated launcher, which pairs
+    /// the kernel with its own argument struct.
     ///
     /// # Safety
-    /// `args` must be `kernel`'s parameters in order and with their types (its generated
-    /// `<Kernel>Args` struct), and every pointer in it must cover what the kernel reads and
-    /// writes for the sizes `args` and `launch` pass (see [`crate::kernel`]).
-    pub unsafe fn launch(
+    /// `args` must be the struct `kernel` takes (its generated twin), and every pointer in it
+    /// must cover what the kernel reads and writes for the sizes `args` and `launch` pass (see
+    /// [`crate::kernel`]).
+    pub unsafe fn launch<A: KernelArgs>(
         &self,
         kernel: &Kernel,
         launch: Launch,
-        args: &dyn KernelArgs,
+        args: &A,
     ) -> Result<()> {
         check_launch(self, kernel.symbol(), &launch)?;
         let f = self.function(kernel)?;
-        let mut list = ArgList::default();
-        args.push_args(&mut list);
-        let slots = list.slots();
+        let by_value = ByValue::of(args);
         let mut b = self.stream.launch_builder(&f);
-        for slot in slots {
-            // Each parameter's bytes sit in the low bytes of its 64-bit slot (little-endian):
-            // the driver reads as many bytes as the parameter's size from the slot's address.
-            b.arg(slot);
-        }
+        b.arg(by_value);
         let cfg = cudarc::driver::LaunchConfig {
             grid_dim: launch.grid,
             block_dim: (launch.block, 1, 1),
             shared_mem_bytes: launch.shared_bytes,
         };
-        // SAFETY: this function's contract: the argument list is the kernel's own (one slot per
-        // parameter, in order, of the parameter's size or larger with the value in the low
-        // bytes) and its pointers cover what the kernel touches; they are borrowed from live
-        // device buffers for the call, and the context's single stream frees buffers only after
-        // the kernels queued before.
+        // SAFETY: this function's contract: the one parameter is the kernel's own argument
+        // struct, laid out as the CUDA struct (`KernelArgs`), and its pointers cover what the
+        // kernel touches; they are borrowed from live device buffers for the call, and the
+        // context's single stream frees buffers only after the kernels queued before.
         unsafe { b.launch(cfg) }.map_err(gpu_err(format!("launch {}", kernel.symbol())))?;
         Ok(())
     }
@@ -1217,6 +1211,22 @@ fn check_launch(ctx: &GpuContext, symbol: &str, launch: &Launch) -> Result<()> {
     }
     Ok(())
 }
+
+/// A kernel argument struct as the driver reads a by-value parameter: the bytes at its
+/// address.
+#[repr(transparent)]
+struct ByValue<A>(A);
+
+impl<A: KernelArgs> ByValue<A> {
+    fn of(args: &A) -> &ByValue<A> {
+        // SAFETY: `ByValue` is `repr(transparent)` over `A`, so the reference casts in place.
+        unsafe { &*(args as *const A).cast::<ByValue<A>>() }
+    }
+}
+
+// SAFETY: `KernelArgs` types are `#[repr(C)]` twins of the kernels' CUDA structs (sizes and
+// offsets asserted on both sides), so their bytes are the parameter the kernel declares.
+unsafe impl<A: KernelArgs> cudarc::driver::DeviceRepr for ByValue<A> {}
 
 #[cfg(test)]
 mod tests {

@@ -172,11 +172,13 @@ impl<'c> ExactGpu<'c> {
             ));
         }
         self.run(
-            Rows::Host(base),
-            Rows::Host(queries),
-            metric,
-            k,
-            false,
+            ExactJob {
+                base: Rows::Host(base),
+                queries: Rows::Host(queries),
+                metric,
+                k,
+                exclude_self: false,
+            },
             None,
             &mut out,
         )?;
@@ -198,11 +200,13 @@ impl<'c> ExactGpu<'c> {
         check_graph_k(k, data.rows())?;
         let mut nb = Neighbors::new(data.rows(), k);
         self.run(
-            Rows::Host(data),
-            Rows::Host(data),
-            metric,
-            k,
-            true,
+            ExactJob {
+                base: Rows::Host(data),
+                queries: Rows::Host(data),
+                metric,
+                k,
+                exclude_self: true,
+            },
             Some(ctx),
             &mut nb.as_mut(),
         )?;
@@ -228,11 +232,13 @@ impl<'c> ExactGpu<'c> {
         check_k(k, base.rows())?;
         let mut out = Neighbors::new(queries.rows(), k);
         self.run(
-            Rows::Device(base),
-            Rows::Device(queries),
-            metric,
-            k,
-            false,
+            ExactJob {
+                base: Rows::Device(base),
+                queries: Rows::Device(queries),
+                metric,
+                k,
+                exclude_self: false,
+            },
             None,
             &mut out.as_mut(),
         )?;
@@ -250,28 +256,32 @@ impl<'c> ExactGpu<'c> {
         check_graph_k(k, data.rows())?;
         let mut nb = Neighbors::new(data.rows(), k);
         self.run(
-            Rows::Device(data),
-            Rows::Device(data),
-            metric,
-            k,
-            true,
+            ExactJob {
+                base: Rows::Device(data),
+                queries: Rows::Device(data),
+                metric,
+                k,
+                exclude_self: true,
+            },
             Some(ctx),
             &mut nb.as_mut(),
         )?;
         KnnGraph::from_parts(data.rows(), k, nb.ids, nb.dists)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn run<T: Element>(
         &self,
-        base: Rows<'_, T>,
-        queries: Rows<'_, T>,
-        metric: Metric,
-        k: usize,
-        exclude_self: bool,
+        job: ExactJob<'_, T>,
         build: Option<&BuildCtx>,
         out: &mut NeighborsMut<'_>,
     ) -> Result<()> {
+        let ExactJob {
+            base,
+            queries,
+            metric,
+            k,
+            exclude_self,
+        } = job;
         if k > MAX_K {
             return Err(Error::invalid_param(
                 "k",
@@ -413,6 +423,18 @@ impl<'c> ExactGpu<'c> {
         }
         Ok(())
     }
+}
+
+/// One exact k-NN problem: the base and query sets, the metric, how many neighbours per query,
+/// and whether each query is the base row of its index and must not be its own neighbour (the
+/// k-NN graph).
+#[derive(Clone, Copy)]
+struct ExactJob<'a, T: Element> {
+    base: Rows<'a, T>,
+    queries: Rows<'a, T>,
+    metric: Metric,
+    k: usize,
+    exclude_self: bool,
 }
 
 /// Where a vector set is: borrowed on the host (streamed in chunks) or already on the device.

@@ -1,20 +1,21 @@
-//! The public kernel API: modules, kernels, launch configurations and typed argument lists.
+//! The public kernel API: modules, kernels, launch configurations and typed argument structs.
 //!
 //! weft's kernels live in the workspace's top-level `kernels/<module>/*.cu`; each crate binds the
 //! modules it launches in its build script with
 //! `weft_kernels::build_weft_kernels("weft_gpu", &["<module>"])` (a downstream crate keeps its own
 //! `kernels/<module>/` and calls `weft_kernels::build_crate_kernels("weft_gpu")`), which
-//! generates, from the kernels' own signatures:
+//! generates, from the argument structs the kernels take by value (declared once in the module's
+//! `args.cuh`):
 //! - a [`KernelModule`] static (the self-contained source for NVRTC, cubins and PTX when nvcc
 //!   was available at build time);
-//! - per kernel an argument struct whose fields are the kernel's parameters, in order and with
-//!   their types (device pointers as [`In`] or [`Out`], scalars as Rust scalars), implementing
-//!   [`KernelArgs`];
+//! - per argument struct its `#[repr(C)]` Rust twin, field for field (device pointers as [`In`]
+//!   or [`Out`], eight bytes each, the metric as `weft_core::Metric`, scalars as Rust scalars),
+//!   its layout asserted in Rust and in the CUDA source, implementing [`KernelArgs`];
 //! - per kernel an `unsafe` launcher function that calls
 //!   [`GpuContext::launch`](crate::GpuContext::launch) with the [`Kernel`] and its own argument
-//!   struct.
+//!   struct, which the driver passes to the kernel as its one parameter.
 //!
-//! So the order and the types of a launch's arguments are checked by the Rust compiler against
+//! So the fields and the types of a launch's arguments are checked by the Rust compiler against
 //! the kernel as the GPU compiles it. What no type can say, that every pointer covers what the
 //! kernel reads and writes for the sizes passed, is the launching code's duty, and the reason
 //! launching is `unsafe`: check the lengths ([`DeviceBuffer::len`](crate::DeviceBuffer::len),
@@ -158,170 +159,87 @@ impl Launch {
     }
 }
 
-/// A read-only device pointer argument (`const T*`), borrowed from a device buffer or view for
-/// `'a`.
+/// A read-only device pointer field of a kernel argument struct (`const T*`), borrowed from a
+/// device buffer or view for `'a`. Eight bytes, the device address, as in the CUDA struct.
 #[derive(Clone, Copy)]
+#[repr(transparent)]
 pub struct In<'a, T> {
     ptr: u64,
-    len: usize,
     _borrow: PhantomData<&'a [T]>,
 }
 
-/// A writable device pointer argument (`T*`), borrowed mutably from a device buffer or view for
-/// `'a`.
+/// A writable device pointer field of a kernel argument struct (`T*`), borrowed mutably from a
+/// device buffer or view for `'a`. Eight bytes, the device address, as in the CUDA struct.
+#[repr(transparent)]
 pub struct Out<'a, T> {
     ptr: u64,
-    len: usize,
     _borrow: PhantomData<&'a mut [T]>,
 }
 
 impl<T> std::fmt::Debug for In<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "In({} elements)", self.len)
+        write!(f, "In({:#x})", self.ptr)
     }
 }
 
 impl<T> std::fmt::Debug for Out<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Out({} elements)", self.len)
+        write!(f, "Out({:#x})", self.ptr)
     }
 }
 
 impl<T> In<'_, T> {
-    /// Created by the device memory types, which own or borrow `len` elements at `ptr`.
-    pub(crate) fn new(ptr: u64, len: usize) -> Self {
+    /// Created by the device memory types, which own or borrow the elements at `ptr`.
+    pub(crate) fn new(ptr: u64) -> Self {
         In {
             ptr,
-            len,
             _borrow: PhantomData,
         }
     }
 
-    /// Elements the pointer covers.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it covers no element.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// The device address.
+    pub fn address(&self) -> u64 {
+        self.ptr
     }
 }
 
 impl<T> Out<'_, T> {
-    /// Created by the device memory types, which own or borrow `len` elements at `ptr`.
-    pub(crate) fn new(ptr: u64, len: usize) -> Self {
+    /// Created by the device memory types, which own or borrow the elements at `ptr`.
+    pub(crate) fn new(ptr: u64) -> Self {
         Out {
             ptr,
-            len,
             _borrow: PhantomData,
         }
     }
 
-    /// Elements the pointer covers.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it covers no element.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// A value a kernel parameter can take: the scalars of the generated bindings, [`In`] and
-/// [`Out`]. Sealed: the binding generator and this crate decide what crosses to the GPU.
-pub trait KernelArg: sealed::Sealed {
-    /// The parameter's bytes in the low bytes of a 64-bit slot (little-endian), as the driver
-    /// reads a parameter of its size.
-    fn slot(&self) -> u64;
-}
-
-macro_rules! scalar_args {
-    ($($t:ty => $conv:expr),* $(,)?) => {$(
-        impl sealed::Sealed for $t {}
-        impl KernelArg for $t {
-            fn slot(&self) -> u64 {
-                let f: fn($t) -> u64 = $conv;
-                f(*self)
-            }
-        }
-    )*};
-}
-
-scalar_args! {
-    u8 => |v| v as u64,
-    i8 => |v| v as u8 as u64,
-    u16 => |v| v as u64,
-    u32 => |v| v as u64,
-    i32 => |v| v as u32 as u64,
-    u64 => |v| v,
-    i64 => |v| v as u64,
-    f32 => |v| v.to_bits() as u64,
-    f64 => |v| v.to_bits(),
-}
-
-impl<T> sealed::Sealed for In<'_, T> {}
-impl<T> KernelArg for In<'_, T> {
-    fn slot(&self) -> u64 {
-        self.ptr
-    }
-}
-impl<T> sealed::Sealed for Out<'_, T> {}
-impl<T> KernelArg for Out<'_, T> {
-    fn slot(&self) -> u64 {
+    /// The device address.
+    pub fn address(&self) -> u64 {
         self.ptr
     }
 }
 
-/// The argument list of one launch, filled by [`KernelArgs::push_args`].
-#[derive(Debug, Default)]
-pub struct ArgList {
-    slots: Vec<u64>,
-}
-
-impl ArgList {
-    /// Appends the next parameter.
-    pub fn push<A: KernelArg>(&mut self, arg: &A) {
-        self.slots.push(arg.slot());
-    }
-
-    pub(crate) fn slots(&self) -> &[u64] {
-        &self.slots
-    }
-}
-
-/// A kernel's argument list as one typed value (the generated `<Kernel>Args` structs).
-pub trait KernelArgs {
-    /// Pushes every parameter, in the kernel's order.
-    fn push_args(&self, args: &mut ArgList);
-}
+/// A kernel's argument struct, passed to the kernel by value as its one parameter: the
+/// generated `#[repr(C)]` twins of the structs in the modules' `args.cuh`.
+///
+/// # Safety
+/// The implementing type must be `#[repr(C)]` with the same size and field offsets as the CUDA
+/// struct the kernel takes, each field of its C type (device pointers as [`In`]/[`Out`]). The
+/// generator (weft-kernels) implements it only for the twins whose layout it asserts on both
+/// sides.
+pub unsafe trait KernelArgs {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn scalars_sit_in_the_low_bytes_of_their_slot() {
-        let mut a = ArgList::default();
-        a.push(&7u32);
-        a.push(&-1i32);
-        a.push(&1.5f32);
-        a.push(&u64::MAX);
-        a.push(&-2i8);
-        assert_eq!(
-            a.slots(),
-            [7, 0xffff_ffff, 1.5f32.to_bits() as u64, u64::MAX, 0xfe]
-        );
-        let p: In<'_, u32> = In::new(0x1000, 4);
-        let q: Out<'_, f32> = Out::new(0x2000, 8);
-        a.push(&p);
-        a.push(&q);
-        assert_eq!(&a.slots()[5..], [0x1000, 0x2000]);
-        assert_eq!((p.len(), q.len()), (4, 8));
+    fn pointer_fields_are_eight_bytes_like_the_cuda_pointers() {
+        assert_eq!(std::mem::size_of::<In<'_, u8>>(), 8);
+        assert_eq!(std::mem::size_of::<Out<'_, f32>>(), 8);
+        assert_eq!(std::mem::align_of::<In<'_, u16>>(), 8);
+        let p: In<'_, u32> = In::new(0x1000);
+        let q: Out<'_, f32> = Out::new(0x2000);
+        assert_eq!((p.address(), q.address()), (0x1000, 0x2000));
+        assert_eq!(format!("{p:?} {q:?}"), "In(0x1000) Out(0x2000)");
     }
 }

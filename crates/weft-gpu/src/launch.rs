@@ -143,7 +143,7 @@ pub(crate) fn exact_distances<T: Element>(
                 stride: t.stride,
                 qnorm: t.qnorm.input(),
                 bnorm: t.bnorm.input(),
-                metric: t.metric.code() as i32,
+                metric: t.metric,
                 out: out.output(),
                 ldo,
             },
@@ -331,7 +331,7 @@ pub(crate) fn testing_pair_distance<T: Element>(
                 b: b_rows.input(),
                 pairs,
                 stride,
-                metric: metric.code() as i32,
+                metric,
                 out: out.output(),
             },
         )

@@ -14,8 +14,8 @@
 //!   ([`DeviceKnnGraph`], [`DeviceFixedGraph`]).
 //! - Kernels ([`kernel`]): weft's CUDA sources are the workspace's top-level `kernels/<module>/`
 //!   (the weft-kernels crate); a crate binds the modules it launches with `weft-kernels` in its
-//!   build script, which generates a [`KernelModule`] and, from each kernel's signature, a typed
-//!   argument struct ([`KernelArgs`], pointers as [`In`] and [`Out`]) and a launcher; the
+//!   build script, which generates a [`KernelModule`] and, from each kernel's argument struct,
+//!   its `#[repr(C)]` Rust twin ([`KernelArgs`], pointers as [`In`] and [`Out`]) and a launcher; the
 //!   shared device headers are `kernels/include/weft/`. `docs/adding-an-algorithm.md` walks through it.
 //! - Kernel delivery ([`KernelLoadPath`]): cubins built by nvcc at build time when it was
 //!   available, else the embedded sources compiled by NVRTC at run time and cached on disk; see
@@ -62,9 +62,7 @@ pub use context::{
 };
 pub use device_graph::{DeviceFixedGraph, DeviceKnnGraph};
 pub use exact::{ExactGpu, ExactPlan};
-pub use kernel::{
-    ArgList, In, Kernel, KernelArg, KernelArgs, KernelModule, KernelUnit, Launch, Out,
-};
+pub use kernel::{In, Kernel, KernelArgs, KernelModule, KernelUnit, Launch, Out};
 pub use knn_source::{GpuKnnGraph, GpuKnnSource, HostKnn};
 pub use loader::{KernelLoadPath, KernelMode};
 pub use matrix::DeviceMatrix;

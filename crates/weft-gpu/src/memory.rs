@@ -142,12 +142,12 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
     /// The buffer as a read-only kernel argument.
     pub fn input(&self) -> In<'_, T> {
-        In::new(raw_ptr(&self.inner, self.inner.stream()), self.len())
+        In::new(raw_ptr(&self.inner, self.inner.stream()))
     }
 
     /// The buffer as a writable kernel argument.
     pub fn output(&mut self) -> Out<'_, T> {
-        Out::new(raw_ptr(&self.inner, self.inner.stream()), self.len())
+        Out::new(raw_ptr(&self.inner, self.inner.stream()))
     }
 }
 
@@ -189,7 +189,7 @@ impl<'a, T> DeviceView<'a, T> {
 
     /// The view as a read-only kernel argument.
     pub fn input(&self) -> In<'_, T> {
-        In::new(raw_ptr(&self.inner, self.stream), self.len())
+        In::new(raw_ptr(&self.inner, self.stream))
     }
 }
 
@@ -235,13 +235,12 @@ impl<'a, T> DeviceViewMut<'a, T> {
 
     /// The view as a read-only kernel argument.
     pub fn input(&self) -> In<'_, T> {
-        In::new(raw_ptr(&self.inner, &self.stream), self.len())
+        In::new(raw_ptr(&self.inner, &self.stream))
     }
 
     /// The view as a writable kernel argument.
     pub fn output(&mut self) -> Out<'_, T> {
-        let len = self.len();
-        Out::new(raw_ptr(&self.inner, &self.stream), len)
+        Out::new(raw_ptr(&self.inner, &self.stream))
     }
 }
 

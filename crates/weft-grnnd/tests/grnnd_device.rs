@@ -21,7 +21,7 @@ use weft_grnnd::gpu::grnnd::testing::{
     PoolRows, finalize_filled, finalize_rows, insert, reverse_step, update_round,
     update_round_recording,
 };
-use weft_grnnd::gpu::grnnd::{EMPTY, NEW_BIT, pack, unpack};
+use weft_grnnd::gpu::grnnd::{EMPTY, NEW_BIT, UpdateRound, pack, unpack};
 use weft_grnnd::gpu::{Grnnd, GrnndStats};
 use weft_rnndescent::{ReverseSampling, UpdateOrder};
 
@@ -398,8 +398,12 @@ fn check_update(
     let view = DatasetView::new(&data, n, dim).unwrap();
     let pool = random_pool(&data, dim, n, r, fill, metric, seed ^ 0x55);
     let round = (seed % 5) as u32;
-    let (out, pairs, redirects) =
-        update_round(ctx, view, metric, &cfg.params, cfg.seed, round, &pool).unwrap();
+    let update = UpdateRound {
+        params: &cfg.params,
+        seed: cfg.seed,
+        round,
+    };
+    let (out, pairs, redirects) = update_round(ctx, view, metric, &update, &pool).unwrap();
     let (offers, mp, mr, _) = model_update(&data, dim, metric, cfg, round, &pool);
     assert_eq!((pairs, redirects), (mp, mr), "pairs, redirects ({cfg:?})");
     for v in 0..n {
@@ -453,18 +457,13 @@ fn check_recording(
         }
     }
     let round = (seed % 5) as u32;
-    let (out, pairs, redirects, kept) = update_round_recording(
-        ctx,
-        view,
-        metric,
-        &cfg.params,
-        cfg.seed,
+    let update = UpdateRound {
+        params: &cfg.params,
+        seed: cfg.seed,
         round,
-        &pool,
-        fill_len,
-        &initial,
-    )
-    .unwrap();
+    };
+    let (out, pairs, redirects, kept) =
+        update_round_recording(ctx, view, metric, &update, &pool, fill_len, &initial).unwrap();
     let (offers, mp, mr, killed) = model_update(&data, dim, metric, cfg, round, &pool);
     assert_eq!((pairs, redirects), (mp, mr), "pairs, redirects ({cfg:?})");
     assert_eq!(kept.len(), n * fill_len);

@@ -29,7 +29,7 @@ use weft_core::{BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, Metric
 use weft_gpu::{DeviceMatrix, GpuContext};
 
 use crate::NnDescentParams;
-use crate::gpu::gnnd::{Gnnd, GnndStats, GnndTuning};
+use crate::gpu::gnnd::{Gnnd, GnndStats, GnndTuning, MergeSide};
 
 use crate::partition::{
     self, ShardSchedule, Step, all_pairs, contiguous_shards, fine_clusters, locality_partition,
@@ -135,7 +135,6 @@ impl ShardPlan {
     /// the contiguous all-pairs plan when `m` would run at least
     /// [`partition::AUTO_ALL_PAIRS_SHARE`] of its merges; `auto` says what was measured). The same data, parameters and seed give the same plan
     /// (on the same CPU: the distances use its SIMD kernels).
-    #[allow(clippy::too_many_arguments)]
     pub fn for_schedule<T: Element>(
         data: DatasetView<'_, T>,
         metric: Metric,
@@ -337,7 +336,6 @@ impl ShardedStats {
 }
 
 /// Runs the out-of-memory build of `data` under `plan` (see the module documentation).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn build_sharded<T: Element>(
     ctx: &GpuContext,
     data: DatasetView<'_, T>,
@@ -374,8 +372,11 @@ pub(crate) fn build_sharded<T: Element>(
     for ids in &plan.shards {
         offsets.push(offsets.last().expect("non-empty") + ids.len());
     }
-    let mut acc_ids = vec![INVALID; n * k];
-    let mut acc_d = vec![f32::INFINITY; n * k];
+    let mut acc = AccumulatedRows {
+        ids: vec![INVALID; n * k],
+        dists: vec![f32::INFINITY; n * k],
+        k,
+    };
     let mut local: Vec<Option<KnnGraph>> = vec![None; s];
     build.progress().begin(
         "gnnd out-of-memory (shard builds + merges)",
@@ -418,7 +419,7 @@ pub(crate) fn build_sharded<T: Element>(
                         gnnd.build_device(&slots[slot], metric, k, params, &inner(c, c))?;
                     let g = g.download(ctx)?;
                     let rows = offsets[c] * k..offsets[c + 1] * k;
-                    acc_ids[rows.clone()]
+                    acc.ids[rows.clone()]
                         .par_iter_mut()
                         .zip(g.ids().par_iter())
                         .for_each(|(o, &v)| {
@@ -428,7 +429,7 @@ pub(crate) fn build_sharded<T: Element>(
                                 ids[v as usize]
                             }
                         });
-                    acc_d[rows].copy_from_slice(g.dists());
+                    acc.dists[rows].copy_from_slice(g.dists());
                     local[c] = Some(g);
                     stats.builds.push(st);
                     stats.seconds.build += t.elapsed().as_secs_f64();
@@ -446,34 +447,27 @@ pub(crate) fn build_sharded<T: Element>(
                 );
                 let t = Instant::now();
                 let (a, b) = (&slots[first_slot], &slots[1 - first_slot]);
-                let (h, st) =
-                    gnnd.merge_device_cross(a, gi, b, gj, metric, params, &inner(i, j))?;
+                let (h, st) = gnnd.merge_device_cross(
+                    MergeSide::new(a, gi),
+                    MergeSide::new(b, gj),
+                    metric,
+                    params,
+                    &inner(i, j),
+                )?;
                 let h = h.download(ctx)?;
                 stats.seconds.merge += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let (ni, nj) = (plan.shards[i].len(), plan.shards[j].len());
                 // Rows of shard i take h's cross entries (ids >= ni, shard j); rows of j take
                 // the entries < ni (shard i).
-                fold_cross(
-                    &mut acc_ids,
-                    &mut acc_d,
-                    k,
+                acc.fold_cross(
                     offsets[i]..offsets[i + 1],
                     &h,
                     0,
                     ni..ni + nj,
                     &plan.shards[j],
                 );
-                fold_cross(
-                    &mut acc_ids,
-                    &mut acc_d,
-                    k,
-                    offsets[j]..offsets[j + 1],
-                    &h,
-                    ni,
-                    0..ni,
-                    &plan.shards[i],
-                );
+                acc.fold_cross(offsets[j]..offsets[j + 1], &h, ni, 0..ni, &plan.shards[i]);
                 stats.seconds.fold += t.elapsed().as_secs_f64();
                 stats.merges += 1;
                 stats.merge_stats.push(st);
@@ -491,7 +485,7 @@ pub(crate) fn build_sharded<T: Element>(
         .zip(&offsets)
         .all(|(ids, &o)| ids[0] as usize == o && contiguous(ids));
     let graph = if in_order {
-        KnnGraph::from_parts(n, k, acc_ids, acc_d)?
+        KnnGraph::from_parts(n, k, acc.ids, acc.dists)?
     } else {
         // Back to row order: global row `v` is accumulated row `pos[v]`.
         let mut pos = vec![0u32; n];
@@ -508,77 +502,89 @@ pub(crate) fn build_sharded<T: Element>(
             .zip(pos.par_iter())
             .for_each(|((oi, od), &p)| {
                 let p = p as usize;
-                oi.copy_from_slice(&acc_ids[p * k..(p + 1) * k]);
-                od.copy_from_slice(&acc_d[p * k..(p + 1) * k]);
+                oi.copy_from_slice(&acc.ids[p * k..(p + 1) * k]);
+                od.copy_from_slice(&acc.dists[p * k..(p + 1) * k]);
             });
-        drop((acc_ids, acc_d));
+        drop(acc);
         KnnGraph::from_parts(n, k, out_ids, out_d)?
     };
     stats.seconds.fold += t.elapsed().as_secs_f64();
     Ok((graph, stats))
 }
 
-/// Folds the cross entries of merge result `h` into the accumulated rows `rows`: accumulated row
-/// `v` of `rows` is row `first + (v - rows.start)` of `h`; its entries with ids in `cross` (the
-/// other shard, whose global ids are `cross_ids[id - cross.start]`) are merged into the sorted
-/// accumulated row (top `k`, ties by global id).
-#[allow(clippy::too_many_arguments)]
-fn fold_cross(
-    acc_ids: &mut [NodeId],
-    acc_d: &mut [f32],
+/// The accumulated global rows of an out-of-memory build (sorted, `k` entries each, padding
+/// last), kept shard by shard: the shards' builds write them, the merges' cross neighbours are
+/// folded into them ([`AccumulatedRows::fold_cross`]).
+struct AccumulatedRows {
+    /// Neighbour ids (global), `k` per row.
+    ids: Vec<NodeId>,
+    /// Their distances.
+    dists: Vec<f32>,
+    /// Entries per row.
     k: usize,
-    rows: Range<usize>,
-    h: &KnnGraph,
-    first: usize,
-    cross: Range<usize>,
-    cross_ids: &[NodeId],
-) {
-    let ids = &mut acc_ids[rows.start * k..rows.end * k];
-    let dists = &mut acc_d[rows.start * k..rows.end * k];
-    ids.par_chunks_mut(k)
-        .zip(dists.par_chunks_mut(k))
-        .enumerate()
-        .for_each_init(
-            || (Vec::with_capacity(k), Vec::with_capacity(k)),
-            |(mi, md), (r, (ri, rd))| {
-                let (hi, hd) = (h.row_ids(first + r), h.row_dists(first + r));
-                mi.clear();
-                md.clear();
-                let (mut x, mut y) = (0, 0);
-                let next_cross = |y: &mut usize| {
-                    while *y < k && hi[*y] != INVALID && !cross.contains(&(hi[*y] as usize)) {
-                        *y += 1;
-                    }
-                };
-                next_cross(&mut y);
-                while mi.len() < k {
-                    let a_ok = x < k && ri[x] != INVALID;
-                    let b_ok = y < k && hi[y] != INVALID;
-                    let take_b = match (a_ok, b_ok) {
-                        (false, false) => break,
-                        (true, false) => false,
-                        (false, true) => true,
-                        (true, true) => {
-                            let bid = cross_ids[hi[y] as usize - cross.start];
-                            hd[y] < rd[x] || (hd[y] == rd[x] && bid < ri[x])
+}
+
+impl AccumulatedRows {
+    /// Folds the cross entries of merge result `h` into the accumulated rows `rows`: accumulated
+    /// row `v` of `rows` is row `first + (v - rows.start)` of `h`; its entries with ids in
+    /// `cross` (the other shard, whose global ids are `cross_ids[id - cross.start]`) are merged
+    /// into the sorted accumulated row (top `k`, ties by global id).
+    fn fold_cross(
+        &mut self,
+        rows: Range<usize>,
+        h: &KnnGraph,
+        first: usize,
+        cross: Range<usize>,
+        cross_ids: &[NodeId],
+    ) {
+        let k = self.k;
+        let ids = &mut self.ids[rows.start * k..rows.end * k];
+        let dists = &mut self.dists[rows.start * k..rows.end * k];
+        ids.par_chunks_mut(k)
+            .zip(dists.par_chunks_mut(k))
+            .enumerate()
+            .for_each_init(
+                || (Vec::with_capacity(k), Vec::with_capacity(k)),
+                |(mi, md), (r, (ri, rd))| {
+                    let (hi, hd) = (h.row_ids(first + r), h.row_dists(first + r));
+                    mi.clear();
+                    md.clear();
+                    let (mut x, mut y) = (0, 0);
+                    let next_cross = |y: &mut usize| {
+                        while *y < k && hi[*y] != INVALID && !cross.contains(&(hi[*y] as usize)) {
+                            *y += 1;
                         }
                     };
-                    if take_b {
-                        mi.push(cross_ids[hi[y] as usize - cross.start]);
-                        md.push(hd[y]);
-                        y += 1;
-                        next_cross(&mut y);
-                    } else {
-                        mi.push(ri[x]);
-                        md.push(rd[x]);
-                        x += 1;
+                    next_cross(&mut y);
+                    while mi.len() < k {
+                        let a_ok = x < k && ri[x] != INVALID;
+                        let b_ok = y < k && hi[y] != INVALID;
+                        let take_b = match (a_ok, b_ok) {
+                            (false, false) => break,
+                            (true, false) => false,
+                            (false, true) => true,
+                            (true, true) => {
+                                let bid = cross_ids[hi[y] as usize - cross.start];
+                                hd[y] < rd[x] || (hd[y] == rd[x] && bid < ri[x])
+                            }
+                        };
+                        if take_b {
+                            mi.push(cross_ids[hi[y] as usize - cross.start]);
+                            md.push(hd[y]);
+                            y += 1;
+                            next_cross(&mut y);
+                        } else {
+                            mi.push(ri[x]);
+                            md.push(rd[x]);
+                            x += 1;
+                        }
                     }
-                }
-                let m = mi.len();
-                ri[..m].copy_from_slice(mi);
-                rd[..m].copy_from_slice(md);
-                ri[m..].fill(INVALID);
-                rd[m..].fill(f32::INFINITY);
-            },
-        );
+                    let m = mi.len();
+                    ri[..m].copy_from_slice(mi);
+                    rd[..m].copy_from_slice(md);
+                    ri[m..].fill(INVALID);
+                    rd[m..].fill(f32::INFINITY);
+                },
+            );
+    }
 }

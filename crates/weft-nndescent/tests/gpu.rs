@@ -18,9 +18,10 @@ use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext, GpuKnnGraph, GpuKnnSource};
 use weft_nndescent::gpu::gnnd::MAX_K;
 use weft_nndescent::gpu::gnnd::testing::{
-    FlaggedLists, NEW_FLAG, cross_join_and_merge, join_and_merge, sample_split,
+    FlaggedLists, JoinOffers, JoinSamples, NEW_FLAG, cross_join_and_merge, join_and_merge,
+    sample_split,
 };
-use weft_nndescent::gpu::{Gnnd, GnndTuning, MergeLists};
+use weft_nndescent::gpu::{Gnnd, GnndTuning, MergeLists, MergeSide};
 use weft_nndescent::{NnDescentGpu, NnDescentParams, ShardSchedule};
 use weft_testkit::knn::{
     KnnSuite, check_graph_shape, exact_knn, gaussian_mixture, graph_recall, run_knn_suite,
@@ -266,32 +267,19 @@ fn check_join<T: Element>(
     let lists = random_lists(&rows, k, metric, seed ^ 1);
     let (new, old) = random_samples(n, p, seed ^ 2);
     let view = DatasetView::new(&data, n, dim).unwrap();
+    let samples = JoinSamples {
+        p,
+        new: &new,
+        old: &old,
+    };
+    let offers = JoinOffers {
+        inbox: 520 * n,
+        symmetric,
+        row_offers,
+    };
     let (got, _inserted, dropped) = match split {
-        None => join_and_merge(
-            ctx,
-            view,
-            metric,
-            &lists,
-            p,
-            &new,
-            &old,
-            520 * n,
-            symmetric,
-            row_offers,
-        ),
-        Some(split) => cross_join_and_merge(
-            ctx,
-            view,
-            split,
-            metric,
-            &lists,
-            p,
-            &new,
-            &old,
-            520 * n,
-            symmetric,
-            row_offers,
-        ),
+        None => join_and_merge(ctx, view, metric, &lists, &samples, &offers),
+        Some(split) => cross_join_and_merge(ctx, view, split, metric, &lists, &samples, &offers),
     }
     .unwrap();
     prop_assert_eq!(dropped, 0);
@@ -728,7 +716,13 @@ fn merge_halves(
         ..GnndTuning::default()
     });
     let (merged, stats) = merger
-        .merge(va, &ga, vb, &gb, metric, &p, &BuildCtx::new(seed + 2))
+        .merge(
+            MergeSide::new(va, &ga),
+            MergeSide::new(vb, &gb),
+            metric,
+            &p,
+            &BuildCtx::new(seed + 2),
+        )
         .unwrap();
     assert!(stats.iterations >= 1, "{stats:?}");
     let single = b.build(all, metric, k, &p, &BuildCtx::new(seed)).unwrap();
@@ -858,16 +852,20 @@ fn merge_bad_input_is_typed() {
     let g12 = b.build(vb, Metric::L2Squared, 12, &p, &c).unwrap();
     let g10b = b.build(vb, Metric::L2Squared, 10, &p, &c).unwrap();
     assert!(matches!(
-        b.merge(va, &g10, vb, &g12, Metric::L2Squared, &p, &c),
+        b.merge(
+            MergeSide::new(va, &g10),
+            MergeSide::new(vb, &g12),
+            Metric::L2Squared,
+            &p,
+            &c
+        ),
         Err(Error::InvalidParams { .. })
     ));
     // Graph and vectors of different sizes.
     assert!(matches!(
         b.merge(
-            vb.slice_rows(0..100).unwrap(),
-            &g10,
-            vb,
-            &g10b,
+            MergeSide::new(vb.slice_rows(0..100).unwrap(), &g10),
+            MergeSide::new(vb, &g10b),
             Metric::L2Squared,
             &p,
             &c
@@ -889,7 +887,13 @@ fn merge_bad_input_is_typed() {
     )
     .unwrap();
     assert!(matches!(
-        b.merge(va, &g1, vb, &g1b, Metric::L2Squared, &p, &c),
+        b.merge(
+            MergeSide::new(va, &g1),
+            MergeSide::new(vb, &g1b),
+            Metric::L2Squared,
+            &p,
+            &c
+        ),
         Err(Error::InvalidParams { .. })
     ));
     // Doubled lists wider than GNND's maximum: named, typed (the paper's lists would do).
@@ -911,7 +915,13 @@ fn merge_bad_input_is_typed() {
         merge_lists: MergeLists::Doubled,
         ..GnndTuning::default()
     });
-    match doubled.merge(ba, &gba, bb, &gbb, Metric::L2Squared, &p, &c) {
+    match doubled.merge(
+        MergeSide::new(ba, &gba),
+        MergeSide::new(bb, &gbb),
+        Metric::L2Squared,
+        &p,
+        &c,
+    ) {
         Err(Error::InvalidParams { name, reason }) => {
             assert_eq!(name, "merge_lists");
             assert!(reason.contains("Half"), "{reason}");
@@ -921,7 +931,13 @@ fn merge_bad_input_is_typed() {
     // A merge that does not fit the budget: out of device memory before allocating.
     let tiny = NnDescentGpu::new(ctx).with_budget(1000);
     assert!(matches!(
-        tiny.merge(va, &g10, vb, &g10b, Metric::L2Squared, &p, &c),
+        tiny.merge(
+            MergeSide::new(va, &g10),
+            MergeSide::new(vb, &g10b),
+            Metric::L2Squared,
+            &p,
+            &c
+        ),
         Err(Error::OutOfDeviceMemory { .. })
     ));
 }

@@ -6,6 +6,7 @@ use crate::check::check_search_inputs;
 use crate::entry_layer::{EntryLayer, EntryLayerParams, distinct};
 use crate::exact::{exact_search_filtered, insert_bounded, write_row};
 use crate::filter::Filter;
+use crate::inputs::SearchInputs;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::prefetch::prefetch_bytes;
@@ -599,7 +600,12 @@ impl<G: GraphView + ?Sized> Searcher<G> for BeamSearch {
         params: &BeamSearchParams,
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
-        self.search_with_entry_layer(graph, data, queries, metric, params, None, out)
+        let inputs = SearchInputs {
+            graph,
+            data,
+            queries,
+        };
+        self.search_with_entry_layer(inputs, metric, params, None, out)
     }
 }
 
@@ -632,17 +638,19 @@ impl BeamSearch {
     /// [`BeamSearch::search`] does. The results are those of [`BeamSearch::search`] with the
     /// layer's parameters. Random entry points ([`EntryPoints::Random`], or a graph without
     /// entry points under [`EntryPoints::Graph`]) take no layer.
-    #[allow(clippy::too_many_arguments)]
     pub fn search_with_entry_layer<G: GraphView + ?Sized, T: Element>(
         &self,
-        graph: &G,
-        data: DatasetView<'_, T>,
-        queries: DatasetView<'_, T>,
+        inputs: SearchInputs<'_, G, T>,
         metric: Metric,
         params: &BeamSearchParams,
         layer: Option<&EntryLayer>,
         mut out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
+        let SearchInputs {
+            graph,
+            data,
+            queries,
+        } = inputs;
         Self::check(graph, data, queries, params, &out)?;
         let n = data.rows();
         let k = out.k();

@@ -36,6 +36,7 @@ mod filter;
 mod ggnn;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+mod inputs;
 pub mod plan;
 
 pub use beam::{BeamSearch, BeamSearchParams, EntryPoints, FILTER_EXACT_PER_L};
@@ -50,6 +51,9 @@ pub use exact::{ExactSearcher, exact_search_filtered};
 pub use filter::Filter;
 pub use ggnn::{GgnnGpuOptions, GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
 #[cfg(feature = "cuda")]
+pub use gpu::DeviceSearchInputs;
+#[cfg(feature = "cuda")]
 pub use gpu::cagra::{CagraSearchDevice, CagraSearchGpu, CagraSearchSession};
 #[cfg(feature = "cuda")]
 pub use gpu::ggnn::{GgnnGpuGraph, GgnnSearchDevice, GgnnSearchGpu, GgnnSearchSession};
+pub use inputs::SearchInputs;

@@ -10,7 +10,9 @@ mod common;
 
 use common::search;
 use weft_graph::connect::spread_entry_points;
-use weft_search::{BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints};
+use weft_search::{
+    BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints, SearchInputs,
+};
 use weft_testkit::graph::clustered_set;
 
 /// The exact k-NN graph of `base` as a fixed-degree graph (no entry points): on clustered data
@@ -157,16 +159,13 @@ fn layer_results_are_independent_of_batch_and_threads_and_reproducible() {
         .unwrap()
         .expect("200 entry points use the layer");
     let mut out = Neighbors::new(queries.rows(), 10);
+    let inputs = SearchInputs {
+        graph: &graph,
+        data: base.view(),
+        queries: queries.view(),
+    };
     BeamSearch
-        .search_with_entry_layer(
-            &graph,
-            base.view(),
-            queries.view(),
-            Metric::L2Squared,
-            &p,
-            Some(&layer),
-            out.as_mut(),
-        )
+        .search_with_entry_layer(inputs, Metric::L2Squared, &p, Some(&layer), out.as_mut())
         .unwrap();
     assert_eq!(out, one);
 }
@@ -194,10 +193,13 @@ fn layer_is_used_only_where_asked_and_checked_against_the_search() {
     let cosine = EntryLayer::build(base.view(), Metric::Cosine, &ids, &dflt).unwrap();
     for layer in [&other, &cosine] {
         let mut out = Neighbors::new(queries.rows(), 10);
+        let inputs = SearchInputs {
+            graph: &graph,
+            data: base.view(),
+            queries: queries.view(),
+        };
         let r = BeamSearch.search_with_entry_layer(
-            &graph,
-            base.view(),
-            queries.view(),
+            inputs,
             Metric::L2Squared,
             &p,
             Some(layer),

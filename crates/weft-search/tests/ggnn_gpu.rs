@@ -25,7 +25,9 @@ use weft_gpu::GpuContext;
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceFixedGraph, DeviceMatrix};
 use weft_search::gpu::ggnn::{GgnnGpuOptions, GgnnSearchBuffers, GgnnSearchDevice};
-use weft_search::{GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning};
+use weft_search::{
+    DeviceSearchInputs, GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning, SearchInputs,
+};
 use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
 use weft_testkit::search::{
@@ -399,18 +401,14 @@ fn ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers() {
     let mut bufs = GgnnSearchBuffers::new();
     let run = |bufs: &mut GgnnSearchBuffers, opts: &GgnnGpuOptions| {
         let mut out = Neighbors::new(q.rows(), 10);
+        let inputs = DeviceSearchInputs {
+            data: &d,
+            graph: &g,
+            entries: &entries,
+            queries: &q,
+        };
         let st = dev
-            .search_device_with(
-                bufs,
-                &d,
-                &g,
-                &entries,
-                &q,
-                Metric::L2Squared,
-                &cfg,
-                opts,
-                out.as_mut(),
-            )
+            .search_device_with(bufs, inputs, Metric::L2Squared, &cfg, opts, out.as_mut())
             .unwrap();
         (out, st)
     };
@@ -436,18 +434,26 @@ fn ggnn_gpu_device_path_is_batch_independent_and_reuses_buffers() {
     assert_eq!(plain.dists, all.dists);
     for i in [0usize, 17, 63] {
         let one = DeviceMatrix::upload(&ctx, queries.view().slice_rows(i..i + 1).unwrap()).unwrap();
+        let inputs = DeviceSearchInputs {
+            data: &d,
+            graph: &g,
+            entries: &entries,
+            queries: &one,
+        };
         let (r, _) = dev
-            .search_device(&d, &g, &entries, &one, Metric::L2Squared, 10, &cfg, &opts)
+            .search_device(inputs, Metric::L2Squared, 10, &cfg, &opts)
             .unwrap();
         assert_eq!(r.row_ids(0), all.row_ids(i), "query {i}");
     }
     // The host path gives the device path's answer.
     let (h, _) = dev
         .search(
-            base.view(),
-            &graph,
+            SearchInputs {
+                graph: &graph,
+                data: base.view(),
+                queries: queries.view(),
+            },
             &entries,
-            queries.view(),
             Metric::L2Squared,
             10,
             &cfg,
@@ -526,10 +532,12 @@ fn ggnn_gpu_rejects_bad_input_with_typed_errors() {
     // Out of device memory: a budget too small for the upload.
     assert!(matches!(
         GgnnSearchDevice::new(&ctx).with_budget(1000).search(
-            base.view(),
-            &graph,
+            SearchInputs {
+                graph: &graph,
+                data: base.view(),
+                queries: queries.view(),
+            },
             graph.entry_points(),
-            queries.view(),
             l2,
             10,
             &GgnnSearchParams::default(),

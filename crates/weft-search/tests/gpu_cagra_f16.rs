@@ -17,11 +17,12 @@ use weft_core::{
 };
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext};
+use weft_search::gpu::DeviceSearchInputs;
 use weft_search::gpu::cagra::{
     CagraSearchDevice, CagraSearchGpu, CagraSearchMode, CagraSearchParams, CagraSearchSession,
-    CagraSearchTuning, SearchPrecision, plan,
+    CagraSearchShape, CagraSearchTuning, SearchPrecision, plan,
 };
-use weft_search::gpu::rerank::{half_copy, rerank_lists};
+use weft_search::gpu::rerank::{CandidateLists, half_copy, rerank_lists};
 use weft_search::{Filter, exact_search_filtered};
 use weft_testkit::graph::{clustered_set, gaussian_mixture, ground_truth, recall_at_k};
 
@@ -114,10 +115,16 @@ fn f16_params_are_checked_without_a_gpu() {
         },
         ..f16_params(64, CagraSearchMode::SingleCta)
     };
-    assert_eq!(
-        invalid_name(plan(132, 1000, 32, 2, 16, 100, 10, &p, false)),
-        "rerank"
-    );
+    let shape = CagraSearchShape {
+        n: 1000,
+        dim: 32,
+        elem_bytes: 2,
+        degree: 16,
+        nq: 100,
+        k: 10,
+        filtered: false,
+    };
+    assert_eq!(invalid_name(plan(132, shape, &p)), "rerank");
     // Names round-trip; serde uses the same.
     for s in [SearchPrecision::Exact, SearchPrecision::F16] {
         assert_eq!(s.name().parse::<SearchPrecision>().unwrap(), s);
@@ -239,13 +246,16 @@ proptest! {
         let dc = ctx.upload(&cand).unwrap();
         let mut ids = ctx.alloc_zeros::<u32>(nq * k).unwrap();
         let mut dists = ctx.alloc_zeros::<f32>(nq * k).unwrap();
+        let lists = CandidateLists {
+            queries: dq.rows_view(0, nq).unwrap(),
+            nq,
+            cand: dc.view(),
+            m,
+        };
         rerank_lists(
             &ctx,
             &dd,
-            &dq.rows_view(0, nq).unwrap(),
-            nq,
-            &dc.view(),
-            m,
+            &lists,
             metric,
             k,
             &mut ids.view_mut(),
@@ -533,8 +543,14 @@ fn f16_traversal_with_filter_and_multi_cta() {
     let (a, _) = session.search_device(&dq, metric, k, &p).unwrap();
     let dd = DeviceMatrix::upload(&ctx, base.view()).unwrap();
     let dg = weft_gpu::DeviceFixedGraph::upload(&ctx, &graph).unwrap();
+    let inputs = DeviceSearchInputs {
+        data: &dd,
+        graph: &dg,
+        entries: graph.entry_points(),
+        queries: &dq,
+    };
     let (b, _) = CagraSearchDevice::new(&ctx)
-        .search_device(&dd, &dg, &dq, metric, k, &p, graph.entry_points())
+        .search_device(inputs, metric, k, &p)
         .unwrap();
     assert_eq!(a.ids, b.ids);
     assert_eq!(a.dists, b.dists);

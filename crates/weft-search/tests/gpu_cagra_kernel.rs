@@ -11,10 +11,33 @@ use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{BuildCtx, Dataset, DatasetView, Error, FixedDegreeGraph, INVALID, Metric, NodeId};
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_search::gpu::DeviceSearchInputs;
 use weft_search::gpu::cagra::{
-    CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchTuning, auto_team_size, plan,
-    plan_with_entries,
+    CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchShape, CagraSearchTuning,
+    auto_team_size, plan, plan_with_entries,
 };
+
+/// The shape of a search of `n` points of `dim` elements of `elem_bytes` bytes, a graph of
+/// `degree`, `nq` queries and `k` results.
+fn shape(
+    n: usize,
+    dim: usize,
+    elem_bytes: usize,
+    degree: usize,
+    nq: usize,
+    k: usize,
+    filtered: bool,
+) -> CagraSearchShape {
+    CagraSearchShape {
+        n,
+        dim,
+        elem_bytes,
+        degree,
+        nq,
+        k,
+        filtered,
+    }
+}
 
 fn cfg(beam_width: usize, mode: CagraSearchMode) -> CagraSearchParams {
     CagraSearchParams {
@@ -36,14 +59,8 @@ fn cagra_search_plan_rules() {
     // Auto: multi-CTA for a batch below 2 x SMs or beam_width > 512.
     let p = plan(
         132,
-        10_000,
-        128,
-        4,
-        64,
-        1,
-        10,
+        shape(10_000, 128, 4, 64, 1, 10, false),
         &cfg(64, CagraSearchMode::Auto),
-        false,
     )
     .unwrap();
     assert_eq!(p.mode, CagraSearchMode::MultiCta);
@@ -55,14 +72,8 @@ fn cagra_search_plan_rules() {
     // memory (no fill kernel, no global atomics), and the block has one team per candidate.
     let p = plan(
         132,
-        10_000,
-        128,
-        4,
-        64,
-        1,
-        10,
+        shape(10_000, 128, 4, 64, 1, 10, false),
         &cfg(32, CagraSearchMode::Auto),
-        false,
     )
     .unwrap();
     assert_eq!(p.mode, CagraSearchMode::MultiCta);
@@ -72,14 +83,8 @@ fn cagra_search_plan_rules() {
     );
     let p = plan(
         132,
-        10_000,
-        128,
-        4,
-        64,
-        10_000,
-        10,
+        shape(10_000, 128, 4, 64, 10_000, 10, false),
         &cfg(64, CagraSearchMode::Auto),
-        false,
     )
     .unwrap();
     assert_eq!(p.mode, CagraSearchMode::SingleCta);
@@ -88,28 +93,16 @@ fn cagra_search_plan_rules() {
     assert!(p.shared_bytes <= 48 * 1024);
     let p = plan(
         132,
-        10_000,
-        128,
-        4,
-        64,
-        10_000,
-        10,
+        shape(10_000, 128, 4, 64, 10_000, 10, false),
         &cfg(600, CagraSearchMode::Auto),
-        false,
     )
     .unwrap();
     assert_eq!((p.mode, p.ctas_per_query), (CagraSearchMode::MultiCta, 19));
     // Large lists with a filter move the visited table to global memory.
     let p = plan(
         132,
-        10_000,
-        128,
-        4,
-        64,
-        10_000,
-        10,
+        shape(10_000, 128, 4, 64, 10_000, 10, true),
         &cfg(1024, CagraSearchMode::SingleCta),
-        true,
     )
     .unwrap();
     assert_eq!(p.table_mode, 1);
@@ -119,8 +112,9 @@ fn cagra_search_plan_rules() {
     // table keeps its size (the kernel checks it between batches of entry points).
     for mode in [CagraSearchMode::SingleCta, CagraSearchMode::MultiCta] {
         let c = cfg(64, mode);
-        let base = plan(132, 100_000, 128, 4, 64, 10_000, 10, &c, false).unwrap();
-        let at = |e: usize| plan_with_entries(132, 100_000, 128, 4, 64, 10_000, 10, &c, false, e);
+        let base = plan(132, shape(100_000, 128, 4, 64, 10_000, 10, false), &c).unwrap();
+        let at =
+            |e: usize| plan_with_entries(132, shape(100_000, 128, 4, 64, 10_000, 10, false), &c, e);
         assert_eq!(at(0).unwrap(), base);
         assert_eq!(at(base.candidates).unwrap(), base);
         let many = at(50_000).unwrap();
@@ -133,8 +127,9 @@ fn cagra_search_plan_rules() {
         }
     }
     // Bad parameters.
-    let bad =
-        |c: CagraSearchParams, k: usize| plan(132, 1000, 16, 4, 32, 100, k, &c, false).unwrap_err();
+    let bad = |c: CagraSearchParams, k: usize| {
+        plan(132, shape(1000, 16, 4, 32, 100, k, false), &c).unwrap_err()
+    };
     assert!(matches!(
         bad(cfg(8, CagraSearchMode::Auto), 10),
         Error::InvalidParams { .. }
@@ -200,14 +195,8 @@ fn cagra_search_plan_rules() {
     assert!(matches!(
         plan(
             132,
-            1000,
-            20_000,
-            4,
-            32,
-            100,
-            10,
-            &CagraSearchParams::default(),
-            false
+            shape(1000, 20_000, 4, 32, 100, 10, false),
+            &CagraSearchParams::default()
         ),
         Err(Error::InvalidParams { .. })
     ));
@@ -241,8 +230,14 @@ fn cagra_search_device_graph_against_exact() {
         .search(base.view(), queries.view(), Metric::L2Squared, 10)
         .unwrap();
     for mode in [CagraSearchMode::SingleCta, CagraSearchMode::MultiCta] {
+        let inputs = DeviceSearchInputs {
+            data: &d,
+            graph: &graph,
+            entries: &[0],
+            queries: &q,
+        };
         let (found, stats) = CagraSearchDevice::new(&ctx)
-            .search_device(&d, &graph, &q, Metric::L2Squared, 10, &cfg(64, mode), &[0])
+            .search_device(inputs, Metric::L2Squared, 10, &cfg(64, mode))
             .unwrap();
         assert_eq!(stats.queries, nq as u64);
         assert!(stats.distance_computations > 0 && stats.hops > 0);
@@ -350,7 +345,7 @@ proptest! {
         let mode = if multi { CagraSearchMode::MultiCta } else { CagraSearchMode::SingleCta };
         let c = CagraSearchParams { beam_width, seed, tuning: CagraSearchTuning { search_width: width, mode, ..Default::default() }, ..Default::default() };
         let nq = 24;
-        let cand = plan(132, 1 << 20, dim, 4, degree, nq, k, &c, filtered).unwrap().candidates;
+        let cand = plan(132, shape(1 << 20, dim, 4, degree, nq, k, filtered), &c).unwrap().candidates;
         let n_entries = mult * cand + extra;
         let n = n_entries + n_extra;
         let mut rng = weft_core::rng::SplitMix64::new(seed);
@@ -472,7 +467,7 @@ fn cagra_search_entry_points_reach_every_cluster() {
             },
             ..Default::default()
         };
-        let p = plan(132, n, dim, 4, degree, nq, k, &c, false).unwrap();
+        let p = plan(132, shape(n, dim, 4, degree, nq, k, false), &c).unwrap();
         // 3 x C + 5 entry points: 3 x C in the first cluster, then 5 in the second.
         let cand = p.candidates;
         let mut entries: Vec<NodeId> = (0..3 * cand)

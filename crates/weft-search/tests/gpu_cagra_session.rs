@@ -7,6 +7,7 @@ use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{BuildCtx, Dataset, INVALID, Metric, Neighbors};
 use weft_gpu::testing::gpu_or_skip;
 use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_search::gpu::DeviceSearchInputs;
 use weft_search::gpu::cagra::{
     CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchSession,
     CagraSearchTuning,
@@ -86,21 +87,16 @@ fn cagra_search_session_reuses_buffers() {
             ..c.clone()
         };
         let mut got = Neighbors::new(nq, k);
+        let inputs = DeviceSearchInputs {
+            data: &d,
+            graph: &graph,
+            entries,
+            queries: &q,
+        };
         let stats = dev
-            .search_device_with(
-                &mut bufs,
-                &d,
-                &graph,
-                &q,
-                Metric::L2Squared,
-                c,
-                entries,
-                got.as_mut(),
-            )
+            .search_device_with(&mut bufs, inputs, Metric::L2Squared, c, got.as_mut())
             .unwrap();
-        let (want, want_stats) = dev
-            .search_device(&d, &graph, &q, Metric::L2Squared, k, c, entries)
-            .unwrap();
+        let (want, want_stats) = dev.search_device(inputs, Metric::L2Squared, k, c).unwrap();
         assert_eq!(
             got.ids, want.ids,
             "call {i}: ids differ from a one-shot search"
@@ -136,17 +132,14 @@ fn cagra_search_session_reuses_buffers() {
         let q = DeviceMatrix::upload(&ctx, qs.view()).unwrap();
         let before = mbufs.allocations();
         let mut got = Neighbors::new(nq, 10);
-        dev.search_device_with(
-            &mut mbufs,
-            &d,
-            &graph,
-            &q,
-            Metric::L2Squared,
-            &multi,
-            &[],
-            got.as_mut(),
-        )
-        .unwrap();
+        let inputs = DeviceSearchInputs {
+            data: &d,
+            graph: &graph,
+            entries: &[],
+            queries: &q,
+        };
+        dev.search_device_with(&mut mbufs, inputs, Metric::L2Squared, &multi, got.as_mut())
+            .unwrap();
         if round > 0 {
             assert_eq!(
                 mbufs.allocations(),

@@ -175,16 +175,13 @@ impl IndexBuilder {
             None => GpuStatus::require(self.device)?,
         };
         let registry = Registry::with_gpu(gpu);
-        Index::build_with(
-            &registry,
-            data,
-            self.metric,
-            self.algorithm.name(),
-            Some(self.backend),
-            &params,
-            self.algorithm.k(),
-            &self.build_ctx(),
-        )
+        let request = crate::BuildRequest {
+            algorithm: self.algorithm.name(),
+            backend: Some(self.backend),
+            params: &params,
+            k: self.algorithm.k(),
+        };
+        Index::build_with(&registry, data, self.metric, request, &self.build_ctx())
     }
 
     /// Builds from a borrowed view (the vectors are copied into the index):

@@ -15,7 +15,7 @@ use weft_graph::storage::{self, GraphKind, GraphMeta, LoadOptions, StoredGraph};
 use weft_io::{AnyDataset, Format, ReadOptions};
 use weft_search::{
     BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints, ExactSearcher, Filter,
-    exact_search_filtered,
+    SearchInputs, exact_search_filtered,
 };
 
 use crate::input::{IndexData, Vectors};
@@ -453,6 +453,22 @@ pub(crate) fn data_file_name(dtype: DType) -> (&'static str, Format) {
     }
 }
 
+/// Which registered builder [`Index::build_with`] runs, and with what: the algorithm's name,
+/// the back end (`None` or [`Backend::Auto`]: the GPU one when registered, else the CPU one),
+/// its JSON params (merged over the algorithm's defaults) and `k` (the neighbour count of k-NN
+/// graph builders; `None` for search-graph builders).
+#[derive(Clone, Copy, Debug)]
+pub struct BuildRequest<'a> {
+    /// The registered algorithm's name (`cagra`, `nndescent`, ...).
+    pub algorithm: &'a str,
+    /// The back end, or `None` for [`Backend::Auto`].
+    pub backend: Option<Backend>,
+    /// The algorithm's parameters as JSON (`Value::Null` for its defaults).
+    pub params: &'a Value,
+    /// The neighbour count of a k-NN graph builder.
+    pub k: Option<usize>,
+}
+
 impl Index {
     /// Builds an index on `data` with the registered algorithm `algorithm` on
     /// [`Backend::Auto`] (the GPU back end when a GPU is usable and the algorithm has one) and
@@ -469,32 +485,31 @@ impl Index {
         k: Option<usize>,
         ctx: &BuildCtx,
     ) -> Result<Index> {
-        Self::build_with(
-            &Registry::available(),
-            data,
-            metric,
+        let request = BuildRequest {
             algorithm,
-            None,
+            backend: None,
             params,
             k,
-            ctx,
-        )
+        };
+        Self::build_with(&Registry::available(), data, metric, request, ctx)
     }
 
     /// [`Index::build`] with an explicit registry and backend (`None` or [`Backend::Auto`]: the
     /// GPU back end when registered, else the CPU one).
     /// [`IndexBuilder::build`](crate::IndexBuilder::build) goes through here.
-    #[allow(clippy::too_many_arguments)]
     pub fn build_with(
         registry: &Registry,
         data: impl IndexData,
         metric: Metric,
-        algorithm: &str,
-        backend: Option<Backend>,
-        params: &Value,
-        k: Option<usize>,
+        request: BuildRequest<'_>,
         ctx: &BuildCtx,
     ) -> Result<Index> {
+        let BuildRequest {
+            algorithm,
+            backend,
+            params,
+            k,
+        } = request;
         let data = data.into_any_dataset()?;
         if data.rows() == 0 {
             return Err(Error::InvalidInput(
@@ -997,15 +1012,12 @@ impl Index {
             };
             let graph = copies.and_then(|c| c.graph.as_ref()).unwrap_or(&self.graph);
             in_batches(queries, cancel, &mut out, |q, o| {
-                BeamSearch.search_with_entry_layer(
-                    graph.as_view(),
+                let inputs = SearchInputs {
+                    graph: graph.as_view(),
                     data,
-                    q,
-                    metric,
-                    &p,
-                    layer.as_deref(),
-                    o,
-                )
+                    queries: q,
+                };
+                BeamSearch.search_with_entry_layer(inputs, metric, &p, layer.as_deref(), o)
             })?
         };
         Ok(SearchReport {
@@ -1540,12 +1552,21 @@ mod tests {
         single.tuning.mode = weft_search::CagraSearchMode::SingleCta;
         #[cfg(feature = "cuda")]
         {
-            use weft_search::gpu::cagra::{MULTI_CTA_BLOCK_LIST_LEN, plan};
-            let p = plan(132, 1000, 16, 4, 32, 1000, 10, &single, false).unwrap();
+            use weft_search::gpu::cagra::{CagraSearchShape, MULTI_CTA_BLOCK_LIST_LEN, plan};
+            let shape = |nq| CagraSearchShape {
+                n: 1000,
+                dim: 16,
+                elem_bytes: 4,
+                degree: 32,
+                nq,
+                k: 10,
+                filtered: false,
+            };
+            let p = plan(132, shape(1000), &single).unwrap();
             assert_eq!((p.ctas_per_query, p.block_list_len), (1, 96));
             let mut multi = cagra.clone();
             multi.tuning.mode = weft_search::CagraSearchMode::MultiCta;
-            let p = plan(132, 1000, 16, 4, 32, 1, 10, &multi, false).unwrap();
+            let p = plan(132, shape(1), &multi).unwrap();
             assert_eq!(p.block_list_len, MULTI_CTA_BLOCK_LIST_LEN);
             assert_eq!(p.ctas_per_query * p.block_list_len, 96);
         }

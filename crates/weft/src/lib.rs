@@ -69,7 +69,7 @@ pub use algorithm::{
     Algorithm, CagraParams, GgnnParams, GrnndParams, KnnSource, NnDescentParams, RnnDescentParams,
 };
 pub use builder::IndexBuilder;
-pub use index::{Index, SearchOutput, SearchParams, SearchReport};
+pub use index::{BuildRequest, Index, SearchOutput, SearchParams, SearchReport};
 pub use input::{IndexData, Vectors};
 pub use registry::{AlgorithmInfo, Backend, DynBuilder, GpuStatus, Produces, Registry};
 pub use routes::{SEARCH_ROUTES, SearchRoute, search_route};

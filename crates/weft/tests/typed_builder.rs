@@ -79,14 +79,17 @@ fn typed_build_of_every_cpu_algorithm_equals_the_json_build() {
             .build(base.clone())
             .unwrap();
         let params = algorithm.params_json().unwrap();
+        let request = weft::BuildRequest {
+            algorithm: name,
+            backend: Some(Backend::Cpu),
+            params: &params,
+            k: algorithm.k(),
+        };
         let json = Index::build_with(
             &registry,
             base.clone(),
             Metric::L2Squared,
-            name,
-            Some(Backend::Cpu),
-            &params,
-            algorithm.k(),
+            request,
             &BuildCtx::new(7).with_threads(Some(2)),
         )
         .unwrap();

@@ -58,6 +58,13 @@ __device__ __forceinline__ u16 f32_to_f16(float f) {
 // Metric codes: the same as weft_core::Metric::code().
 enum MetricCode : i32 { METRIC_L2 = 0, METRIC_IP = 1, METRIC_COSINE = 2 };
 
+// A kernel argument struct's element data (declared as bytes, `const u8*`) as elements of the
+// kernel's element type.
+template <typename T>
+__device__ __forceinline__ const T* as_elements(const u8* p) {
+    return reinterpret_cast<const T*>(p);
+}
+
 // Ceil division.
 __host__ __device__ __forceinline__ u32 div_up(u32 a, u32 b) { return (a + b - 1) / b; }
 

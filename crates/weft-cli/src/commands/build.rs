@@ -114,18 +114,15 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     }
     let ctx = s.ctx(args.seed);
     let start = Instant::now();
-    let index = Index::build_with(
-        &registry,
-        data,
-        metric,
-        &args.algo,
-        args.backend.backend(),
-        &params,
-        args.k,
-        &ctx,
-    )
-    .map_err(with_cli_names)
-    .with_context(|| format!("building `{}` on {}", args.algo, args.data.display()))?;
+    let request = weft::BuildRequest {
+        algorithm: &args.algo,
+        backend: args.backend.backend(),
+        params: &params,
+        k: args.k,
+    };
+    let index = Index::build_with(&registry, data, metric, request, &ctx)
+        .map_err(with_cli_names)
+        .with_context(|| format!("building `{}` on {}", args.algo, args.data.display()))?;
     let build_seconds = start.elapsed().as_secs_f64();
     s.done();
     // Reachability from where `weft search` (default seed 0) starts: a k-NN graph stores no

@@ -9,7 +9,7 @@ use weft::graph::storage::GraphKind;
 use weft::io::{IdMatrix, Preset};
 use weft::{AlgorithmInfo, AnyDataset, Backend, Index, Produces, SearchParams};
 
-use super::eval::{Point, sweep_with, table};
+use super::eval::{EvalQueries, Point, sweep_with, table};
 use super::search::{KNN_GRAPH_NOTE, entry_points, entry_points_json, graph_kind_fields};
 use super::{Report, metric_json, recall_ratio, require_gpu, secs, tidy_floats};
 use crate::progress::Session;
@@ -193,16 +193,13 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         let k = matches!(algo.produces, Produces::KnnGraph).then_some(args.graph_k);
         s.stage(&format!("building {} ({})", algo.name, algo.backend.name()));
         let start = Instant::now();
-        let index = Index::build_with(
-            &registry,
-            base.clone(),
-            metric,
-            algo.name,
-            Some(algo.backend),
-            &serde_json::Value::Null,
+        let request = weft::BuildRequest {
+            algorithm: algo.name,
+            backend: Some(algo.backend),
+            params: &serde_json::Value::Null,
             k,
-            &ctx,
-        )?;
+        };
+        let index = Index::build_with(&registry, base.clone(), metric, request, &ctx)?;
         let build_seconds = start.elapsed().as_secs_f64();
         s.done();
         // Where the searches below (seed 0) start: a k-NN graph's spread entry points.
@@ -247,7 +244,12 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
                 backend: algo.backend,
                 ..SearchParams::default()
             };
-            let p = sweep_with(&index, &queries, truth, args.k, &beams, 1, &params, s)?;
+            let eval = EvalQueries {
+                queries: &queries,
+                gt: truth,
+                k: args.k,
+            };
+            let p = sweep_with(&index, eval, &beams, 1, &params, s)?;
             s.done();
             p
         };

@@ -99,19 +99,28 @@ pub struct Point {
     pub backend: &'static str,
 }
 
-/// Sweeps `beams` on `index`, each search with `base` (backend, GPU options, seed) and the beam
-/// width set, returning recall and median QPS per beam width.
-#[allow(clippy::too_many_arguments)]
+/// The queries a sweep searches, their exact neighbours and how many of them count.
+#[derive(Clone, Copy)]
+pub struct EvalQueries<'a> {
+    /// The query vectors.
+    pub queries: &'a weft::AnyDataset,
+    /// Their exact neighbours (at least `k` per query).
+    pub gt: &'a IdMatrix,
+    /// Neighbours per query searched and scored (recall@k).
+    pub k: usize,
+}
+
+/// Sweeps `beams` on `index` over `eval`, each search with `base` (backend, GPU options, seed)
+/// and the beam width set, `runs` times, returning recall and median QPS per beam width.
 pub fn sweep_with(
     index: &Index,
-    queries: &weft::AnyDataset,
-    gt: &IdMatrix,
-    k: usize,
+    eval: EvalQueries<'_>,
     beams: &[usize],
     runs: usize,
     base: &SearchParams,
     s: &Session,
 ) -> Result<Vec<Point>> {
+    let EvalQueries { queries, gt, k } = eval;
     let with = |beam: usize| SearchParams {
         beam_width: Some(beam),
         cancel: Some(s.cancel_token().clone()),
@@ -318,7 +327,12 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let mut base = args.gpu.apply(SearchParams::default(), s);
     base.seed = args.seed;
     base.filter = filter.clone();
-    let points = sweep_with(&index, &queries, &gt, args.k, &beams, args.runs, &base, s)?;
+    let eval = EvalQueries {
+        queries: &queries,
+        gt: &gt,
+        k: args.k,
+    };
+    let points = sweep_with(&index, eval, &beams, args.runs, &base, s)?;
     s.done();
     let text = format!(
         "{}{}{} queries, k = {}{}, {} threads, median of {} runs\n{}",

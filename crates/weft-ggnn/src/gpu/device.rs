@@ -578,9 +578,18 @@ impl<'c> GgnnBuild<'c> {
         let glob = self.ctx.upload(&identity)?;
         let mut ids = self.ctx.alloc_zeros::<u32>(n * k)?;
         let mut nn1 = self.ctx.alloc_zeros::<f32>(n)?;
-        top_kernel(
-            self.ctx, data, metric, &glob, 0, shape, 0, k, &mut ids, &mut nn1,
-        )?;
+        let rows = LayerRows {
+            shape,
+            l: 0,
+            off: 0,
+            k,
+        };
+        let bufs = TopBuffers {
+            glob: &glob,
+            ids: &mut ids,
+            nn1: &mut nn1,
+        };
+        top_kernel(self.ctx, data, metric, rows, bufs)?;
         Ok((self.ctx.download(&ids, n * k)?, self.ctx.download(&nn1, n)?))
     }
 }
@@ -729,7 +738,7 @@ fn nearest_entry_kernel<T: Element>(
             &ggnn::GgnnNearestEntryArgs {
                 data: view.input(),
                 stride,
-                metric: metric.code() as i32,
+                metric,
                 entries: dev_entries.input(),
                 n_entries: ne,
                 n: n32,
@@ -740,20 +749,41 @@ fn nearest_entry_kernel<T: Element>(
     Ok(out)
 }
 
-/// The `top` kernel over layer `l` (rows from `off`) of the stacked buffers.
-#[allow(clippy::too_many_arguments)]
+/// One layer of the stacked row space: layer `l` of `shape`, its rows from row `off`, `k` slots
+/// a row.
+#[derive(Clone, Copy)]
+struct LayerRows<'s> {
+    /// The layers' sizes.
+    shape: &'s Sizing,
+    /// Which layer of `shape` (0: the base).
+    l: usize,
+    /// Its first row in the stacked buffers.
+    off: usize,
+    /// Slots per row.
+    k: usize,
+}
+
+/// The stacked buffers of the `top` kernel: it reads the layer's global ids and writes its rows'
+/// neighbour ids and real 1-NN distances.
+struct TopBuffers<'b> {
+    /// Global id of each row.
+    glob: &'b DeviceBuffer<u32>,
+    /// `k` neighbour ids per row.
+    ids: &'b mut DeviceBuffer<u32>,
+    /// The real 1-NN distance of each row.
+    nn1: &'b mut DeviceBuffer<f32>,
+}
+
+/// The `top` kernel over the layer `rows` of the stacked buffers `bufs`.
 fn top_kernel<T: Element>(
     ctx: &GpuContext,
     data: &DeviceMatrix<T>,
     metric: Metric,
-    glob: &DeviceBuffer<u32>,
-    off: usize,
-    shape: &Sizing,
-    l: usize,
-    k: usize,
-    ids: &mut DeviceBuffer<u32>,
-    nn1: &mut DeviceBuffer<f32>,
+    rows: LayerRows<'_>,
+    bufs: TopBuffers<'_>,
 ) -> Result<()> {
+    let LayerRows { shape, l, off, k } = rows;
+    let TopBuffers { glob, ids, nn1 } = bufs;
     let len = shape.layer_len(l);
     need(glob.len(), (off + len) as u64, "ggnn_top global ids")?;
     need(ids.len(), ((off + len) * k) as u64, "ggnn_top ids")?;
@@ -772,7 +802,7 @@ fn top_kernel<T: Element>(
             &ggnn::GgnnTopArgs {
                 data: view.input(),
                 stride,
-                metric: metric.code() as i32,
+                metric,
                 glob: glob.input(),
                 off: u32_of(off, "row offset")?,
                 s0,
@@ -976,19 +1006,18 @@ impl<T: Element> Run<'_, '_, T> {
     }
 
     fn top(&mut self, l: usize) -> Result<()> {
-        let off = self.st.row_off[l];
-        top_kernel(
-            self.g.ctx,
-            self.data,
-            self.metric,
-            &self.st.glob,
-            off,
-            &self.shape,
+        let rows = LayerRows {
+            shape: &self.shape,
             l,
-            self.k,
-            &mut self.st.ids,
-            &mut self.st.nn1,
-        )?;
+            off: self.st.row_off[l],
+            k: self.k,
+        };
+        let bufs = TopBuffers {
+            glob: &self.st.glob,
+            ids: &mut self.st.ids,
+            nn1: &mut self.st.nn1,
+        };
+        top_kernel(self.g.ctx, self.data, self.metric, rows, bufs)?;
         if l == 0 {
             self.update_stats()?;
         }
@@ -1074,7 +1103,6 @@ impl<T: Element> Run<'_, '_, T> {
         let ctx = self.g.ctx;
         let view = self.data.rows_view(0, self.data.rows())?;
         let stride = u32_of(self.data.stride(), "stride")?;
-        let code = self.metric.code() as i32;
         let (k32, lm32, ltop32, n32, s32) = (
             k as u32,
             lm as u32,
@@ -1111,7 +1139,7 @@ impl<T: Element> Run<'_, '_, T> {
                 &ggnn::GgnnMergeArgs {
                     data: view.input(),
                     stride,
-                    metric: code,
+                    metric: self.metric,
                     ids: st.ids.input(),
                     glob: st.glob.input(),
                     sel: st.sel.input(),
@@ -1230,7 +1258,6 @@ impl<T: Element> Run<'_, '_, T> {
         fill_u32(ctx, &mut self.st.link_cnt, 0, n, 0)?;
         let view = self.data.rows_view(0, self.data.rows())?;
         let stride = u32_of(self.data.stride(), "stride")?;
-        let code = self.metric.code() as i32;
         let off = self.st.row_off[l] as u32;
         let (n32, k32, kl32, kf32) = (u32_of(n, "layer size")?, k as u32, kl as u32, kf as u32);
         let max_pops = SYM_MAX_POPS as u32;
@@ -1247,7 +1274,7 @@ impl<T: Element> Run<'_, '_, T> {
                 &ggnn::GgnnSymArgs {
                     data: view.input(),
                     stride,
-                    metric: code,
+                    metric: self.metric,
                     ids: st.ids.input(),
                     glob: st.glob.input(),
                     off,

@@ -23,7 +23,7 @@ use weft_core::{BuildCtx, DatasetView, Element, GraphBuilder, Metric, NodeId, Re
 use weft_gpu::{DeviceMatrix, GpuContext, KernelModule};
 use weft_graph::hier::HierGraph;
 
-use crate::build::{assemble, check_inputs};
+use crate::build::{FinishedLayers, check_inputs};
 use crate::connect::hierarchy_entry_points;
 use crate::{GgnnParams, GgnnStats};
 
@@ -183,17 +183,13 @@ impl GgnnGpu {
         };
         let mut phases = out.phases;
         let assemble_start = Instant::now();
-        let layers = out.layers.into_iter().map(|l| (l.ids, l.global)).collect();
-        let (graph, repair, connect_s) = assemble(
+        let finished = FinishedLayers {
             z,
-            params.k_build,
-            layers,
-            entry_points,
-            data_host,
-            metric,
-            params,
-            ctx,
-        )?;
+            k: params.k_build,
+            layers: out.layers.into_iter().map(|l| (l.ids, l.global)).collect(),
+        };
+        let (graph, repair, connect_s) =
+            finished.assemble(entry_points, data_host, metric, params, ctx)?;
         let stats = GgnnStats {
             mean_nn1: out.mean_nn1,
             max_nn1: out.max_nn1,

@@ -21,6 +21,18 @@ pub(crate) type Hit<'a> = dyn FnMut(usize, usize, u32, &[f32]) -> f32 + 'a;
 /// A tile kernel over a run of base panels: `(a, dim, b, col_add, panels, bounds, hit)`.
 type BlockFn = fn(&[f32], usize, &[f32], &[f32], usize, &mut [f32], &mut Hit<'_>);
 
+/// A run of packed base panels: `panels` panels in `b` (`panels * dim * nr`) with their column
+/// terms `col_add` (`panels * nr`).
+#[derive(Clone, Copy)]
+pub(crate) struct BasePanels<'a> {
+    /// The panels, `dim x nr` each.
+    pub(crate) b: &'a [f32],
+    /// Each column's additive term.
+    pub(crate) col_add: &'a [f32],
+    /// How many panels.
+    pub(crate) panels: usize,
+}
+
 /// The kernel chosen for this CPU and its tile shape.
 #[derive(Clone, Copy)]
 pub(crate) struct Kernel {
@@ -75,20 +87,17 @@ impl Kernel {
         }
     }
 
-    /// Runs the tiles of one query panel `a` (`dim * mr`) against `panels` base panels in `b`
-    /// (`panels * dim * nr`) with column terms `col_add` (`panels * nr`).
+    /// Runs the tiles of one query panel `a` (`dim * mr`) against the base panels `base`.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run(
         &self,
         a: &[f32],
         dim: usize,
-        b: &[f32],
-        col_add: &[f32],
-        panels: usize,
+        base: BasePanels<'_>,
         bounds: &mut [f32],
         hit: &mut Hit<'_>,
     ) {
+        let BasePanels { b, col_add, panels } = base;
         assert!(a.len() >= dim * self.mr);
         assert!(b.len() >= panels * dim * self.nr);
         assert!(col_add.len() >= panels * self.nr);

@@ -41,7 +41,7 @@ use weft_core::{
 };
 
 use cands::{Cands, RowParams, U};
-use kernel::Kernel;
+use kernel::{BasePanels, Kernel};
 use topk::sort_pairs;
 
 /// Bytes of packed base vectors per block: the unit of cancellation checks and of the base
@@ -495,6 +495,15 @@ fn run_with_kernel<'a, T: Element>(
     ctx.progress()
         .begin("exact k-NN", Some((num_sb * tasks.len()) as u64));
     let mut max_norm = 0f32;
+    let shared = TaskInputs {
+        base,
+        queries,
+        prep: &prep,
+        k,
+        dist: &dist,
+        kern,
+        ctx,
+    };
     for sb in 0..num_sb {
         ctx.check_cancelled()?;
         let p0 = sb * sb_panels;
@@ -507,20 +516,7 @@ fn run_with_kernel<'a, T: Element>(
             let lo = task.split * blocks / splits;
             let hi = (task.split + 1) * blocks / splits;
             let blocks = (lo * block_panels)..(hi * block_panels).min(panels);
-            process(
-                task,
-                base,
-                queries,
-                &prep,
-                &sblock,
-                max_norm,
-                blocks,
-                block_panels,
-                k,
-                &dist,
-                kern,
-                ctx,
-            )?;
+            process(task, &shared, &sblock, max_norm, blocks, block_panels)?;
             ctx.progress().advance(1);
             Ok(())
         })?;
@@ -642,22 +638,36 @@ fn pack_superblock<T: Element>(
     }
 }
 
-/// Runs one task over the panels `panels` (a range of whole blocks) of a superblock.
-#[allow(clippy::too_many_arguments)]
-fn process<'a, T: Element>(
-    task: &mut Task,
+/// What every task of one exact search reads, whichever superblock it runs over.
+struct TaskInputs<'a, 'p, T: Element> {
     base: DatasetView<'a, T>,
     queries: Queries<'a, T>,
-    prep: &Prep,
+    prep: &'p Prep,
+    k: usize,
+    dist: &'p DistanceFn<T>,
+    kern: Kernel,
+    ctx: &'p BuildCtx,
+}
+
+/// Runs one task over the panels `panels` (a range of whole blocks, `block_panels` each) of
+/// superblock `sb`, whose bounds cover base vectors of norm up to `max_norm`.
+fn process<T: Element>(
+    task: &mut Task,
+    inputs: &TaskInputs<'_, '_, T>,
     sb: &Superblock,
     max_norm: f32,
     panels: std::ops::Range<usize>,
     block_panels: usize,
-    k: usize,
-    dist: &DistanceFn<T>,
-    kern: Kernel,
-    ctx: &BuildCtx,
 ) -> Result<()> {
+    let &TaskInputs {
+        base,
+        queries,
+        prep,
+        k,
+        dist,
+        kern,
+        ctx,
+    } = inputs;
     let (mr, nr, dim) = (kern.mr, kern.nr, prep.dim);
     let n = base.rows();
     let nq = task.q1 - task.q0;
@@ -751,7 +761,12 @@ fn process<'a, T: Element>(
                     }
                     c.bound(row)
                 };
-                kern.run(apanel, dim, bpanel, bcol, 1, bounds, &mut hit);
+                let one_panel = BasePanels {
+                    b: bpanel,
+                    col_add: bcol,
+                    panels: 1,
+                };
+                kern.run(apanel, dim, one_panel, bounds, &mut hit);
             }
         }
         start = end;

@@ -3,9 +3,10 @@
 //! it back ([`FixedDegreeGraph`]).
 //!
 //! The kernels are in this crate's `kernels/grnnd/grnnd.cu` (launched through the bindings
-//! weft-kernels generates from their signatures); the design and the choices where the
-//! paper is ambiguous are in `docs/grnnd.md`. The settings are [`GrnndParams`] themselves (the
-//! fields GRNND reads are listed at [`Grnnd::build`]) and the build context's seed. In short:
+//! weft-kernels generates from their argument structs, `kernels/grnnd/args.cuh`); the design
+//! and the choices where the paper is ambiguous are in `docs/grnnd.md`. The settings are
+//! [`GrnndParams`] themselves (the fields GRNND reads are listed at [`Grnnd::build`]) and the
+//! build context's seed. In short:
 //! 1. `grnnd_init_*`: every vertex gets `min(S, n - 1)` distinct random neighbours, NEW.
 //! 2. `T1` outer iterations of `T2` rounds of `grnnd_update_*` (one warp per vertex): the
 //!    vertex's pool (read buffer) is visited pair by pair in the configured order (random,
@@ -335,7 +336,7 @@ impl<'c> Grnnd<'c> {
             }
             for _ in 0..params.t2 {
                 build.check_cancelled()?;
-                let r = Round {
+                let r = UpdateRound {
                     params,
                     seed,
                     round,
@@ -544,7 +545,7 @@ fn init<T: Element>(
                 data: v.data.input(),
                 n,
                 stride: v.stride,
-                metric: v.metric.code() as i32,
+                metric: v.metric,
                 s,
                 seed,
                 p: p.a.output(),
@@ -555,11 +556,17 @@ fn init<T: Element>(
     }
 }
 
-/// One update round: the settings, the seed of the random pair order and the round's number.
-struct Round<'p> {
-    params: &'p GrnndParams,
-    seed: u64,
-    round: u32,
+/// One update round of a build: the settings it runs in, and the seed and round number that
+/// together seed its random pair order (round `round` of a build seeded with `seed`).
+#[derive(Clone, Copy, Debug)]
+pub struct UpdateRound<'p> {
+    /// The settings the round reads: strict pruning, new/old flags, the pair order and the
+    /// pair cap (`max_pairs`).
+    pub params: &'p GrnndParams,
+    /// The build's seed.
+    pub seed: u64,
+    /// The round's number within the build, from 0.
+    pub round: u32,
 }
 
 /// One update round from pool A into pool B; with `pruned.len > 0` the entries it prunes are
@@ -567,7 +574,7 @@ struct Round<'p> {
 fn update<T: Element>(
     ctx: &GpuContext,
     v: &Vectors<'_, '_>,
-    round: &Round<'_>,
+    round: &UpdateRound<'_>,
     p: &mut Pools,
     pruned: &mut Pruned,
     counters: &mut DeviceBuffer<u64>,
@@ -600,7 +607,7 @@ fn update<T: Element>(
                 data: v.data.input(),
                 n,
                 stride: v.stride,
-                metric: v.metric.code() as i32,
+                metric: v.metric,
                 pa: p.a.input(),
                 ca: p.ca.input(),
                 pb: p.b.output(),
@@ -919,20 +926,18 @@ pub mod testing {
         PoolRows::download(ctx, pool.n, pool.r, &p, &c)
     }
 
-    /// Runs update round `round` (`grnnd_update_*`) in `params`' mode (pair order seeded by
-    /// `seed`) on `pool` (rows of the vertices of `data`) into an empty pool; returns it, the
-    /// pairs evaluated and the redirects. Nothing is recorded for filling.
+    /// Runs update round `round` (`grnnd_update_*`, in `round.params`' mode) on `pool` (rows
+    /// of the vertices of `data`) into an empty pool; returns it, the pairs evaluated and the
+    /// redirects. Nothing is recorded for filling.
     pub fn update_round<T: Element>(
         ctx: &GpuContext,
         data: DatasetView<'_, T>,
         metric: Metric,
-        params: &GrnndParams,
-        seed: u64,
-        round: u32,
+        round: &UpdateRound<'_>,
         pool: &PoolRows,
     ) -> Result<(PoolRows, u64, u64)> {
         let (out, pairs, redirects, _) =
-            update_round_recording(ctx, data, metric, params, seed, round, pool, 0, &[])?;
+            update_round_recording(ctx, data, metric, round, pool, 0, &[])?;
         Ok((out, pairs, redirects))
     }
 
@@ -940,18 +945,16 @@ pub mod testing {
     /// it prunes from a vertex's row are also offered to that vertex's row of `pruned`
     /// (`n * fill_len` packed entries, [`EMPTY`] when free; `fill_len` 0: none, `pruned`
     /// empty), which is returned after the pool, the pairs and the redirects.
-    #[allow(clippy::too_many_arguments)]
     pub fn update_round_recording<T: Element>(
         ctx: &GpuContext,
         data: DatasetView<'_, T>,
         metric: Metric,
-        params: &GrnndParams,
-        seed: u64,
-        round: u32,
+        round: &UpdateRound<'_>,
         pool: &PoolRows,
         fill_len: usize,
         pruned: &[u64],
     ) -> Result<(PoolRows, u64, u64, Vec<u64>)> {
+        let params = round.params;
         check(params, data.rows())?;
         if pool.n != data.rows() || pool.r != params.r {
             return Err(Error::InvalidInput(
@@ -987,12 +990,7 @@ pub mod testing {
             stride: m.stride() as u32,
             metric,
         };
-        let round = Round {
-            params,
-            seed,
-            round,
-        };
-        update::<T>(ctx, &vectors, &round, &mut p, &mut rec, &mut counters)?;
+        update::<T>(ctx, &vectors, round, &mut p, &mut rec, &mut counters)?;
         let c = ctx.download(&counters, 2)?;
         let kept = if fill_len == 0 {
             Vec::new()

@@ -32,7 +32,7 @@ use grnnd::MAX_R;
 pub use grnnd::{Grnnd, GrnndStats};
 
 /// The generated bindings of this crate's kernel modules (weft-kernels, from the kernels'
-/// signatures).
+/// argument structs).
 mod kernels;
 
 /// This crate's kernel modules (for the NVRTC check and kernel listings).

@@ -2,10 +2,10 @@
 //! device and leaves it there ([`DeviceKnnGraph`]) or brings it back ([`KnnGraph`]).
 //!
 //! The kernels are in this crate's `kernels/gnnd/gnnd.cu` (launched through the bindings
-//! weft-kernels generates from their signatures); the design and the choices where the
-//! paper is ambiguous are in `docs/gnnd.md`. The settings are [`NnDescentParams`]' GPU fields
-//! (`gpu_sample`, `max_iters`, `delta`), the build context's seed, and the GPU-only knobs of
-//! [`GnndTuning`]. In short, per iteration:
+//! weft-kernels generates from their argument structs, `kernels/gnnd/args.cuh`); the design and
+//! the choices where the paper is ambiguous are in `docs/gnnd.md`. The settings are
+//! [`NnDescentParams`]' GPU fields (`gpu_sample`, `max_iters`, `delta`), the build context's
+//! seed, and the GPU-only knobs of [`GnndTuning`]. In short, per iteration:
 //! 1. `gnnd_sample`: the first `p` NEW and first `p` OLD entries of each sorted list (the
 //!    closest) are sampled; the sampled NEW entries become OLD; every forward sample receives
 //!    the list owner as a reverse sample (appended atomically, at most `p`).
@@ -36,6 +36,7 @@ use crate::params::GPU_SAMPLE_LIMIT;
 
 mod merge;
 use merge::MODE_CROSS;
+pub use merge::MergeSide;
 
 /// The largest sample count `p` (lists of NEW and of OLD samples hold at most `2 p = 64`): the
 /// limit [`NnDescentParams::gpu_sample`] is validated against.
@@ -524,7 +525,7 @@ fn init<T: Element>(
                 data: data.input(),
                 n,
                 stride,
-                metric: metric.code() as i32,
+                metric,
                 k,
                 seed,
                 list_d: st.list_d.output(),
@@ -617,48 +618,36 @@ fn join<T: Element>(
     let stride = data.stride;
     let s = 2 * st.p as u32;
     let launch = Launch::blocks(n, JOIN_THREADS);
-    let metric_code = metric.code() as i32;
-    // The three kernels (one per metric) share their signature; the bindings give each its own
-    // struct, filled alike.
-    macro_rules! launch_join {
-        ($launcher:path, $args:ident) => {
-            // SAFETY: the data views were checked above (`Vectors::check`); the state's buffers
-            // were allocated by `State::alloc` for its own `n`, `k`, `p` and `m`.
-            unsafe {
-                $launcher(
-                    ctx,
-                    T::DTYPE,
-                    launch,
-                    &kernels::$args {
-                        data: data.a.input(),
-                        data_b: data.b.input(),
-                        split: data.split,
-                        stride,
-                        metric: metric_code,
-                        norms: st.norms.input(),
-                        new_s: st.new_s.input(),
-                        new_cnt: st.fwd_new.input(),
-                        old_s: st.old_s.input(),
-                        old_cnt: st.fwd_old.input(),
-                        s,
-                        list_d: st.list_d.input(),
-                        k,
-                        inbox_d: st.inbox_d.output(),
-                        inbox_i: st.inbox_i.output(),
-                        inbox_cnt: st.inbox_cnt.output(),
-                        m,
-                        overflow: st.dropped.output(),
-                        mode,
-                    },
-                )
-            }
-        };
-    }
-    match metric {
-        Metric::L2Squared => launch_join!(kernels::gnnd_join_l2, GnndJoinL2Args),
-        Metric::InnerProduct => launch_join!(kernels::gnnd_join_ip, GnndJoinIpArgs),
-        Metric::Cosine => launch_join!(kernels::gnnd_join_cos, GnndJoinCosArgs),
-    }
+    // The three kernels (one per metric) share their argument struct.
+    let args = kernels::GnndJoinArgs {
+        data: data.a.input(),
+        data_b: data.b.input(),
+        split: data.split,
+        stride,
+        metric,
+        norms: st.norms.input(),
+        new_s: st.new_s.input(),
+        new_cnt: st.fwd_new.input(),
+        old_s: st.old_s.input(),
+        old_cnt: st.fwd_old.input(),
+        s,
+        list_d: st.list_d.input(),
+        k,
+        inbox_d: st.inbox_d.output(),
+        inbox_i: st.inbox_i.output(),
+        inbox_cnt: st.inbox_cnt.output(),
+        m,
+        overflow: st.dropped.output(),
+        mode,
+    };
+    let launcher = match metric {
+        Metric::L2Squared => kernels::gnnd_join_l2,
+        Metric::InnerProduct => kernels::gnnd_join_ip,
+        Metric::Cosine => kernels::gnnd_join_cos,
+    };
+    // SAFETY: the data views were checked above (`Vectors::check`); the state's buffers were
+    // allocated by `State::alloc` for its own `n`, `k`, `p` and `m`.
+    unsafe { launcher(ctx, T::DTYPE, launch, &args) }
 }
 
 /// Warps per block of `gnnd_merge` for degree `k` (each warp holds a list in shared memory).
@@ -731,43 +720,64 @@ pub mod testing {
     /// The top bit of a list id: the entry is NEW.
     pub const NEW_FLAG: u32 = 0x8000_0000;
 
-    /// Runs one join (`gnnd_join_*`) over the given deduplicated samples (`new[v]`, `old[v]`,
-    /// at most `2 p` each) and one merge (`gnnd_merge`) on `lists`, with an inbox of `inbox`
-    /// slots (`symmetric`, `row_offers`: see [`GnndTuning`]); returns the lists after the merge
+    /// The samples a join reads: each vertex's deduplicated NEW samples (`new[v]`) and OLD
+    /// samples (`old[v]`), at most `2 p` each for the sample count `p`.
+    #[derive(Clone, Copy, Debug)]
+    pub struct JoinSamples<'a> {
+        /// The sample count (the sample rows hold `2 p` ids).
+        pub p: usize,
+        /// Each vertex's NEW samples.
+        pub new: &'a [Vec<u32>],
+        /// Each vertex's OLD samples.
+        pub old: &'a [Vec<u32>],
+    }
+
+    /// How a join offers its candidates and where they go: `symmetric` and `row_offers` as in
+    /// [`GnndTuning`] (`row_offers` clamped to `1..=4`), into inboxes of `inbox` slots per list
+    /// (at least 1).
+    #[derive(Clone, Copy, Debug)]
+    pub struct JoinOffers {
+        /// Inbox slots per list.
+        pub inbox: usize,
+        /// Offer each selected pair to both ends.
+        pub symmetric: bool,
+        /// Offers per sample row and join.
+        pub row_offers: usize,
+    }
+
+    impl JoinOffers {
+        /// The join kernel's `mode` argument without the cross bit: bit 0 symmetric, bits 8..
+        /// the row offers.
+        fn mode(&self) -> u32 {
+            self.symmetric as u32 | ((self.row_offers.clamp(1, 4) as u32) << 8)
+        }
+    }
+
+    /// Runs one join (`gnnd_join_*`) over the given deduplicated `samples` and one merge
+    /// (`gnnd_merge`) on `lists`, offering as `offers` says; returns the lists after the merge
     /// and the insertions and dropped offers.
-    #[allow(clippy::too_many_arguments)]
     pub fn join_and_merge<T: Element>(
         ctx: &GpuContext,
         data: DatasetView<'_, T>,
         metric: Metric,
         lists: &FlaggedLists,
-        p: usize,
-        new: &[Vec<u32>],
-        old: &[Vec<u32>],
-        inbox: usize,
-        symmetric: bool,
-        row_offers: usize,
+        samples: &JoinSamples<'_>,
+        offers: &JoinOffers,
     ) -> Result<(FlaggedLists, u64, u64)> {
-        let mode = symmetric as u32 | ((row_offers.clamp(1, 4) as u32) << 8);
-        join_and_merge_mode(ctx, data, None, metric, lists, p, new, old, inbox, mode)
+        join_and_merge_split(ctx, data, None, metric, lists, samples, offers)
     }
 
     /// [`join_and_merge`] in the merge's cross-only mode (NEW x NEW pairs not joined), with the
     /// vectors in two device matrices: rows `[0, split)` and `[split, n)` (`0 < split < n`), as a
     /// merge holds them.
-    #[allow(clippy::too_many_arguments)]
     pub fn cross_join_and_merge<T: Element>(
         ctx: &GpuContext,
         data: DatasetView<'_, T>,
         split: usize,
         metric: Metric,
         lists: &FlaggedLists,
-        p: usize,
-        new: &[Vec<u32>],
-        old: &[Vec<u32>],
-        inbox: usize,
-        symmetric: bool,
-        row_offers: usize,
+        samples: &JoinSamples<'_>,
+        offers: &JoinOffers,
     ) -> Result<(FlaggedLists, u64, u64)> {
         if split == 0 || split >= data.rows() {
             return Err(Error::InvalidInput(format!(
@@ -775,34 +785,21 @@ pub mod testing {
                 data.rows()
             )));
         }
-        let mode = symmetric as u32 | ((row_offers.clamp(1, 4) as u32) << 8) | MODE_CROSS;
-        join_and_merge_mode(
-            ctx,
-            data,
-            Some(split),
-            metric,
-            lists,
-            p,
-            new,
-            old,
-            inbox,
-            mode,
-        )
+        join_and_merge_split(ctx, data, Some(split), metric, lists, samples, offers)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn join_and_merge_mode<T: Element>(
+    /// [`join_and_merge`] (`split` = `None`), or [`cross_join_and_merge`] split at `split`.
+    fn join_and_merge_split<T: Element>(
         ctx: &GpuContext,
         data: DatasetView<'_, T>,
         split: Option<usize>,
         metric: Metric,
         lists: &FlaggedLists,
-        p: usize,
-        new: &[Vec<u32>],
-        old: &[Vec<u32>],
-        inbox: usize,
-        mode: u32,
+        samples: &JoinSamples<'_>,
+        offers: &JoinOffers,
     ) -> Result<(FlaggedLists, u64, u64)> {
+        let mode = offers.mode() | if split.is_some() { MODE_CROSS } else { 0 };
+        let (p, new, old, inbox) = (samples.p, samples.new, samples.old, offers.inbox);
         let (n, k) = (lists.n, lists.k);
         if data.rows() != n || new.len() != n || old.len() != n || inbox < 1 {
             return Err(Error::InvalidInput(

@@ -31,10 +31,10 @@ use crate::sharded::{ShardPlan, ShardedStats, build_sharded};
 
 pub mod gnnd;
 
-pub use gnnd::{Gnnd, GnndStats, GnndTuning, MergeLists, build_kernels, merge_kernels};
+pub use gnnd::{Gnnd, GnndStats, GnndTuning, MergeLists, MergeSide, build_kernels, merge_kernels};
 
 /// The generated bindings of this crate's kernel modules (weft-kernels, from the kernels'
-/// signatures).
+/// argument structs).
 mod kernels;
 
 /// This crate's kernel modules (for the NVRTC check and kernel listings).
@@ -127,22 +127,19 @@ impl NnDescentGpu {
         build_sharded(&self.ctx, data, metric, k, params, plan, ctx)
     }
 
-    /// Merges the k-NN graphs `ga` of `a` and `gb` of `b` (GGM, see [`gnnd`]) into
-    /// the graph of `a`'s rows followed by `b`'s, using `params`' GPU fields (sample count,
-    /// iterations, `delta`, budget) and the context's seed.
-    #[allow(clippy::too_many_arguments)]
+    /// Merges the k-NN graphs of `a` and `b` (GGM, see [`gnnd`]) into the graph of `a`'s rows
+    /// followed by `b`'s, using `params`' GPU fields (sample count, iterations, `delta`, budget)
+    /// and the context's seed.
     pub fn merge<T: Element>(
         &self,
-        a: DatasetView<'_, T>,
-        ga: &KnnGraph,
-        b: DatasetView<'_, T>,
-        gb: &KnnGraph,
+        a: MergeSide<'_, DatasetView<'_, T>>,
+        b: MergeSide<'_, DatasetView<'_, T>>,
         metric: Metric,
         params: &NnDescentParams,
         ctx: &BuildCtx,
     ) -> Result<(KnnGraph, GnndStats)> {
-        params.validate(a.rows() + b.rows(), a.dim())?;
-        self.gnnd(params).merge(a, ga, b, gb, metric, params, ctx)
+        params.validate(a.vectors.rows() + b.vectors.rows(), a.vectors.dim())?;
+        self.gnnd(params).merge(a, b, metric, params, ctx)
     }
 
     /// Builds the k-NN graph of vectors already on the device and leaves it there.

@@ -32,16 +32,16 @@ use weft_core::{
 };
 use weft_gpu::launch::{need, u32_of};
 use weft_gpu::matrix::padded_stride;
-use weft_gpu::{DeviceBuffer, DeviceFixedGraph, DeviceMatrix, GpuContext, Kernel, Launch};
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Kernel, Launch};
 
 use super::common::{
-    SessionQueries, check_device_shapes, check_entries, check_graph_rows, check_host_shapes,
-    check_out_rows, download_last_results, download_results, download_stats, fmt_session,
-    grow_bytes, result_buffers, take_grown, upload_entries_zero_counters, upload_resident,
-    upload_search, work_buffers,
+    DeviceSearchInputs, ListChunk, SessionQueries, check_entries, check_graph_rows,
+    check_host_shapes, check_out_rows, download_last_results, download_results, download_stats,
+    fmt_session, grow_bytes, result_buffers, take_grown, upload_entries_zero_counters,
+    upload_resident, upload_search, work_buffers,
 };
 use super::kernels::cagra_search as kernels;
-use super::rerank::{self, HalfTraversal};
+use super::rerank::{self, CandidateLists, HalfTraversal};
 use crate::cagra_gpu_params::{
     CAGRA_GPU_MAX_BEAM_WIDTH as MAX_BEAM_WIDTH, CAGRA_GPU_MAX_SEARCH_WIDTH as MAX_SEARCH_WIDTH,
     check_filter_words,
@@ -115,6 +115,47 @@ pub struct CagraSearchPlan {
     pub block_threads: usize,
 }
 
+/// The sizes a search's launch plan depends on ([`plan`]): the data, its graph, the batch of
+/// queries and whether a filter keeps a second list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CagraSearchShape {
+    /// Points (data rows, graph vertices).
+    pub n: usize,
+    /// Elements per row.
+    pub dim: usize,
+    /// Bytes per element as the search reads them (2 for the f16 traversal of f32 data).
+    pub elem_bytes: usize,
+    /// The graph's out-degree.
+    pub degree: usize,
+    /// Queries in the batch.
+    pub nq: usize,
+    /// Results per query.
+    pub k: usize,
+    /// Whether the search has a filter (each block then keeps a list of allowed points too).
+    pub filtered: bool,
+}
+
+impl CagraSearchShape {
+    /// The shape of a search of `inputs` reading elements of `elem_bytes` bytes, for `k`
+    /// results per query.
+    fn of<T: Element>(
+        inputs: &DeviceSearchInputs<'_, T>,
+        elem_bytes: usize,
+        k: usize,
+        filtered: bool,
+    ) -> Self {
+        CagraSearchShape {
+            n: inputs.data.rows(),
+            dim: inputs.data.dim(),
+            elem_bytes,
+            degree: inputs.graph.degree(),
+            nq: inputs.queries.rows(),
+            k,
+            filtered,
+        }
+    }
+}
+
 /// CAGRA-style search on one GPU (see the module documentation).
 #[derive(Clone, Copy, Debug)]
 pub struct CagraSearchDevice<'c> {
@@ -139,24 +180,6 @@ work_buffers! {
     }
 }
 
-/// One batch of a search's results on the device ([`CagraSearchDevice::search_lists`]):
-/// `k` (id, distance) pairs for each of the queries `start..start + cnt`, in the first
-/// `cnt * k` entries of `ids` and `dists`.
-pub(crate) struct ListChunk<'a> {
-    /// The ids, `[query][k]`.
-    pub(crate) ids: &'a DeviceBuffer<u32>,
-    /// The distances, `[query][k]`.
-    pub(crate) dists: &'a DeviceBuffer<f32>,
-    /// The batch's first query.
-    pub(crate) start: usize,
-    /// The batch's queries.
-    pub(crate) cnt: usize,
-    /// The search counters (hops, distance computations) of all batches so far.
-    pub(crate) counters: &'a DeviceBuffer<u64>,
-    /// Whether this is the last batch.
-    pub(crate) last: bool,
-}
-
 impl<'c> CagraSearchDevice<'c> {
     /// The search on `ctx`, within the default memory budget.
     pub fn new(ctx: &'c GpuContext) -> Self {
@@ -169,31 +192,13 @@ impl<'c> CagraSearchDevice<'c> {
         self
     }
 
-    /// Checks `params` for `n` points of `dim` elements of `elem_bytes` bytes, a graph of `degree`,
-    /// `nq` queries and `k` results, and resolves the launch plan.
-    #[allow(clippy::too_many_arguments)]
+    /// Checks `params` for a search of `shape` and resolves the launch plan.
     pub fn plan(
         &self,
-        n: usize,
-        dim: usize,
-        elem_bytes: usize,
-        degree: usize,
-        nq: usize,
-        k: usize,
+        shape: CagraSearchShape,
         params: &CagraSearchParams,
-        filtered: bool,
     ) -> Result<CagraSearchPlan> {
-        plan(
-            self.ctx.info().sm_count as usize,
-            n,
-            dim,
-            elem_bytes,
-            degree,
-            nq,
-            k,
-            params,
-            filtered,
-        )
+        plan(self.ctx.info().sm_count as usize, shape, params)
     }
 
     /// Searches host data through a host graph (all its entry points, when it has some, start
@@ -228,64 +233,48 @@ impl<'c> CagraSearchDevice<'c> {
         check_host_shapes(data, graph, queries)?;
         check_out_rows(&out, queries.rows())?;
         // Check everything that needs no device memory before uploading.
-        self.plan(
-            data.rows(),
-            data.dim(),
-            std::mem::size_of::<T>(),
-            graph.degree(),
-            queries.rows(),
-            out.k(),
-            params,
-            filter.is_some(),
-        )?;
+        let shape = CagraSearchShape {
+            n: data.rows(),
+            dim: data.dim(),
+            elem_bytes: std::mem::size_of::<T>(),
+            degree: graph.degree(),
+            nq: queries.rows(),
+            k: out.k(),
+            filtered: filter.is_some(),
+        };
+        self.plan(shape, params)?;
         check_filter_words(filter, data.rows())?;
         if queries.rows() == 0 {
             return Ok(SearchStats::default());
         }
         let (d, q, g) = upload_search(self.ctx, data, graph, queries, 0, self.budget)?;
         let mut bufs = CagraSearchBuffers::default();
-        self.search_device_with(
-            &mut bufs,
-            &d,
-            &g,
-            &q,
-            metric,
-            params,
-            graph.entry_points(),
-            out,
-        )
+        let inputs = DeviceSearchInputs {
+            data: &d,
+            graph: &g,
+            entries: graph.entry_points(),
+            queries: &q,
+        };
+        self.search_device_with(&mut bufs, inputs, metric, params, out)
     }
 
     /// Searches data already on the device through a device graph; the results come back to
-    /// the host. `entries`: vertices every query starts from besides the random ones (may be
-    /// empty; any number, all scored before the first expansion in batches of the candidate
+    /// the host. `inputs.entries`: vertices every query starts from besides the random ones (may
+    /// be empty; any number, all scored before the first expansion in batches of the candidate
     /// buffer's size that do not count towards `max_iterations`). `params.filter`: a bitset of
     /// allowed ids, bit `i % 32` of word `i / 32` set when id `i` may be returned (at least
     /// `ceil(n / 32)` words). Allocates its work buffers for this call only; repeated searches
     /// should keep a [`CagraSearchBuffers`] and call [`CagraSearchDevice::search_device_with`].
-    #[allow(clippy::too_many_arguments)]
     pub fn search_device<T: Element>(
         &self,
-        data: &DeviceMatrix<T>,
-        graph: &DeviceFixedGraph,
-        queries: &DeviceMatrix<T>,
+        inputs: DeviceSearchInputs<'_, T>,
         metric: Metric,
         k: usize,
         params: &CagraSearchParams,
-        entries: &[NodeId],
     ) -> Result<(Neighbors, SearchStats)> {
         let mut bufs = CagraSearchBuffers::default();
-        let mut out = result_buffers(queries.rows(), k)?;
-        let stats = self.search_device_with(
-            &mut bufs,
-            data,
-            graph,
-            queries,
-            metric,
-            params,
-            entries,
-            out.as_mut(),
-        )?;
+        let mut out = result_buffers(inputs.queries.rows(), k)?;
+        let stats = self.search_device_with(&mut bufs, inputs, metric, params, out.as_mut())?;
         Ok((out, stats))
     }
 
@@ -297,85 +286,58 @@ impl<'c> CagraSearchDevice<'c> {
     ///
     /// With [`SearchPrecision::F16`] the f16 copy of the data is made for this call (a
     /// [`CagraSearchSession`] keeps it).
-    #[allow(clippy::too_many_arguments)]
     pub fn search_device_with<T: Element>(
         &self,
         bufs: &mut CagraSearchBuffers,
-        data: &DeviceMatrix<T>,
-        graph: &DeviceFixedGraph,
-        queries: &DeviceMatrix<T>,
+        inputs: DeviceSearchInputs<'_, T>,
         metric: Metric,
         params: &CagraSearchParams,
-        entries: &[NodeId],
         mut out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
         if params.tuning.traversal == SearchPrecision::F16 {
             let mut half = HalfTraversal::new();
-            let s = (data, graph, queries);
-            return search_f16(self, bufs, &mut half, s, metric, params, entries, out);
+            return search_f16(self, bufs, &mut half, inputs, metric, params, out);
         }
         let ctx = self.ctx;
-        let nq = queries.rows();
+        let nq = inputs.queries.rows();
         check_out_rows(&out, nq)?;
         let k = out.k();
-        self.search_lists(
-            bufs,
-            data,
-            graph,
-            queries,
-            metric,
-            params,
-            entries,
-            k,
-            &mut |c| {
-                if c.last {
-                    // The last batch: its results and the counters in one round trip.
-                    let (ids, d, counters) = (c.ids, c.dists, c.counters);
-                    return download_last_results(
-                        ctx, ids, d, &mut out, c.start, c.cnt, counters, nq,
-                    )
-                    .map(Some);
-                }
-                download_results(ctx, c.ids, c.dists, &mut out, c.start, c.cnt)?;
-                Ok(None)
-            },
-        )
+        self.search_lists(bufs, inputs, metric, params, k, &mut |c| {
+            if c.last {
+                // The last batch: its results and the counters in one round trip.
+                return download_last_results(ctx, &c, &mut out, nq).map(Some);
+            }
+            download_results(ctx, c.ids, c.dists, &mut out, c.start, c.cnt)?;
+            Ok(None)
+        })
     }
 
     /// The search of [`CagraSearchDevice::search_device_with`] with `k` results per query,
     /// each batch of queries' results handed on the device to `sink` (which returns the
     /// statistics when it has taken the last batch, [`ListChunk::last`]).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn search_lists<T: Element>(
         &self,
         bufs: &mut CagraSearchBuffers,
-        data: &DeviceMatrix<T>,
-        graph: &DeviceFixedGraph,
-        queries: &DeviceMatrix<T>,
+        inputs: DeviceSearchInputs<'_, T>,
         metric: Metric,
         params: &CagraSearchParams,
-        entries: &[NodeId],
         k: usize,
         sink: &mut dyn FnMut(ListChunk<'_>) -> Result<Option<SearchStats>>,
     ) -> Result<SearchStats> {
+        let DeviceSearchInputs {
+            data,
+            graph,
+            entries,
+            queries,
+        } = inputs;
         let ctx = self.ctx;
         ctx.prepare_kernels(&search_kernels::<T>()?)?;
         let filter = params.filter.as_deref();
         let n = data.rows();
-        check_device_shapes(data, graph, queries)?;
+        inputs.check_shapes()?;
         let nq = queries.rows();
-        let p = plan_with_entries(
-            ctx.info().sm_count as usize,
-            n,
-            data.dim(),
-            std::mem::size_of::<T>(),
-            graph.degree(),
-            nq,
-            k,
-            params,
-            filter.is_some(),
-            entries.len(),
-        )?;
+        let shape = CagraSearchShape::of(&inputs, std::mem::size_of::<T>(), k, filter.is_some());
+        let p = plan_with_entries(ctx.info().sm_count as usize, shape, params, entries.len())?;
         check_filter_words(filter, n)?;
         check_entries(entries, n)?;
         if nq == 0 {
@@ -449,7 +411,6 @@ impl<'c> CagraSearchDevice<'c> {
             let stride = u32_of(data.stride(), "row stride")?;
             let n32 = u32_of(n, "points")?;
             let degree = u32_of(graph.degree(), "degree")?;
-            let metric_code = metric.code() as i32;
             // The kernel's beam is one block's list: the beam width in single-CTA mode.
             let beam_width = p.block_list_len as u32;
             let width = p.width as u32;
@@ -523,7 +484,7 @@ impl<'c> CagraSearchDevice<'c> {
                             degree,
                             queries: qv.input(),
                             nq: cnt32,
-                            metric: metric_code,
+                            metric,
                             beam_width,
                             width,
                             max_iter,
@@ -743,25 +704,29 @@ impl<T: Element> CagraSearchSession<T> {
             queries,
             out,
             |k| {
-                let (n, elem) = (data.rows(), std::mem::size_of::<T>());
-                dev.plan(
-                    n,
-                    data.dim(),
-                    elem,
-                    graph.degree(),
-                    queries.rows(),
+                let shape = CagraSearchShape {
+                    n: data.rows(),
+                    dim: data.dim(),
+                    elem_bytes: std::mem::size_of::<T>(),
+                    degree: graph.degree(),
+                    nq: queries.rows(),
                     k,
-                    params,
-                    filter.is_some(),
-                )?;
-                check_filter_words(filter, n)
+                    filtered: filter.is_some(),
+                };
+                dev.plan(shape, params)?;
+                check_filter_words(filter, data.rows())
             },
             |bufs, q, out| {
+                let inputs = DeviceSearchInputs {
+                    data,
+                    graph,
+                    entries,
+                    queries: q,
+                };
                 if params.tuning.traversal == SearchPrecision::F16 {
-                    let s = (data, graph, q);
-                    return search_f16(&dev, bufs, half, s, metric, params, entries, out);
+                    return search_f16(&dev, bufs, half, inputs, metric, params, out);
                 }
-                dev.search_device_with(bufs, data, graph, q, metric, params, entries, out)
+                dev.search_device_with(bufs, inputs, metric, params, out)
             },
         )
     }
@@ -780,50 +745,30 @@ impl<T: Element> CagraSearchSession<T> {
             ctx: &self.ctx,
             budget: self.budget,
         };
+        let inputs = DeviceSearchInputs {
+            data: &self.data,
+            graph: &self.graph,
+            entries: &self.entries,
+            queries,
+        };
         if params.tuning.traversal == SearchPrecision::F16 {
-            let s = (&self.data, &self.graph, queries);
             let (bufs, half) = (&mut self.bufs, &mut self.half);
-            let stats = search_f16(
-                &dev,
-                bufs,
-                half,
-                s,
-                metric,
-                params,
-                &self.entries,
-                out.as_mut(),
-            )?;
+            let stats = search_f16(&dev, bufs, half, inputs, metric, params, out.as_mut())?;
             return Ok((out, stats));
         }
-        let stats = dev.search_device_with(
-            &mut self.bufs,
-            &self.data,
-            &self.graph,
-            queries,
-            metric,
-            params,
-            &self.entries,
-            out.as_mut(),
-        )?;
+        let stats = dev.search_device_with(&mut self.bufs, inputs, metric, params, out.as_mut())?;
         Ok((out, stats))
     }
 }
 
 /// [`CagraSearchDevice::plan`] for a device of `sms` SMs (a search with at most
 /// `candidates` entry points; see [`plan_with_entries`]).
-#[allow(clippy::too_many_arguments)]
 pub fn plan(
     sms: usize,
-    n: usize,
-    dim: usize,
-    elem_bytes: usize,
-    degree: usize,
-    nq: usize,
-    k: usize,
+    shape: CagraSearchShape,
     params: &CagraSearchParams,
-    filtered: bool,
 ) -> Result<CagraSearchPlan> {
-    plan_with_entries(sms, n, dim, elem_bytes, degree, nq, k, params, filtered, 0)
+    plan_with_entries(sms, shape, params, 0)
 }
 
 /// [`plan`] for a search that starts from `n_entries` entry points. Only multi-CTA's visited
@@ -832,19 +777,21 @@ pub fn plan(
 /// of the first gather, which the table already counts). The forgettable single-CTA table keeps
 /// its size: the kernel checks it between batches of entry points as between iterations, so it
 /// never fills past half however many entry points there are.
-#[allow(clippy::too_many_arguments)]
 pub fn plan_with_entries(
     sms: usize,
-    n: usize,
-    dim: usize,
-    elem_bytes: usize,
-    degree: usize,
-    nq: usize,
-    k: usize,
+    shape: CagraSearchShape,
     params: &CagraSearchParams,
-    filtered: bool,
     n_entries: usize,
 ) -> Result<CagraSearchPlan> {
+    let CagraSearchShape {
+        n,
+        dim,
+        elem_bytes,
+        degree,
+        nq,
+        k,
+        filtered,
+    } = shape;
     if n == 0 {
         return Err(Error::InvalidInput("cannot search an empty set".into()));
     }
@@ -1076,39 +1023,36 @@ impl Searcher<FixedDegreeGraph> for CagraSearchGpu<'_> {
     }
 }
 
-/// The search with [`SearchPrecision::F16`] (the f16 state and kernels are in `rerank`): `data` and `queries` must be f32 (else
-/// `InvalidParams` on `traversal`); `half` holds (or receives) the f16 copy of `data` and the
-/// buffers; `s` = (data, graph, queries). See the module documentation.
-#[allow(clippy::too_many_arguments)]
+/// The search with [`SearchPrecision::F16`] (the f16 state and kernels are in `rerank`):
+/// `inputs.data` and `inputs.queries` must be f32 (else `InvalidParams` on `traversal`); `half`
+/// holds (or receives) the f16 copy of the data and the buffers. See the module documentation.
 pub(crate) fn search_f16<T: Element>(
     dev: &CagraSearchDevice<'_>,
     bufs: &mut CagraSearchBuffers,
     half: &mut HalfTraversal,
-    s: (&DeviceMatrix<T>, &DeviceFixedGraph, &DeviceMatrix<T>),
+    inputs: DeviceSearchInputs<'_, T>,
     metric: Metric,
     params: &CagraSearchParams,
-    entries: &[NodeId],
     mut out: NeighborsMut<'_>,
 ) -> Result<SearchStats> {
-    let (data, graph, queries) = s;
+    let DeviceSearchInputs {
+        data,
+        graph,
+        entries,
+        queries,
+    } = inputs;
     debug_assert_eq!(params.tuning.traversal, SearchPrecision::F16);
     rerank::check_f32::<T>()?;
     let ctx = dev.ctx;
-    check_device_shapes(data, graph, queries)?;
+    inputs.check_shapes()?;
     let nq = queries.rows();
     check_out_rows(&out, nq)?;
     let k = out.k();
     let m = params.rerank_len(k)?;
     // Everything else the search checks (before any device work).
     dev.plan(
-        data.rows(),
-        data.dim(),
-        2,
-        graph.degree(),
-        nq,
-        m,
+        CagraSearchShape::of(&inputs, 2, m, params.filter.is_some()),
         params,
-        params.filter.is_some(),
     )?;
     if nq == 0 {
         return Ok(SearchStats::default());
@@ -1152,52 +1096,52 @@ pub(crate) fn search_f16<T: Element>(
         let mut dst = q16.rows_view_mut(0, nq)?;
         rerank::convert_rows(ctx, &src, nq, stride, &mut dst, &mut overflow)?;
         let mut over = [0u64; 1];
-        let stats = dev.search_lists(
-            bufs,
-            data16,
+        let inputs16 = DeviceSearchInputs {
+            data: data16,
             graph,
-            q16,
-            metric,
-            params,
             entries,
-            m,
-            &mut |c: ListChunk<'_>| {
-                let qv = queries.rows_view(c.start, c.start + c.cnt)?;
-                let len = c.cnt * k;
-                rerank::rerank_lists(
-                    ctx,
-                    data,
-                    &qv,
-                    c.cnt,
-                    &c.ids.slice(0..c.cnt * m),
-                    m,
-                    metric,
-                    k,
-                    &mut out_ids.slice_mut(0..len),
-                    &mut out_d.slice_mut(0..len),
-                )?;
-                if !c.last {
-                    download_results(ctx, &out_ids, &out_d, &mut out, c.start, c.cnt)?;
-                    return Ok(None);
-                }
-                let mut rows = out.rows_mut(c.start..c.start + c.cnt);
-                let (row_ids, row_d) = rows.buffers_mut();
-                // The last batch: its results, the counters and the queries' overflow count
-                // in one round trip.
-                let mut cnt = [0u64; 2];
-                let mut copies = ctx.host_copies()?;
-                copies.add(&out_ids.slice(0..len), row_ids)?;
-                copies.add(&out_d.slice(0..len), row_d)?;
-                copies.add(&c.counters.slice(0..2), &mut cnt)?;
-                copies.add(&overflow.slice(0..1), &mut over)?;
-                copies.finish()?;
-                Ok(Some(SearchStats {
-                    queries: nq as u64,
-                    distance_computations: cnt[1],
-                    hops: cnt[0],
-                }))
-            },
-        )?;
+            queries: q16,
+        };
+        let stats = dev.search_lists(bufs, inputs16, metric, params, m, &mut |c: ListChunk<
+            '_,
+        >| {
+            let len = c.cnt * k;
+            let lists = CandidateLists {
+                queries: queries.rows_view(c.start, c.start + c.cnt)?,
+                nq: c.cnt,
+                cand: c.ids.slice(0..c.cnt * m),
+                m,
+            };
+            rerank::rerank_lists(
+                ctx,
+                data,
+                &lists,
+                metric,
+                k,
+                &mut out_ids.slice_mut(0..len),
+                &mut out_d.slice_mut(0..len),
+            )?;
+            if !c.last {
+                download_results(ctx, &out_ids, &out_d, &mut out, c.start, c.cnt)?;
+                return Ok(None);
+            }
+            let mut rows = out.rows_mut(c.start..c.start + c.cnt);
+            let (row_ids, row_d) = rows.buffers_mut();
+            // The last batch: its results, the counters and the queries' overflow count
+            // in one round trip.
+            let mut cnt = [0u64; 2];
+            let mut copies = ctx.host_copies()?;
+            copies.add(&out_ids.slice(0..len), row_ids)?;
+            copies.add(&out_d.slice(0..len), row_d)?;
+            copies.add(&c.counters.slice(0..2), &mut cnt)?;
+            copies.add(&overflow.slice(0..1), &mut over)?;
+            copies.finish()?;
+            Ok(Some(SearchStats {
+                queries: nq as u64,
+                distance_computations: cnt[1],
+                hops: cnt[0],
+            }))
+        })?;
         if over[0] > 0 {
             return Err(rerank::overflow_error(over[0], "queries"));
         }

@@ -53,15 +53,27 @@ pub(crate) fn check_host_shapes<T: Element>(
     check_graph_rows(graph.n(), data.rows())
 }
 
-/// The shapes of a search of device data through a device graph: queries of the data's
-/// dimension, one graph vertex per data row.
-pub(crate) fn check_device_shapes<T: Element>(
-    data: &DeviceMatrix<T>,
-    graph: &DeviceFixedGraph,
-    queries: &DeviceMatrix<T>,
-) -> Result<()> {
-    check_query_dim(data.dim(), queries.dim())?;
-    check_graph_rows(graph.n(), data.rows())
+/// What a search on the device reads: the data, its graph (one vertex per data row), the
+/// entry points every query starts from (may be empty; see each search for what it does then)
+/// and the queries (of the data's dimension).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceSearchInputs<'a, T: Element> {
+    /// The data rows.
+    pub data: &'a DeviceMatrix<T>,
+    /// The graph over the data's rows.
+    pub graph: &'a DeviceFixedGraph,
+    /// The entry points.
+    pub entries: &'a [NodeId],
+    /// The queries.
+    pub queries: &'a DeviceMatrix<T>,
+}
+
+impl<T: Element> DeviceSearchInputs<'_, T> {
+    /// The shapes: queries of the data's dimension, one graph vertex per data row.
+    pub(crate) fn check_shapes(&self) -> Result<()> {
+        check_query_dim(self.data.dim(), self.queries.dim())?;
+        check_graph_rows(self.graph.n(), self.data.rows())
+    }
 }
 
 /// Bytes that `data` and `graph` take on the device.
@@ -316,20 +328,41 @@ pub(crate) fn download_results(
     ctx.copy_to_host(&dists.slice(0..len), row_dists)
 }
 
-/// The last batch's [`download_results`] together with the search counters (see
-/// [`download_stats`]): small results (under the pinned-transfer threshold, e.g. batch 1) are
-/// queued with the counters and waited for once, one round trip instead of three.
-#[allow(clippy::too_many_arguments)]
+/// One batch of a search's results on the device: `k` (id, distance) pairs for each of the
+/// queries `start..start + cnt`, in the first `cnt * k` entries of `ids` and `dists`, with the
+/// search counters of all batches so far.
+pub(crate) struct ListChunk<'a> {
+    /// The ids, `[query][k]`.
+    pub(crate) ids: &'a DeviceBuffer<u32>,
+    /// The distances, `[query][k]`.
+    pub(crate) dists: &'a DeviceBuffer<f32>,
+    /// The batch's first query.
+    pub(crate) start: usize,
+    /// The batch's queries.
+    pub(crate) cnt: usize,
+    /// The search counters (hops, distance computations) of all batches so far.
+    pub(crate) counters: &'a DeviceBuffer<u64>,
+    /// Whether this is the last batch.
+    pub(crate) last: bool,
+}
+
+/// The last batch's [`download_results`] together with the search counters of its `nq`
+/// queries (see [`download_stats`]): small results (under the pinned-transfer threshold, e.g.
+/// batch 1) are queued with the counters and waited for once, one round trip instead of three.
 pub(crate) fn download_last_results(
     ctx: &GpuContext,
-    ids: &DeviceBuffer<u32>,
-    dists: &DeviceBuffer<f32>,
+    chunk: &ListChunk<'_>,
     out: &mut NeighborsMut<'_>,
-    start: usize,
-    cnt: usize,
-    counters: &DeviceBuffer<u64>,
     nq: usize,
 ) -> Result<SearchStats> {
+    let ListChunk {
+        ids,
+        dists,
+        start,
+        cnt,
+        counters,
+        ..
+    } = *chunk;
     let len = cnt * out.k();
     if len * 4 >= weft_gpu::context::PINNED_TRANSFER_THRESHOLD {
         download_results(ctx, ids, dists, out, start, cnt)?;

@@ -44,15 +44,16 @@ use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext, Kernel, Launch};
 use weft_graph::hier::HierGraph;
 
 use super::common::{
-    SessionQueries, check_device_shapes, check_entries, check_graph_rows, check_host_shapes,
-    check_out_rows, download_last_results, download_results, download_stats, fmt_session,
-    grow_bytes, result_buffers, take_grown, upload_entries_zero_counters, upload_resident,
-    upload_search, work_buffers,
+    DeviceSearchInputs, ListChunk, SessionQueries, check_entries, check_graph_rows,
+    check_host_shapes, check_out_rows, download_last_results, download_results, download_stats,
+    fmt_session, grow_bytes, result_buffers, take_grown, upload_entries_zero_counters,
+    upload_resident, upload_search, work_buffers,
 };
 use super::kernels::ggnn_search as kernels;
 use crate::check::check_search_inputs;
 use crate::ggnn::fallback_entry_points;
 pub use crate::ggnn::{GgnnGpuOptions, GgnnSearchParams};
+use crate::inputs::SearchInputs;
 
 /// The largest graph degree (candidates per expanded vertex).
 pub const MAX_DEGREE: usize = 1024;
@@ -282,46 +283,36 @@ impl<'c> GgnnSearchDevice<'c> {
     /// say), starting every query from `entries` (the hierarchy's entry points; when empty,
     /// from 32 random points per query drawn as the CPU search draws them); `k` results per
     /// query. Data, graph and queries are uploaded for this call after checking that they fit.
-    #[allow(clippy::too_many_arguments)]
     pub fn search<T: Element>(
         &self,
-        data: DatasetView<'_, T>,
-        graph: &FixedDegreeGraph,
+        inputs: SearchInputs<'_, FixedDegreeGraph, T>,
         entries: &[NodeId],
-        queries: DatasetView<'_, T>,
         metric: Metric,
         k: usize,
         params: &GgnnSearchParams,
         options: &GgnnGpuOptions,
     ) -> Result<(Neighbors, SearchStats)> {
-        let mut out = result_buffers(queries.rows(), k)?;
-        let stats = self.search_into(
-            data,
-            graph,
-            entries,
-            queries,
-            metric,
-            params,
-            options,
-            out.as_mut(),
-        )?;
+        let mut out = result_buffers(inputs.queries.rows(), k)?;
+        let stats = self.search_into(inputs, entries, metric, params, options, out.as_mut())?;
         Ok((out, stats))
     }
 
     /// [`GgnnSearchDevice::search`] into the caller's buffers (`out.k()` results for each of
     /// the `out.rows()` queries).
-    #[allow(clippy::too_many_arguments)]
     pub fn search_into<T: Element>(
         &self,
-        data: DatasetView<'_, T>,
-        graph: &FixedDegreeGraph,
+        inputs: SearchInputs<'_, FixedDegreeGraph, T>,
         entries: &[NodeId],
-        queries: DatasetView<'_, T>,
         metric: Metric,
         params: &GgnnSearchParams,
         options: &GgnnGpuOptions,
         out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
+        let SearchInputs {
+            graph,
+            data,
+            queries,
+        } = inputs;
         check_host_shapes(data, graph, queries)?;
         check_out_rows(&out, queries.rows())?;
         let k = out.k();
@@ -341,38 +332,31 @@ impl<'c> GgnnSearchDevice<'c> {
         let results = queries.rows() as u64 * k as u64 * 8;
         let (d, q, g) = upload_search(self.ctx, data, graph, queries, results, self.budget)?;
         let mut bufs = GgnnSearchBuffers::new();
-        self.search_device_with(&mut bufs, &d, &g, entries, &q, metric, params, options, out)
+        let inputs = DeviceSearchInputs {
+            data: &d,
+            graph: &g,
+            entries,
+            queries: &q,
+        };
+        self.search_device_with(&mut bufs, inputs, metric, params, options, out)
     }
 
     /// Searches data already on the device through a device graph for `k` results per query;
     /// the results come back to the host. Allocates its work buffers for this call only;
     /// repeated searches should keep a [`GgnnSearchBuffers`] and call
     /// [`GgnnSearchDevice::search_device_with`].
-    #[allow(clippy::too_many_arguments)]
     pub fn search_device<T: Element>(
         &self,
-        data: &DeviceMatrix<T>,
-        graph: &DeviceFixedGraph,
-        entries: &[NodeId],
-        queries: &DeviceMatrix<T>,
+        inputs: DeviceSearchInputs<'_, T>,
         metric: Metric,
         k: usize,
         params: &GgnnSearchParams,
         options: &GgnnGpuOptions,
     ) -> Result<(Neighbors, SearchStats)> {
         let mut bufs = GgnnSearchBuffers::new();
-        let mut out = result_buffers(queries.rows(), k)?;
-        let stats = self.search_device_with(
-            &mut bufs,
-            data,
-            graph,
-            entries,
-            queries,
-            metric,
-            params,
-            options,
-            out.as_mut(),
-        )?;
+        let mut out = result_buffers(inputs.queries.rows(), k)?;
+        let stats =
+            self.search_device_with(&mut bufs, inputs, metric, params, options, out.as_mut())?;
         Ok((out, stats))
     }
 
@@ -380,23 +364,25 @@ impl<'c> GgnnSearchDevice<'c> {
     /// each query), with the work buffers (results, entry points, counters) kept in `bufs`
     /// across calls: they grow when a call needs more (checked against the budget first) and
     /// are never shrunk.
-    #[allow(clippy::too_many_arguments)]
     pub fn search_device_with<T: Element>(
         &self,
         bufs: &mut GgnnSearchBuffers,
-        data: &DeviceMatrix<T>,
-        graph: &DeviceFixedGraph,
-        entries: &[NodeId],
-        queries: &DeviceMatrix<T>,
+        inputs: DeviceSearchInputs<'_, T>,
         metric: Metric,
         params: &GgnnSearchParams,
         options: &GgnnGpuOptions,
         mut out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
+        let DeviceSearchInputs {
+            data,
+            graph,
+            entries,
+            queries,
+        } = inputs;
         let ctx = self.ctx;
         ctx.prepare_kernels(&search_kernels::<T>()?)?;
         let n = data.rows();
-        check_device_shapes(data, graph, queries)?;
+        inputs.check_shapes()?;
         check_out_rows(&out, queries.rows())?;
         let k = out.k();
         let p = plan(
@@ -447,7 +433,6 @@ impl<'c> GgnnSearchDevice<'c> {
             let n32 = u32_of(n, "points")?;
             let degree = u32_of(graph.degree(), "degree")?;
             need(graph.ids().len(), n as u64 * degree as u64, "graph ids")?;
-            let metric_code = metric.code() as i32;
             let best_cap = u32_of(p.best_cap, "best")?;
             let beam_width = u32_of(params.beam_width, "beam_width")?;
             let ring = u32_of(params.tuning.visited, "visited")?;
@@ -485,7 +470,7 @@ impl<'c> GgnnSearchDevice<'c> {
                             queries: qv.input(),
                             nq: cnt32,
                             q_base,
-                            metric: metric_code,
+                            metric,
                             best_cap,
                             beam_width,
                             ring_cap: ring,
@@ -510,9 +495,15 @@ impl<'c> GgnnSearchDevice<'c> {
                 }?;
                 if start + cnt == nq {
                     // The last batch: its results and the counters in one round trip.
-                    return download_last_results(
-                        ctx, &out_ids, &out_d, &mut out, start, cnt, &counters, nq,
-                    );
+                    let chunk = ListChunk {
+                        ids: &out_ids,
+                        dists: &out_d,
+                        start,
+                        cnt,
+                        counters: &counters,
+                        last: true,
+                    };
+                    return download_last_results(ctx, &chunk, &mut out, nq);
                 }
                 download_results(ctx, &out_ids, &out_d, &mut out, start, cnt)?;
                 start += cnt;
@@ -633,7 +624,13 @@ impl<T: Element> GgnnSearchSession<T> {
                 .map(drop)
             },
             |bufs, q, out| {
-                dev.search_device_with(bufs, data, graph, entries, q, metric, params, options, out)
+                let inputs = DeviceSearchInputs {
+                    data,
+                    graph,
+                    entries,
+                    queries: q,
+                };
+                dev.search_device_with(bufs, inputs, metric, params, options, out)
             },
         )
     }
@@ -749,11 +746,14 @@ impl<G: GgnnGpuGraph> Searcher<G> for GgnnSearchGpu<'_> {
             None
         };
         let entries = spread.as_deref().unwrap_or(entries);
-        GgnnSearchDevice::new(self.ctx).search_into(
+        let inputs = SearchInputs {
+            graph: base,
             data,
-            base,
-            entries,
             queries,
+        };
+        GgnnSearchDevice::new(self.ctx).search_into(
+            inputs,
+            entries,
             metric,
             params,
             &self.options,

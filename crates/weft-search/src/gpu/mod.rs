@@ -11,12 +11,15 @@
 //!   [`ggnn::GgnnSearchDevice`] and [`ggnn::GgnnSearchSession`].
 //!
 //! Both take the crate's own parameters ([`crate::CagraSearchParams`],
-//! [`crate::GgnnSearchParams`]).
+//! [`crate::GgnnSearchParams`]); their searches of sets already on the device read them as one
+//! [`DeviceSearchInputs`].
 
 pub mod cagra;
 mod common;
 pub mod ggnn;
 pub mod rerank;
+
+pub use common::DeviceSearchInputs;
 
 /// The generated bindings of this crate's kernel modules.
 pub(crate) mod kernels {

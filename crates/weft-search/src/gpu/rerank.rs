@@ -195,24 +195,40 @@ pub fn half_copy<T: Element>(
     Ok(out)
 }
 
+/// The queries whose candidate lists [`rerank_lists`] scores: `nq` queries (f32 rows of the
+/// data's stride) and their `m` listed ids each.
+#[derive(Debug)]
+pub struct CandidateLists<'a> {
+    /// The queries' rows.
+    pub queries: DeviceView<'a, u8>,
+    /// Queries.
+    pub nq: usize,
+    /// The listed ids, `[query][m]`.
+    pub cand: DeviceView<'a, u32>,
+    /// Ids listed per query.
+    pub m: usize,
+}
+
 /// The `k` best of each query's `m` listed ids by exact distance (kernel `search_rerank_f32`):
-/// `cand` holds `[query][m]` ids for the `nq` queries of `queries` (f32 rows, the stride of
-/// `data`); ids of `data.rows()` or more (INVALID included) take no part, duplicates are
-/// returned once. Writes `[query][k]` pairs sorted by (distance, id) to `out_ids` / `out_d`,
-/// padded with `(INVALID, +inf)` where fewer than `k` distinct valid ids were listed.
-#[allow(clippy::too_many_arguments)]
+/// `lists.cand` holds `[query][m]` ids for the `nq` queries of `lists.queries` (f32 rows, the
+/// stride of `data`); ids of `data.rows()` or more (INVALID included) take no part, duplicates
+/// are returned once. Writes `[query][k]` pairs sorted by (distance, id) to `out_ids` /
+/// `out_d`, padded with `(INVALID, +inf)` where fewer than `k` distinct valid ids were listed.
 pub fn rerank_lists<T: Element>(
     ctx: &GpuContext,
     data: &DeviceMatrix<T>,
-    queries: &DeviceView<'_, u8>,
-    nq: usize,
-    cand: &DeviceView<'_, u32>,
-    m: usize,
+    lists: &CandidateLists<'_>,
     metric: Metric,
     k: usize,
     out_ids: &mut DeviceViewMut<'_, u32>,
     out_d: &mut DeviceViewMut<'_, f32>,
 ) -> Result<()> {
+    let CandidateLists {
+        ref queries,
+        nq,
+        ref cand,
+        m,
+    } = *lists;
     check_f32::<T>()?;
     if m == 0 || m > crate::CAGRA_GPU_MAX_BEAM_WIDTH {
         return Err(Error::invalid_param(
@@ -261,7 +277,7 @@ pub fn rerank_lists<T: Element>(
                 cand: cand.input(),
                 m: m as u32,
                 slots,
-                metric: metric.code() as i32,
+                metric,
                 k: k as u32,
                 out_ids: out_ids.output(),
                 out_d: out_d.output(),

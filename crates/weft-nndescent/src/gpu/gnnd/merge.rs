@@ -24,6 +24,25 @@ use weft_gpu::DeviceCopy;
 
 use super::*;
 
+/// One of the two inputs of a graph merge (GGM): a vector set and its k-NN graph, whose ids are
+/// local to the set (vertex `v` of `graph` is row `v` of `vectors`). `V` holds the vectors: a
+/// [`DatasetView`] on the host ([`Gnnd::merge`]), a `&`[`DeviceMatrix`] on the device
+/// ([`Gnnd::merge_device`], [`Gnnd::merge_device_cross`]).
+#[derive(Clone, Copy, Debug)]
+pub struct MergeSide<'g, V> {
+    /// The vectors.
+    pub vectors: V,
+    /// Their k-NN graph (local ids).
+    pub graph: &'g KnnGraph,
+}
+
+impl<'g, V> MergeSide<'g, V> {
+    /// The vectors `vectors` with their k-NN graph `graph`.
+    pub fn new(vectors: V, graph: &'g KnnGraph) -> Self {
+        MergeSide { vectors, graph }
+    }
+}
+
 impl GnndTuning {
     /// Device bytes a merge of `n1 + n2` points needs with degree `k` and `params`' sample
     /// count (lists of [`MergeLists::width`], inbox, samples), plus the vectors of both subsets
@@ -62,78 +81,76 @@ impl<'c> Gnnd<'c> {
             .merge_bytes_needed::<T>(n1, n2, dim, k, params, vectors)
     }
 
-    /// Merges the k-NN graphs `ga` of `a` and `gb` of `b` (host vectors and graphs, local ids)
-    /// into the graph of the `a` rows followed by the `b` rows, on the host (see the module
-    /// documentation), with `params`' GPU fields and `build`'s seed as in [`Gnnd::build`].
-    #[allow(clippy::too_many_arguments)]
+    /// Merges the k-NN graphs of `a` and `b` (host vectors and graphs, local ids) into the graph
+    /// of the `a` rows followed by the `b` rows, on the host (see the module documentation), with
+    /// `params`' GPU fields and `build`'s seed as in [`Gnnd::build`].
     pub fn merge<T: Element>(
         &self,
-        a: DatasetView<'_, T>,
-        ga: &KnnGraph,
-        b: DatasetView<'_, T>,
-        gb: &KnnGraph,
+        a: MergeSide<'_, DatasetView<'_, T>>,
+        b: MergeSide<'_, DatasetView<'_, T>>,
         metric: Metric,
         params: &NnDescentParams,
         build: &BuildCtx,
     ) -> Result<(KnnGraph, GnndStats)> {
-        check_merge_inputs(a.rows(), a.dim(), ga, b.rows(), b.dim(), gb)?;
+        let (va, ga, vb, gb) = (a.vectors, a.graph, b.vectors, b.graph);
+        check_merge_inputs(va.rows(), va.dim(), ga, vb.rows(), vb.dim(), gb)?;
         self.tuning.check(params, ga.k())?;
-        let bytes = self.merge_bytes_needed::<T>(a.rows(), b.rows(), a.dim(), ga.k(), params, true);
+        let bytes =
+            self.merge_bytes_needed::<T>(va.rows(), vb.rows(), va.dim(), ga.k(), params, true);
         self.ctx.check_fits(bytes, self.budget)?;
-        let da = DeviceMatrix::upload(self.ctx, a)?;
-        let db = DeviceMatrix::upload(self.ctx, b)?;
-        let (g, mut stats) = self.merge_device(&da, ga, &db, gb, metric, params, build)?;
+        let da = DeviceMatrix::upload(self.ctx, va)?;
+        let db = DeviceMatrix::upload(self.ctx, vb)?;
+        let (g, mut stats) = self.merge_device(
+            MergeSide::new(&da, ga),
+            MergeSide::new(&db, gb),
+            metric,
+            params,
+            build,
+        )?;
         stats.bytes = bytes;
         Ok((g.download(self.ctx)?, stats))
     }
 
-    /// Merges the k-NN graphs `ga` of `a` and `gb` of `b` (vectors on the device, graphs on the
-    /// host with local ids) and leaves the merged graph (vertices: `a`'s rows, then `b`'s) on the
-    /// device. Each row is the top `k` of its own graph's row and the cross neighbours found.
-    #[allow(clippy::too_many_arguments)]
+    /// Merges the k-NN graphs of `a` and `b` (vectors on the device, graphs on the host with
+    /// local ids) and leaves the merged graph (vertices: `a`'s rows, then `b`'s) on the device.
+    /// Each row is the top `k` of its own graph's row and the cross neighbours found.
     pub fn merge_device<T: Element>(
         &self,
-        a: &DeviceMatrix<T>,
-        ga: &KnnGraph,
-        b: &DeviceMatrix<T>,
-        gb: &KnnGraph,
+        a: MergeSide<'_, &DeviceMatrix<T>>,
+        b: MergeSide<'_, &DeviceMatrix<T>>,
         metric: Metric,
         params: &NnDescentParams,
         build: &BuildCtx,
     ) -> Result<(DeviceKnnGraph, GnndStats)> {
-        self.ggm(a, ga, b, gb, metric, params, build, true)
+        self.ggm(a, b, metric, params, build, true)
     }
 
     /// Like [`Gnnd::merge_device`] without step 3: each row is the top `k` of the own entries
     /// kept in step 1 (all `k` with doubled lists, the nearest `k - k/2` with the paper's, see
     /// [`MergeLists`]) and the cross neighbours found. For callers that keep the full
     /// graphs and take the union themselves (the out-of-memory build).
-    #[allow(clippy::too_many_arguments)]
     pub fn merge_device_cross<T: Element>(
         &self,
-        a: &DeviceMatrix<T>,
-        ga: &KnnGraph,
-        b: &DeviceMatrix<T>,
-        gb: &KnnGraph,
+        a: MergeSide<'_, &DeviceMatrix<T>>,
+        b: MergeSide<'_, &DeviceMatrix<T>>,
         metric: Metric,
         params: &NnDescentParams,
         build: &BuildCtx,
     ) -> Result<(DeviceKnnGraph, GnndStats)> {
-        self.ggm(a, ga, b, gb, metric, params, build, false)
+        self.ggm(a, b, metric, params, build, false)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// [`Gnnd::merge_device`] (`full`: with step 3) or [`Gnnd::merge_device_cross`].
     fn ggm<T: Element>(
         &self,
-        a: &DeviceMatrix<T>,
-        ga: &KnnGraph,
-        b: &DeviceMatrix<T>,
-        gb: &KnnGraph,
+        a: MergeSide<'_, &DeviceMatrix<T>>,
+        b: MergeSide<'_, &DeviceMatrix<T>>,
         metric: Metric,
         params: &NnDescentParams,
         build: &BuildCtx,
         full: bool,
     ) -> Result<(DeviceKnnGraph, GnndStats)> {
+        let (a, ga, b, gb) = (a.vectors, a.graph, b.vectors, b.graph);
         let (n1, n2) = (a.rows(), b.rows());
         check_merge_inputs(n1, a.dim(), ga, n2, b.dim(), gb)?;
         let k = ga.k();
@@ -346,7 +363,7 @@ fn cross_init<T: Element>(
                 split: data.split,
                 n,
                 stride: data.stride,
-                metric: metric.code() as i32,
+                metric,
                 half,
                 seed,
                 inbox_d: st.inbox_d.output(),
