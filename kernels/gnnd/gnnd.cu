@@ -353,6 +353,15 @@ __device__ void join(const T* data, const T* data_b, u32 split, u32 stride, i32 
     }
 }
 
+// The body of the join kernels of one element type, which differ only in the metric `JM` they
+// are compiled for: the join over the kernel's argument struct.
+template <typename T, u32 JM>
+__device__ __forceinline__ void join_kernel(const GnndJoinArgs& a) {
+    join<T, JM>(as_elements<T>(a.data), as_elements<T>(a.data_b), a.split, a.stride, a.metric,
+                a.norms, a.new_s, a.new_cnt, a.old_s, a.old_cnt, a.S, a.list_d, a.k, a.inbox_d,
+                a.inbox_i, a.inbox_cnt, a.M, a.overflow, a.mode);
+}
+
 }  // namespace gnnd
 }  // namespace weft
 
@@ -578,24 +587,15 @@ extern "C" __global__ void gnnd_finish(const __grid_constant__ GnndFinishArgs a)
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_l2_##NAME(          \
         const __grid_constant__ GnndJoinArgs a) {                                                  \
-        gnnd::join<T, gnnd::JOIN_L2>(as_elements<T>(a.data), as_elements<T>(a.data_b), a.split,    \
-                                    a.stride, a.metric, a.norms, a.new_s, a.new_cnt, a.old_s,      \
-                                    a.old_cnt, a.S, a.list_d, a.k, a.inbox_d, a.inbox_i,           \
-                                    a.inbox_cnt, a.M, a.overflow, a.mode);                         \
+        gnnd::join_kernel<T, gnnd::JOIN_L2>(a);                                                    \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_ip_##NAME(          \
         const __grid_constant__ GnndJoinArgs a) {                                                  \
-        gnnd::join<T, gnnd::JOIN_IP>(as_elements<T>(a.data), as_elements<T>(a.data_b), a.split,    \
-                                    a.stride, a.metric, a.norms, a.new_s, a.new_cnt, a.old_s,      \
-                                    a.old_cnt, a.S, a.list_d, a.k, a.inbox_d, a.inbox_i,           \
-                                    a.inbox_cnt, a.M, a.overflow, a.mode);                         \
+        gnnd::join_kernel<T, gnnd::JOIN_IP>(a);                                                    \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(gnnd::JOIN_THREADS) gnnd_join_cos_##NAME(         \
         const __grid_constant__ GnndJoinArgs a) {                                                  \
-        gnnd::join<T, gnnd::JOIN_COS>(as_elements<T>(a.data), as_elements<T>(a.data_b), a.split,   \
-                                    a.stride, a.metric, a.norms, a.new_s, a.new_cnt, a.old_s,      \
-                                    a.old_cnt, a.S, a.list_d, a.k, a.inbox_d, a.inbox_i,           \
-                                    a.inbox_cnt, a.M, a.overflow, a.mode);                         \
+        gnnd::join_kernel<T, gnnd::JOIN_COS>(a);                                                   \
     }
 
 WEFT_GNND_INSTANTIATE(float, f32)

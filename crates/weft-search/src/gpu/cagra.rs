@@ -136,6 +136,27 @@ pub struct CagraSearchShape {
 }
 
 impl CagraSearchShape {
+    /// The shape of a search of `nq` queries over `n` rows of `dim` elements of `T` and their
+    /// graph of out-degree `degree`, for `k` results per query.
+    fn of_rows<T: Element>(
+        n: usize,
+        dim: usize,
+        degree: usize,
+        nq: usize,
+        k: usize,
+        filtered: bool,
+    ) -> Self {
+        CagraSearchShape {
+            n,
+            dim,
+            elem_bytes: std::mem::size_of::<T>(),
+            degree,
+            nq,
+            k,
+            filtered,
+        }
+    }
+
     /// The shape of a search of `inputs` reading elements of `elem_bytes` bytes, for `k`
     /// results per query.
     fn of<T: Element>(
@@ -233,15 +254,14 @@ impl<'c> CagraSearchDevice<'c> {
         check_host_shapes(data, graph, queries)?;
         check_out_rows(&out, queries.rows())?;
         // Check everything that needs no device memory before uploading.
-        let shape = CagraSearchShape {
-            n: data.rows(),
-            dim: data.dim(),
-            elem_bytes: std::mem::size_of::<T>(),
-            degree: graph.degree(),
-            nq: queries.rows(),
-            k: out.k(),
-            filtered: filter.is_some(),
-        };
+        let shape = CagraSearchShape::of_rows::<T>(
+            data.rows(),
+            data.dim(),
+            graph.degree(),
+            queries.rows(),
+            out.k(),
+            filter.is_some(),
+        );
         self.plan(shape, params)?;
         check_filter_words(filter, data.rows())?;
         if queries.rows() == 0 {
@@ -704,15 +724,14 @@ impl<T: Element> CagraSearchSession<T> {
             queries,
             out,
             |k| {
-                let shape = CagraSearchShape {
-                    n: data.rows(),
-                    dim: data.dim(),
-                    elem_bytes: std::mem::size_of::<T>(),
-                    degree: graph.degree(),
-                    nq: queries.rows(),
+                let shape = CagraSearchShape::of_rows::<T>(
+                    data.rows(),
+                    data.dim(),
+                    graph.degree(),
+                    queries.rows(),
                     k,
-                    filtered: filter.is_some(),
-                };
+                    filter.is_some(),
+                );
                 dev.plan(shape, params)?;
                 check_filter_words(filter, data.rows())
             },
