@@ -20,7 +20,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use half::f16;
 use weft_benches::data::random_rows;
 use weft_core::{BuildCtx, DatasetView, Element, FixedDegreeGraph, Metric, Neighbors, Searcher};
-use weft_search::{BeamSearch, BeamSearchParams};
+use weft_search::{BeamSearch, BeamSearchParams, BeamSearchTuning};
 
 fn dist_rows<T: Element>(c: &mut Criterion) {
     const ROWS: usize = 256;
@@ -104,7 +104,10 @@ fn beam(c: &mut Criterion) {
     let mut g = c.benchmark_group("beam_step");
     g.throughput(Throughput::Elements(1));
     let one_hop = BeamSearchParams {
-        max_hops: Some(1),
+        tuning: BeamSearchTuning {
+            max_hops: Some(1),
+            ..BeamSearchTuning::default()
+        },
         ..BeamSearchParams::with_beam_width(32)
     };
     g.bench_function("one_hop", |b| run(b, &one_hop, 10));

@@ -872,4 +872,26 @@ fn search_backends_cpu_and_gpu() {
     let mut bad = common.to_vec();
     bad.extend(["--backend", "cpu", "--mode", "sideways"]);
     fails_with(&bad, &["sideways"]);
+    // The CPU beam search's knobs reach it: a distance budget caps the distances, the entry
+    // layer can be switched off, and an impossible value is refused on every back end.
+    let mut budget = cpu.clone();
+    budget.extend(["--max-distance-computations", "40", "--max-hops", "3"]);
+    let b = ok_json(&budget);
+    let per_query = b["distance_computations"].as_f64().unwrap() / 20.0;
+    let full = s["distance_computations"].as_f64().unwrap() / 20.0;
+    assert!(
+        per_query <= 40.0 && per_query < full,
+        "{per_query} vs {full}"
+    );
+    let mut no_layer = cpu.clone();
+    no_layer.extend(["--no-entry-layer", "--entry-layer-degree", "4"]);
+    assert_eq!(ok_json(&no_layer)["queries"], 20);
+    for backend in ["cpu", "auto"] {
+        let mut zero = common.to_vec();
+        zero.extend(["--backend", backend, "--max-hops", "0"]);
+        fails_with(&zero, &["max_hops"]);
+        let mut degree = common.to_vec();
+        degree.extend(["--backend", backend, "--entry-layer-degree", "0"]);
+        fails_with(&degree, &["entry_layer.degree"]);
+    }
 }

@@ -199,8 +199,15 @@ fn search_knobs(params: &mut SearchParams, knobs: Option<&Bound<'_, PyDict>>) ->
     };
     for (key, value) in knobs.iter() {
         let key: String = key.extract()?;
-        let (cagra, ggnn, gpu) = (&mut params.cagra, &mut params.ggnn, &mut params.ggnn_gpu);
+        let (beam, cagra) = (&mut params.beam, &mut params.cagra);
+        let (ggnn, gpu) = (&mut params.ggnn, &mut params.ggnn_gpu);
         match key.as_str() {
+            "max_hops" => beam.max_hops = value.extract()?,
+            "max_distance_computations" => beam.max_distance_computations = value.extract()?,
+            "entry_layer" => beam.entry_layer.enabled = value.extract()?,
+            "entry_layer_min_entries" => beam.entry_layer.min_entries = value.extract()?,
+            "entry_layer_degree" => beam.entry_layer.degree = value.extract()?,
+            "entry_layer_beam_width" => beam.entry_layer.beam_width = value.extract()?,
             "search_width" => cagra.search_width = value.extract()?,
             "max_iterations" => cagra.max_iterations = value.extract()?,
             "min_iterations" => cagra.min_iterations = value.extract()?,
@@ -220,6 +227,8 @@ fn search_knobs(params: &mut SearchParams, knobs: Option<&Bound<'_, PyDict>>) ->
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "search() got an unexpected keyword argument '{other}' (the search knobs: \
+                     max_hops, max_distance_computations, entry_layer, \
+                     entry_layer_min_entries, entry_layer_degree, entry_layer_beam_width, \
                      search_width, max_iterations, min_iterations, team_size, mode, \
                      search_precision, rerank, tau, ggnn_best, ggnn_visited, \
                      ggnn_max_iterations, ggnn_block_threads, ggnn_team_size, \
@@ -241,8 +250,8 @@ impl PyIndex {
     /// every back end.
     /// `exact=True`: compare with every vector instead. `backend`: `auto` (the GPU when usable),
     /// `cpu` or `gpu`. `threads`: run on a pool of that many threads (one pool per count, kept
-    /// for later calls). `seed`: the seed of the search's random choices. `max_hops`: stop each
-    /// query after that many expanded vertices. `filter`: only these ids are returned, given as
+    /// for later calls). `seed`: the seed of the search's random choices. `filter`: only these
+    /// ids are returned, given as
     /// a bool mask of length n or an array of allowed ids (filtered-out points are still
     /// traversed; rows with fewer than k allowed neighbours found are padded with
     /// `weft.INVALID` and `inf`). C-contiguous queries are read in place; the GIL is released;
@@ -250,12 +259,15 @@ impl PyIndex {
     /// distance, `ip` -<q, x>, `cosine` 1 - cos(q, x). `device`: the CUDA device of a GPU
     /// search (`None`: the one the index was built on, else the default device); a device that
     /// cannot be used raises `UnsupportedError` naming it, never falling back to the CPU.
-    /// The searches' own knobs, by keyword (the CLI's flags, with underscores): the
-    /// GPU CAGRA search's `search_width`, `max_iterations`,
+    /// The searches' own knobs, by keyword (the CLI's flags, with underscores): the CPU beam
+    /// search's `max_hops` (stop each query after that many expanded vertices),
+    /// `max_distance_computations`, `entry_layer` (False: score every entry point; the CLI's
+    /// `--no-entry-layer`), `entry_layer_min_entries`, `entry_layer_degree`,
+    /// `entry_layer_beam_width`; the GPU CAGRA search's `search_width`, `max_iterations`,
     /// `min_iterations`, `team_size`, `mode`, `search_precision`, `rerank`; the GGNN search's
     /// `tau`, `ggnn_best`, `ggnn_visited`, `ggnn_max_iterations`, `ggnn_block_threads`,
     /// `ggnn_team_size`, `ggnn_prefetch_rows`.
-    #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, max_hops = None, filter = None, device = None, **knobs))]
+    #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, filter = None, device = None, **knobs))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
@@ -267,7 +279,6 @@ impl PyIndex {
         backend: &str,
         threads: Option<usize>,
         seed: u64,
-        max_hops: Option<usize>,
         filter: Option<&Bound<'py, PyAny>>,
         device: Option<usize>,
         knobs: Option<&Bound<'py, PyDict>>,
@@ -288,7 +299,6 @@ impl PyIndex {
         params.backend = convert::backend(backend)?;
         params.threads = threads;
         params.seed = seed;
-        params.max_hops = max_hops;
         params.device = device;
         if let Some(f) = filter.filter(|f| !f.is_none()) {
             params.filter = Some(convert::filter(f, index.data().rows())?);

@@ -84,6 +84,11 @@ def test_search_knobs_are_checked_on_every_back_end(index, queries):
         ({"tau": -1.0}, "tau"),
         ({"ggnn_best": 0}, "best"),
         ({"ggnn_max_iterations": 0}, "max_iterations"),
+        ({"max_hops": 0}, "max_hops"),
+        ({"max_distance_computations": 0}, "max_distance_computations"),
+        ({"entry_layer_min_entries": 1}, "entry_layer.min_entries"),
+        ({"entry_layer_degree": 0}, "entry_layer.degree"),
+        ({"entry_layer_beam_width": 0}, "entry_layer.beam_width"),
     ]:
         for backend in ("cpu", "auto"):
             with pytest.raises(weft.InvalidParamsError, match=name):

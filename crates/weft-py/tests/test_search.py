@@ -180,3 +180,29 @@ def test_search_knobs_reach_the_search(index, queries):
     tuned = index.search(queries, 10, backend="cpu", **knobs)
     np.testing.assert_array_equal(plain[0], tuned[0])
     index.search(queries, 10, **knobs)
+
+
+def test_beam_search_knobs_reach_the_cpu_search(index, queries, truth):
+    # The CPU beam search's knobs: the budgets cut the search short (lower recall than a full
+    # search), the entry layer can be switched off or tuned, and the defaults given explicitly
+    # change nothing.
+    def recall(ids):
+        return weft.recall(ids, truth[0])
+
+    plain = index.search(queries, 10, backend="cpu")
+    defaults = index.search(
+        queries, 10, backend="cpu", max_hops=None, max_distance_computations=None,
+        entry_layer=True, entry_layer_min_entries=64, entry_layer_degree=8,
+        entry_layer_beam_width=8,
+    )
+    np.testing.assert_array_equal(plain[0], defaults[0])
+    full = recall(plain[0])
+    assert recall(index.search(queries, 10, backend="cpu", max_hops=1)[0]) < full
+    budget = index.search(queries, 10, backend="cpu", max_distance_computations=20)
+    assert recall(budget[0]) < full
+    for knobs in (
+        dict(entry_layer=False),
+        dict(entry_layer_min_entries=2, entry_layer_degree=4, entry_layer_beam_width=16),
+    ):
+        ids = index.search(queries, 10, backend="cpu", **knobs)[0]
+        assert recall(ids) >= full - 0.05, knobs

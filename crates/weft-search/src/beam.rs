@@ -62,6 +62,72 @@ pub enum EntryPoints {
     },
 }
 
+/// The CPU beam search's own knobs, one struct read by every surface: [`BeamSearchParams`] and
+/// the facade's search parameters hold it, the CLI flattens it into `weft search` / `weft eval`
+/// (feature `clap`: `--max-hops`, `--max-distance-computations` and the entry layer's flags, see
+/// [`EntryLayerParams`]) and the Python package takes the same names as keyword arguments.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+#[serde(default)]
+pub struct BeamSearchTuning {
+    /// Stop a query after expanding this many vertices (`None`: run to convergence).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long,
+            help = "CPU beam search: stop a query after expanding this many vertices (>= 1; default: run to convergence)"
+        )
+    )]
+    pub max_hops: Option<usize>,
+    /// Stop a query after this many distance evaluations (`None`: no budget).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long,
+            help = "CPU beam search: stop a query after this many distance evaluations (>= 1; default: no budget)"
+        )
+    )]
+    pub max_distance_computations: Option<usize>,
+    /// How a query with many entry points (the graph's, spread or fixed ones; never random
+    /// ones) picks where to start: when the layer is enabled and there are enough of them
+    /// ([`EntryLayerParams::applies_to`]), by a small beam search over an [`EntryLayer`] built
+    /// over them (once per [`BeamSearch::search`] call, or once for many with
+    /// [`BeamSearch::search_with_entry_layer`]), scoring a fraction of them; else every query
+    /// scores every entry point ([`EntryLayerParams::disabled`]). Default: enabled, with the
+    /// default parameters. Read from JSON also as `null` (disabled), its former form.
+    #[serde(deserialize_with = "entry_layer_or_null")]
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub entry_layer: EntryLayerParams,
+}
+
+impl BeamSearchTuning {
+    /// Checks the knobs (a zero budget is refused: leave it unset for none).
+    pub fn validate(&self) -> Result<()> {
+        if self.max_hops == Some(0) {
+            return Err(Error::invalid_param(
+                "max_hops",
+                "must be at least 1 (leave it unset for no limit)",
+            ));
+        }
+        if self.max_distance_computations == Some(0) {
+            return Err(Error::invalid_param(
+                "max_distance_computations",
+                "must be at least 1 (leave it unset for no limit)",
+            ));
+        }
+        self.entry_layer.validate("entry_layer.")
+    }
+}
+
+/// Reads [`BeamSearchTuning::entry_layer`]: an object, or `null` for a disabled layer (how
+/// JSON written before the `enabled` field said so).
+fn entry_layer_or_null<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<EntryLayerParams, D::Error> {
+    Ok(Option::<EntryLayerParams>::deserialize(deserializer)?
+        .unwrap_or_else(EntryLayerParams::disabled))
+}
+
 /// Parameters of [`BeamSearch`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -75,17 +141,9 @@ pub struct BeamSearchParams {
     pub entry_points: EntryPoints,
     /// Seed of the random and the spread entry points. Default 0.
     pub seed: u64,
-    /// Stop a query after expanding this many vertices (`None`: run to convergence).
-    pub max_hops: Option<usize>,
-    /// Stop a query after this many distance evaluations (`None`: no budget).
-    pub max_distance_computations: Option<usize>,
-    /// How a query with many entry points (the graph's, spread or fixed ones; never random
-    /// ones) picks where to start: `Some`: when there are enough of them
-    /// ([`EntryLayerParams::applies_to`]), by a small beam search over an [`EntryLayer`] built
-    /// over them (once per [`BeamSearch::search`] call, or once for many with
-    /// [`BeamSearch::search_with_entry_layer`]), scoring a fraction of them; `None`: every
-    /// query scores every entry point. Default: `Some` with the default parameters.
-    pub entry_layer: Option<EntryLayerParams>,
+    /// The search's budgets and entry layer (in JSON, their fields sit beside the others).
+    #[serde(flatten)]
+    pub tuning: BeamSearchTuning,
     /// Only the ids this [`Filter`] allows are returned (`None`, the default: every id).
     /// Filtered-out vertices are still expanded, so that the search reaches the allowed ones
     /// behind them; every allowed vertex the search scores is offered to a separate list of
@@ -110,9 +168,7 @@ impl Default for BeamSearchParams {
             beam_width: 64,
             entry_points: EntryPoints::Graph,
             seed: 0,
-            max_hops: None,
-            max_distance_computations: None,
-            entry_layer: Some(EntryLayerParams::default()),
+            tuning: BeamSearchTuning::default(),
             filter: None,
         }
     }
@@ -169,21 +225,7 @@ impl Params for BeamSearchParams {
                 }
             }
         }
-        if self.max_hops == Some(0) {
-            return Err(Error::invalid_param(
-                "max_hops",
-                "must be at least 1 (leave it unset for no limit)",
-            ));
-        }
-        if self.max_distance_computations == Some(0) {
-            return Err(Error::invalid_param(
-                "max_distance_computations",
-                "must be at least 1 (leave it unset for no limit)",
-            ));
-        }
-        if let Some(layer) = &self.entry_layer {
-            layer.validate("entry_layer.")?;
-        }
+        self.tuning.validate()?;
         if let Some(filter) = &self.filter {
             filter.check_len(rows)?;
         }
@@ -196,7 +238,7 @@ impl Params for BeamSearchParams {
 ///
 /// Per query it scores the entry points (many of them, such as a search graph's 256 spread
 /// ones, through a small navigable [`EntryLayer`] over them: see
-/// [`BeamSearchParams::entry_layer`]), keeps a sorted candidate list of at most `L` vertices
+/// [`BeamSearchTuning::entry_layer`]), keeps a sorted candidate list of at most `L` vertices
 /// seeded with the best, repeatedly expands the
 /// closest unexpanded one (computing distances to its unvisited out-neighbours and inserting
 /// those that beat the current worst) and stops when every candidate is expanded or a budget
@@ -375,8 +417,12 @@ impl<G: GraphView + ?Sized, T: Element> QueryCtx<'_, G, T> {
     fn run(&self, s: &mut Scratch, qi: usize, query: &[T]) {
         let n = self.data.rows();
         let l = self.params.beam_width;
-        let max_hops = self.params.max_hops.unwrap_or(usize::MAX);
-        let budget = self.params.max_distance_computations.unwrap_or(usize::MAX);
+        let max_hops = self.params.tuning.max_hops.unwrap_or(usize::MAX);
+        let budget = self
+            .params
+            .tuning
+            .max_distance_computations
+            .unwrap_or(usize::MAX);
         s.next_query();
         let mut dc = 0usize;
 
@@ -612,7 +658,7 @@ impl<G: GraphView + ?Sized> Searcher<G> for BeamSearch {
 impl BeamSearch {
     /// The entry layer a [`BeamSearch::search`] with `params` would build over `entries`, the
     /// entry points it resolves to (the graph's, the fixed list or the spread points): `None`
-    /// when it scores every entry point (`params.entry_layer` is `None`, or
+    /// when it scores every entry point (the layer is disabled, or
     /// [`EntryLayerParams::applies_to`] is false for the number of distinct entry points).
     /// Build it once and pass it to [`BeamSearch::search_with_entry_layer`] to search
     /// repeatedly without building it each call.
@@ -622,17 +668,17 @@ impl BeamSearch {
         entries: &[NodeId],
         params: &BeamSearchParams,
     ) -> Result<Option<EntryLayer>> {
-        match &params.entry_layer {
-            Some(p) if p.applies_to(distinct(entries).len()) => {
-                EntryLayer::build(data, metric, entries, p).map(Some)
-            }
-            _ => Ok(None),
+        let p = &params.tuning.entry_layer;
+        if p.applies_to(distinct(entries).len()) {
+            EntryLayer::build(data, metric, entries, p).map(Some)
+        } else {
+            Ok(None)
         }
     }
 
     /// [`BeamSearch::search`] with a prepared entry layer: `Some(layer)` (built by
     /// [`BeamSearch::entry_layer_for`] or [`EntryLayer::build`]) is used in place of scoring
-    /// the entry points, whatever `params.entry_layer` says, and must be built over the entry
+    /// the entry points, whatever `params.tuning.entry_layer` says, and must be built over the entry
     /// points the search resolves to (the same distinct ids in the same order, else
     /// [`Error::InvalidInput`]) for `metric`; `None` builds one when `params` ask for it, as
     /// [`BeamSearch::search`] does. The results are those of [`BeamSearch::search`] with the

@@ -21,26 +21,73 @@ use weft_core::{DatasetView, Element, Error, Metric, NodeId, Result};
 pub const MAX_LAYER_ENTRIES: usize = 2048;
 
 /// Parameters of the entry layer of [`BeamSearch`](crate::BeamSearch) (see the
-/// [module docs](self)).
+/// [module docs](self)), part of [`BeamSearchTuning`](crate::BeamSearchTuning): the CLI
+/// flattens them (feature `clap`: `--no-entry-layer`, `--entry-layer-min-entries`,
+/// `--entry-layer-degree`, `--entry-layer-beam-width`) and the Python package takes the same
+/// names as keywords (`entry_layer=False`, `entry_layer_min_entries`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(default)]
 pub struct EntryLayerParams {
+    /// Whether a search with many entry points uses the layer at all (`false`: every query
+    /// scores every entry point). Default true.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            id = "entry_layer",
+            long = "no-entry-layer",
+            action = clap::ArgAction::SetFalse,
+            help = "CPU beam search: score every entry point instead of searching the entry layer over them"
+        )
+    )]
+    pub enabled: bool,
     /// Use the layer only for at least this many distinct entry points (fewer are all scored;
     /// so are more than [`MAX_LAYER_ENTRIES`]). At least 2. Default 64.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            id = "entry_layer_min_entries",
+            long = "entry-layer-min-entries",
+            value_name = "ENTRIES",
+            default_value_t = 64,
+            help = "CPU beam search: use the entry layer for at least this many entry points (>= 2)"
+        )
+    )]
     pub min_entries: usize,
     /// Nearest other entry points each keeps (chosen with HNSW's diversity heuristic, topped
     /// up with the nearest skipped ones), before reverse edges and bridges are added. At least
     /// 1. Default 8.
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            id = "entry_layer_degree",
+            long = "entry-layer-degree",
+            value_name = "DEGREE",
+            default_value_t = 8,
+            help = "CPU beam search: nearest other entry points each entry point keeps in the layer (>= 1)"
+        )
+    )]
     pub degree: usize,
     /// Beam width (candidate-list size) of the per-query layer search: larger scores more entry points and
     /// misses the query's region less often. At least 1. Default 8.
     #[serde(alias = "beam")]
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            id = "entry_layer_beam_width",
+            long = "entry-layer-beam-width",
+            value_name = "WIDTH",
+            default_value_t = 8,
+            help = "CPU beam search: candidate-list size of the per-query entry-layer search (>= 1)"
+        )
+    )]
     pub beam_width: usize,
 }
 
 impl Default for EntryLayerParams {
     fn default() -> Self {
         EntryLayerParams {
+            enabled: true,
             min_entries: 64,
             degree: 8,
             beam_width: 8,
@@ -72,9 +119,17 @@ impl EntryLayerParams {
         Ok(())
     }
 
+    /// The parameters with the layer switched off: every query scores every entry point.
+    pub fn disabled() -> Self {
+        EntryLayerParams {
+            enabled: false,
+            ..Self::default()
+        }
+    }
+
     /// Whether a search from `entries` distinct entry points uses the layer.
     pub fn applies_to(&self, entries: usize) -> bool {
-        entries >= self.min_entries && entries <= MAX_LAYER_ENTRIES
+        self.enabled && entries >= self.min_entries && entries <= MAX_LAYER_ENTRIES
     }
 }
 

@@ -21,8 +21,8 @@
 //! - [`EntryLayer`]: a small navigable graph over many entry points, searched per query by
 //!   [`BeamSearch`] in place of scoring every entry point ([`entry_layer`]).
 //! - [`plan`]: the rules every graph search shares (the default beam width for `k`, the one
-//!   `beam_width >= k` check). Each search's own knobs are one struct ([`CagraSearchTuning`],
-//!   [`GgnnSearchTuning`], [`GgnnGpuOptions`]), which the CLI reads with `clap` (feature
+//!   `beam_width >= k` check). Each search's own knobs are one struct ([`BeamSearchTuning`],
+//!   [`CagraSearchTuning`], [`GgnnSearchTuning`], [`GgnnGpuOptions`]), which the CLI reads with `clap` (feature
 //!   `clap`) and the facade and the Python package carry as they are.
 
 mod beam;
@@ -39,7 +39,7 @@ pub mod gpu;
 mod inputs;
 pub mod plan;
 
-pub use beam::{BeamSearch, BeamSearchParams, EntryPoints, FILTER_EXACT_PER_L};
+pub use beam::{BeamSearch, BeamSearchParams, BeamSearchTuning, EntryPoints, FILTER_EXACT_PER_L};
 pub use cagra_gpu_params::{
     CAGRA_GPU_MAX_BEAM_WIDTH, CAGRA_GPU_MAX_SEARCH_WIDTH, CagraSearchMode, CagraSearchParams,
     CagraSearchTuning,

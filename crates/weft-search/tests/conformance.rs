@@ -6,7 +6,9 @@ use weft_core::{
 mod common;
 
 use common::search;
-use weft_search::{BeamSearch, BeamSearchParams, EntryPoints, ExactSearcher, medoid};
+use weft_search::{
+    BeamSearch, BeamSearchParams, BeamSearchTuning, EntryPoints, ExactSearcher, medoid,
+};
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
 use weft_testkit::search::{SearchSuite, check_searcher, known_good_graph, run_search_suite};
 
@@ -31,7 +33,10 @@ fn beam_search_passes_the_suite() {
             ..Default::default()
         },
         BeamSearchParams {
-            max_hops: Some(0),
+            tuning: BeamSearchTuning {
+                max_hops: Some(0),
+                ..Default::default()
+            },
             ..Default::default()
         },
     ];
@@ -111,20 +116,26 @@ fn larger_beams_do_not_lose_recall_and_budgets_cut_work() {
     );
     for params in [
         BeamSearchParams {
-            max_hops: Some(3),
+            tuning: BeamSearchTuning {
+                max_hops: Some(3),
+                ..Default::default()
+            },
             ..BeamSearchParams::with_beam_width(64)
         },
         BeamSearchParams {
-            max_distance_computations: Some(40),
+            tuning: BeamSearchTuning {
+                max_distance_computations: Some(40),
+                ..Default::default()
+            },
             ..BeamSearchParams::with_beam_width(64)
         },
     ] {
         let (out, stats) = search(&graph, &base, &queries, &params, 10);
         assert!(stats.distance_computations < full.distance_computations);
-        if let Some(h) = params.max_hops {
+        if let Some(h) = params.tuning.max_hops {
             assert!(stats.hops <= (h * queries.rows()) as u64);
         }
-        if let Some(b) = params.max_distance_computations {
+        if let Some(b) = params.tuning.max_distance_computations {
             assert!(stats.distance_computations <= (b * queries.rows()) as u64);
         }
         // Still sorted, unique, in range.
@@ -203,4 +214,32 @@ fn thread_count_does_not_change_results() {
     let (b, sb) = run(2);
     assert_eq!(a, b);
     assert_eq!(sa, sb);
+}
+
+/// The beam search's knobs sit beside its other fields in JSON (flattened), the former `l` and
+/// `entry_layer: null` (no layer) still read, and every field round-trips.
+#[test]
+fn beam_params_read_and_write_flat_json() {
+    let p: BeamSearchParams = serde_json::from_str(
+        r#"{"l": 32, "max_hops": 5, "max_distance_computations": 900, "entry_layer": null}"#,
+    )
+    .unwrap();
+    assert_eq!(p.beam_width, 32);
+    assert_eq!(
+        p.tuning,
+        BeamSearchTuning {
+            max_hops: Some(5),
+            max_distance_computations: Some(900),
+            entry_layer: weft_search::EntryLayerParams::disabled(),
+        }
+    );
+    let defaults: BeamSearchParams = serde_json::from_str("{}").unwrap();
+    assert_eq!(defaults, BeamSearchParams::default());
+    let layer: BeamSearchParams =
+        serde_json::from_str(r#"{"entry_layer": {"degree": 4}}"#).unwrap();
+    assert!(layer.tuning.entry_layer.enabled);
+    assert_eq!(layer.tuning.entry_layer.degree, 4);
+    let text = serde_json::to_string(&p).unwrap();
+    assert!(text.contains(r#""max_hops":5"#), "{text}");
+    assert_eq!(serde_json::from_str::<BeamSearchParams>(&text).unwrap(), p);
 }

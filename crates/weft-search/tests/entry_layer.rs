@@ -11,7 +11,8 @@ mod common;
 use common::search;
 use weft_graph::connect::spread_entry_points;
 use weft_search::{
-    BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints, SearchInputs,
+    BeamSearch, BeamSearchParams, BeamSearchTuning, EntryLayer, EntryLayerParams, EntryPoints,
+    SearchInputs,
 };
 use weft_testkit::graph::clustered_set;
 
@@ -42,11 +43,14 @@ fn recall(found: &Neighbors, base: &Dataset<f32>, queries: &Dataset<f32>, k: usi
         .mean
 }
 
-/// Fixed spread entry points, with or without the layer.
+/// Fixed spread entry points, with the layer (`Some`) or without it (`None`: disabled).
 fn params(ids: &[NodeId], l: usize, layer: Option<EntryLayerParams>) -> BeamSearchParams {
     BeamSearchParams {
         entry_points: EntryPoints::Fixed { ids: ids.to_vec() },
-        entry_layer: layer,
+        tuning: BeamSearchTuning {
+            entry_layer: layer.unwrap_or_else(EntryLayerParams::disabled),
+            ..BeamSearchTuning::default()
+        },
         ..BeamSearchParams::with_beam_width(l)
     }
 }
@@ -250,7 +254,7 @@ proptest! {
     ) {
         let (base, queries) = clustered_set(n, seed);
         let ids: Vec<NodeId> = picks.iter().map(|&p| (p % n) as NodeId).collect();
-        let lp = EntryLayerParams { min_entries: 2, degree, beam_width: 4 };
+        let lp = EntryLayerParams { min_entries: 2, degree, beam_width: 4, ..EntryLayerParams::default() };
         let build = |threads| {
             BuildCtx::new(0)
                 .with_threads(Some(threads))

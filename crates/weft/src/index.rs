@@ -38,14 +38,12 @@ pub struct SearchParams {
     /// stores none (a k-NN graph; see [`Index::search_entry_points`]) and the GPU search's random
     /// starting vertices. Default 0.
     pub seed: u64,
-    /// Stop a query after this many expanded vertices (`None`: no limit).
-    pub max_hops: Option<usize>,
-    /// How the CPU beam search picks where to start among many entry points (see
-    /// `weft_search::BeamSearchParams::entry_layer`): `Some`: by a small beam search over an
-    /// entry layer built once per index (and seed, for spread entry points) and kept for the later
-    /// searches; `None`: every query scores every entry point. Default: `Some` with the default
-    /// parameters. Validated by each search, never adjusted.
-    pub entry_layer: Option<EntryLayerParams>,
+    /// The CPU beam search's own knobs: its budgets (`max_hops`,
+    /// `max_distance_computations`) and how it picks where to start among many entry points
+    /// (`entry_layer`, see [`weft_search::BeamSearchTuning::entry_layer`]: by default a small
+    /// beam search over an entry layer built once per index, and seed for spread entry points,
+    /// and kept for the later searches). Checked on every back end, never adjusted.
+    pub beam: weft_search::BeamSearchTuning,
     /// Where the graph search runs (default [`Backend::Auto`]: the GPU search when this build
     /// has GPU support and a GPU is usable, else the CPU beam search). [`Backend::Gpu`] runs the
     /// CAGRA-style search for fixed-degree and k-NN graphs, the GGNN search for hierarchical
@@ -101,8 +99,7 @@ impl Default for SearchParams {
             beam_width: None,
             exact: false,
             seed: 0,
-            max_hops: None,
-            entry_layer: Some(EntryLayerParams::default()),
+            beam: weft_search::BeamSearchTuning::default(),
             backend: Backend::Auto,
             cagra: weft_search::CagraSearchTuning::default(),
             ggnn: weft_search::GgnnSearchTuning::default(),
@@ -214,7 +211,7 @@ pub enum EntrySource {
 }
 
 /// The entry points every graph search of an [`Index`] starts from (each query expands from the
-/// best of them: on the CPU, with the default [`SearchParams::entry_layer`], found by a small
+/// best of them: on the CPU, with the default entry layer ([`SearchParams::beam`]), found by a small
 /// beam search over an entry layer built over them when there are many, else by scoring them
 /// all).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -914,6 +911,7 @@ impl Index {
         } else {
             // The searches' knobs are checked on every back end: an impossible value is an
             // error, never ignored because this search happens to run elsewhere.
+            params.beam.validate()?;
             params.cagra.validate()?;
             params.ggnn.validate()?;
             params.beam_width_for(k)?
@@ -927,8 +925,7 @@ impl Index {
         let beam = |entry_points| BeamSearchParams {
             entry_points,
             seed: params.seed,
-            max_hops: params.max_hops,
-            entry_layer: params.entry_layer,
+            tuning: params.beam.clone(),
             filter: params.filter.clone(),
             ..BeamSearchParams::with_beam_width(beam_width)
         };
@@ -1071,9 +1068,10 @@ impl Index {
         entries: &SearchEntryPoints,
         params: &BeamSearchParams,
     ) -> Result<Option<Arc<EntryLayer>>> {
-        let Some(lp) = params.entry_layer else {
+        let lp = params.tuning.entry_layer;
+        if !lp.enabled {
             return Ok(None);
-        };
+        }
         lp.validate("entry_layer.")?;
         let key = (
             match entries.source {

@@ -264,11 +264,9 @@ fn index_searches_many_entry_points_through_the_entry_layer() {
     let ctx = BuildCtx::new(3);
     let (base, queries, truth, index) = clustered_knn_index(11, &ctx);
     let layered = SearchParams::with_beam_width(48).with_backend(Backend::Cpu);
-    assert!(layered.entry_layer.is_some());
-    let all = SearchParams {
-        entry_layer: None,
-        ..layered.clone()
-    };
+    assert!(layered.beam.entry_layer.enabled);
+    let mut all = layered.clone();
+    all.beam.entry_layer = weft::search::EntryLayerParams::disabled();
     let a = index.search(queries.view(), 10, &all).unwrap();
     let b = index.search(queries.view(), 10, &layered).unwrap();
     let (r_all, r_layer) = (recall(&a.neighbors, &truth), recall(&b.neighbors, &truth));

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use weft::graph::storage::{self, GraphKind, LoadOptions};
 use weft::index::{EntrySource, SearchBackend, SearchEntryPoints};
 use weft::io::{Format, IdMatrix};
-use weft::search::{CagraSearchTuning, GgnnGpuOptions, GgnnSearchTuning, SearchPrecision, plan};
+use weft::search::{
+    BeamSearchTuning, CagraSearchTuning, GgnnGpuOptions, GgnnSearchTuning, SearchPrecision, plan,
+};
 use weft::{Index, SearchParams, SearchRoute};
 
 use super::{
@@ -82,10 +84,13 @@ pub enum BackendArg {
 }
 
 /// The search backend and the graph searches' own knobs (`weft search`, `weft eval`): the
-/// structs the searches read themselves ([`CagraSearchTuning`], [`GgnnSearchTuning`], [`GgnnGpuOptions`]),
-/// flattened, so that a flag reaches its search without a copy in between.
+/// structs the searches read themselves ([`BeamSearchTuning`], [`CagraSearchTuning`],
+/// [`GgnnSearchTuning`], [`GgnnGpuOptions`]), flattened, so that a flag reaches its search
+/// without a copy in between.
 ///
-/// Mapping to the CPU beam search: --beam-width is the list size on every back end; the CAGRA
+/// --beam-width is the list size on every back end; the CPU beam search's flags
+/// (--max-hops, --max-distance-computations, --no-entry-layer, --entry-layer-*) apply to it and
+/// are checked on every back end; the CAGRA
 /// flags (--search-width, --team-size, --mode, --max-iterations, --min-iterations,
 /// --search-precision, --rerank) apply to the GPU search of fixed-degree and k-NN graphs; a
 /// hierarchical (GGNN) graph on the GPU runs the GGNN search: --beam-width is its queue size,
@@ -96,6 +101,9 @@ pub struct GpuArgs {
     /// else the CPU beam search; cpu; gpu (an error when it cannot run).
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
+    /// The CPU beam search's knobs.
+    #[command(flatten)]
+    pub beam: BeamSearchTuning,
     /// The GPU CAGRA search's knobs.
     #[command(flatten)]
     pub cagra: CagraSearchTuning,
@@ -140,6 +148,7 @@ impl GpuArgs {
             BackendArg::Cpu => SearchBackend::Cpu,
             BackendArg::Gpu => SearchBackend::Gpu,
         };
+        params.beam = self.beam.clone();
         params.cagra = self.cagra.clone();
         params.ggnn = self.ggnn.clone();
         params.ggnn_gpu = self.ggnn_gpu;
@@ -458,7 +467,8 @@ mod knob_flags {
 
     use super::GpuArgs;
     use weft::search::{
-        CagraSearchMode, CagraSearchTuning, GgnnGpuOptions, GgnnSearchTuning, SearchPrecision,
+        BeamSearchTuning, CagraSearchMode, CagraSearchTuning, EntryLayerParams, GgnnGpuOptions,
+        GgnnSearchTuning, SearchPrecision,
     };
 
     #[derive(Parser)]
@@ -470,6 +480,7 @@ mod knob_flags {
     #[test]
     fn the_flags_default_to_the_searches_own_defaults() {
         let cli = Cli::try_parse_from(["weft"]).unwrap();
+        assert_eq!(cli.gpu.beam, BeamSearchTuning::default());
         assert_eq!(cli.gpu.cagra, CagraSearchTuning::default());
         assert_eq!(cli.gpu.ggnn, GgnnSearchTuning::default());
         assert_eq!(cli.gpu.ggnn_gpu, GgnnGpuOptions::default());
@@ -507,9 +518,33 @@ mod knob_flags {
             "4",
             "--ggnn-prefetch-rows",
             "false",
+            "--max-hops",
+            "9",
+            "--max-distance-computations",
+            "1000",
+            "--no-entry-layer",
+            "--entry-layer-min-entries",
+            "32",
+            "--entry-layer-degree",
+            "6",
+            "--entry-layer-beam-width",
+            "5",
         ])
         .unwrap();
         let g = cli.gpu;
+        assert_eq!(
+            g.beam,
+            BeamSearchTuning {
+                max_hops: Some(9),
+                max_distance_computations: Some(1000),
+                entry_layer: EntryLayerParams {
+                    enabled: false,
+                    min_entries: 32,
+                    degree: 6,
+                    beam_width: 5,
+                },
+            }
+        );
         assert_eq!(
             g.cagra,
             CagraSearchTuning {

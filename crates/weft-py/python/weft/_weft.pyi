@@ -127,9 +127,14 @@ class Index:
         backend: Backend = "auto",
         threads: Optional[int] = None,
         seed: int = 0,
-        max_hops: Optional[int] = None,
         filter: Optional[ArrayLike] = None,
         device: Optional[int] = None,
+        max_hops: Optional[int] = None,
+        max_distance_computations: Optional[int] = None,
+        entry_layer: bool = True,
+        entry_layer_min_entries: int = 64,
+        entry_layer_degree: int = 8,
+        entry_layer_beam_width: int = 8,
         search_width: int = 1,
         max_iterations: int = 0,
         min_iterations: int = 0,
@@ -158,8 +163,7 @@ class Index:
         vector instead. ``backend``: ``auto`` searches on the GPU when one is usable, ``cpu``
         and ``gpu`` are requirements. ``threads``: run on a pool of that many threads, kept for
         later calls with the same count (default: all cores). ``seed``: the seed of the search's random choices (entry points
-        of a k-NN graph). ``max_hops``: stop each query after that many expanded vertices.
-        ``filter``: only these ids are returned, on every back end and with ``exact=True``: a
+        of a k-NN graph). ``filter``: only these ids are returned, on every back end and with ``exact=True``: a
         bool mask of length n (``True`` = allowed) or an integer array of allowed ids.
         Filtered-out points are still traversed; a row with fewer than ``k`` allowed neighbours
         found is padded with :data:`INVALID` and ``inf``. A mask of another length or an id out
@@ -168,7 +172,12 @@ class Index:
         one); one that cannot be used raises :class:`UnsupportedError` naming it, never the CPU
         instead.
 
-        The searches' own knobs, the CLI's flags with underscores: the GPU CAGRA search's
+        The searches' own knobs, the CLI's flags with underscores: the CPU beam search's
+        ``max_hops`` (stop each query after that many expanded vertices),
+        ``max_distance_computations`` (stop it after that many distance evaluations),
+        ``entry_layer`` (``False``: every query scores every entry point instead of searching a
+        small graph over them; the CLI's ``--no-entry-layer``), ``entry_layer_min_entries``,
+        ``entry_layer_degree`` and ``entry_layer_beam_width``; the GPU CAGRA search's
         (fixed-degree and k-NN graphs) ``search_width`` (parents expanded per iteration,
         1-32), ``max_iterations`` (0: automatic), ``min_iterations``, ``team_size`` (threads
         per distance: 2, 4, 8, 16, 32; 0: from the dimension), ``mode``, ``search_precision``
