@@ -12,7 +12,8 @@ use weft_core::{
 };
 use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 
-use crate::exact::write_row;
+use crate::FILTER_EXACT_PER_L;
+use crate::exact::{exact_search_filtered, write_row};
 use crate::filter::Filter;
 
 /// Parameters of [`GgnnSearch`] and of the GPU GGNN search: what every graph search has (the
@@ -45,8 +46,10 @@ pub struct GgnnSearchParams {
     /// queue and are expanded), except that an allowed vertex is also offered, when scored,
     /// to a separate list of the `k` best allowed ones: the answer, padded with [`INVALID`](weft_core::INVALID) /
     /// `+inf` when fewer than `k` were reached. A vertex in that list counts as remembered
-    /// (never scored twice), on the CPU as on the GPU. Its length must be the data's row
-    /// count. Not serialised.
+    /// (never scored twice), on the CPU as on the GPU. A filter that allows at most
+    /// [`FILTER_EXACT_PER_L`]` * beam_width` ids is answered by scoring those ids directly
+    /// (exact, and no dearer than the traversal), on the CPU as on the GPU, as the beam search
+    /// does. Its length must be the data's row count. Not serialised.
     #[serde(skip)]
     pub filter: Option<Filter>,
     /// The GGNN query's own knobs (slack, best list, visited ring, expansion cap).
@@ -217,6 +220,16 @@ impl Default for GgnnSearchParams {
     }
 }
 
+impl GgnnSearchParams {
+    /// The filter when it allows few enough ids to be answered exactly, by scoring them
+    /// (at most [`FILTER_EXACT_PER_L`]` * beam_width`; see [`GgnnSearchParams::filter`]).
+    pub fn small_filter(&self) -> Option<&Filter> {
+        self.filter
+            .as_ref()
+            .filter(|f| f.count() <= FILTER_EXACT_PER_L.saturating_mul(self.beam_width))
+    }
+}
+
 impl Params for GgnnSearchParams {
     fn validate(&self, rows: usize, _dim: usize) -> Result<()> {
         if let Some(filter) = &self.filter {
@@ -356,6 +369,9 @@ impl<G: GraphView + ?Sized> Searcher<G> for GgnnSearch {
         mut out: NeighborsMut<'_>,
     ) -> Result<SearchStats> {
         let k = check_search_inputs(graph, data, queries, &out, |n, dim| params.validate(n, dim))?;
+        if let Some(filter) = params.small_filter() {
+            return exact_search_filtered(data, queries, metric, filter, out);
+        }
         let n = data.rows();
         let best_cap = params.tuning.best.max(k);
         let squared = metric == Metric::L2Squared;

@@ -30,6 +30,9 @@ fn exact(
     out
 }
 
+/// The smallest beam width the GGNN search runs at in [`filtered_recalls`].
+const GGNN_MIN_BEAM: usize = 54;
+
 /// A seeded random filter allowing about `frac` of `n` ids.
 fn random_filter(n: usize, frac: f64, seed: u64) -> Filter {
     Filter::from_predicate(n, |i| {
@@ -116,6 +119,8 @@ fn a_filter_of_the_wrong_length_is_a_typed_error() {
 /// recalls of the beam search and the GGNN search against the exact filtered truth (as a
 /// fraction of the truth's own recall, which padding keeps below 1 when fewer than `k` ids are
 /// allowed).
+///
+/// The GGNN search runs at beam width `l`, at least [`GGNN_MIN_BEAM`].
 fn filtered_recalls(
     base: &Dataset<f32>,
     queries: &Dataset<f32>,
@@ -146,7 +151,7 @@ fn filtered_recalls(
     check_filtered("beam", &found, filter);
     let ggnn = GgnnSearchParams {
         filter: Some(filter.clone()),
-        beam_width: l.max(54),
+        beam_width: l.max(GGNN_MIN_BEAM),
         ..Default::default()
     };
     let (g, _) = run_search(
@@ -171,9 +176,9 @@ fn filtered_recalls(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
-    /// Random data and random filters large enough that the beam search walks the graph
-    /// (more than `FILTER_EXACT_PER_L * l` allowed ids): only allowed ids, no duplicates, and
-    /// recall@10 against the exact filtered truth.
+    /// Random data and random filters large enough that both searches walk the graph
+    /// (more than `FILTER_EXACT_PER_L` times either beam width allowed ids): only allowed ids,
+    /// no duplicates, and recall@10 against the exact filtered truth.
     #[test]
     fn filtered_graph_searches_find_the_allowed_neighbours(
         n in 1500usize..3000,
@@ -187,7 +192,7 @@ proptest! {
         let (base, queries) = gaussian_mixture::<f32>(n, 40, dim, clusters, seed);
         let filter = random_filter(n, frac, seed);
         let l = 32;
-        prop_assume!(filter.count() > FILTER_EXACT_PER_L * l);
+        prop_assume!(filter.count() > FILTER_EXACT_PER_L * l.max(GGNN_MIN_BEAM));
         let (rb, rg) = filtered_recalls(&base, &queries, metric, 10, l, &filter, seed);
         let min = if metric == Metric::InnerProduct { 0.5 } else { 0.75 };
         prop_assert!(rb >= min, "beam recall {} ({:?}, {} allowed)", rb, metric, filter.count());
@@ -197,10 +202,10 @@ proptest! {
         prop_assert!(rg >= min, "ggnn recall {} ({:?}, {} allowed)", rg, metric, filter.count());
     }
 
-    /// Selective random filters (1% to 5% of the ids): the beam search scores the allowed ids
-    /// exactly (recall 1); the GGNN search walks the graph and returns allowed ids only.
+    /// Selective random filters (1% to 5% of the ids): the beam and the GGNN searches score
+    /// the allowed ids exactly (recall 1).
     #[test]
-    fn selective_filters_are_exact_in_the_beam_search(
+    fn selective_filters_are_exact_in_the_graph_searches(
         n in 500usize..3000,
         frac in prop::sample::select(vec![0.01f64, 0.05]),
         k in 1usize..20,
@@ -208,8 +213,9 @@ proptest! {
     ) {
         let (base, queries) = gaussian_mixture::<f32>(n, 30, 8, 3, seed);
         let filter = random_filter(n, frac, seed ^ 9);
-        let (rb, _) = filtered_recalls(&base, &queries, Metric::L2Squared, k.min(n), 64, &filter, seed);
+        let (rb, rg) = filtered_recalls(&base, &queries, Metric::L2Squared, k.min(n), 64, &filter, seed);
         prop_assert!(rb == 1.0, "beam recall {}", rb);
+        prop_assert!(rg == 1.0, "ggnn recall {}", rg);
     }
 }
 
@@ -246,12 +252,12 @@ fn clustered_data_one_allowed_cluster() {
     assert!(rb >= 0.85, "beam recall {rb}");
     assert!(rg >= 0.9, "ggnn recall {rg}");
     let l = one.count().div_ceil(FILTER_EXACT_PER_L);
-    let (rb, _) = filtered_recalls(&base, &queries, Metric::L2Squared, 10, l, &one, 4);
-    assert_eq!(rb, 1.0);
+    let (rb, rg) = filtered_recalls(&base, &queries, Metric::L2Squared, 10, l, &one, 4);
+    assert_eq!((rb, rg), (1.0, 1.0));
     let sparse = random_filter(n, 0.01, 5);
     let (rb, rg) = filtered_recalls(&base, &queries, Metric::L2Squared, 10, 64, &sparse, 4);
     println!("1% ({} ids): beam {rb}, ggnn {rg}", sparse.count());
-    assert_eq!(rb, 1.0);
+    assert_eq!((rb, rg), (1.0, 1.0));
 }
 
 #[test]
@@ -295,7 +301,11 @@ fn fewer_allowed_than_k_pads_and_none_allowed_is_all_padding() {
             &ggnn,
         )
         .unwrap();
-        assert!(check_filtered("ggnn", &g, &filter) <= filter.count() * queries.rows());
+        // So does the GGNN search.
+        assert_eq!(
+            check_filtered("ggnn", &g, &filter),
+            filter.count() * queries.rows()
+        );
         for q in 0..queries.rows() {
             assert!(g.row_ids(q)[filter.count()..].iter().all(|&i| i == INVALID));
         }

@@ -1,7 +1,8 @@
 //! The filtered GPU GGNN query against the filtered CPU GGNN query and the exact filtered
 //! ground truth, on random data with random filters: every returned id is allowed, no
 //! duplicates, distances ascending and exact, padding (`INVALID`, `+inf`) only at the end, and
-//! recall@k within 0.05 of the CPU search's. Fewer allowed ids than k, an empty filter and a
+//! recall@k within 0.05 of the CPU search's (and exact for a filter of at most
+//! `FILTER_EXACT_PER_L * beam_width` ids). Fewer allowed ids than k, an empty filter and a
 //! filter of the wrong length are checked too. Every test skips visibly without a GPU and
 //! fails with WEFT_REQUIRE_GPU=1.
 #![cfg(feature = "cuda")]
@@ -12,7 +13,8 @@ use proptest::prelude::*;
 use weft_core::{Error, INVALID, Metric, Neighbors};
 use weft_gpu::testing::gpu_or_skip;
 use weft_search::{
-    Filter, GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning, exact_search_filtered,
+    FILTER_EXACT_PER_L, Filter, GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning,
+    exact_search_filtered,
 };
 use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, recall_at_k};
@@ -63,6 +65,12 @@ proptest! {
         check_results("ggnn_gpu filtered", &gpu, base.view(), queries.view(), metric);
         let (rc, rg) = (recall_at_k(&cpu, &truth, k), recall_at_k(&gpu, &truth, k));
         prop_assert!(rg >= rc - 0.05, "GPU recall {} < CPU {} ({:?}, {} allowed)", rg, rc, metric, filter.count());
+        // A small filter is scored exactly on both (up to distance near-ties on the GPU).
+        if filter.count() <= FILTER_EXACT_PER_L * beam_width {
+            let best = recall_at_k(&truth, &truth, k);
+            prop_assert!(rc == best, "CPU recall {} of {} with {} allowed", rc, best, filter.count());
+            prop_assert!(rg >= best - 0.01, "GPU recall {} of {} with {} allowed", rg, best, filter.count());
+        }
     }
 }
 

@@ -79,8 +79,9 @@ pub struct SearchParams {
     /// the allowed points behind them; rows are padded with [`weft_core::INVALID`] and `+inf`
     /// when fewer than `k` allowed points are found (an empty filter gives padding only). Its
     /// length must be the index's point count ([`Error::InvalidParams`] named `filter`). A
-    /// selective filter needs a larger beam width for the same recall; the CPU beam search
-    /// answers a filter of at most `weft_search::FILTER_EXACT_PER_L * beam_width` ids exactly.
+    /// selective filter needs a larger beam width for the same recall; the CPU beam search and
+    /// the GGNN searches (CPU and GPU) answer a filter of at most
+    /// `weft_search::FILTER_EXACT_PER_L * beam_width` ids exactly.
     pub filter: Option<Filter>,
 }
 

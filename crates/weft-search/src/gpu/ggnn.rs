@@ -28,7 +28,9 @@
 //!
 //! A filter ([`GgnnSearchParams::filter`]) keeps a third list in shared memory, the `k` best
 //! allowed points scored (one bit test per scored candidate), which is the answer; the
-//! traversal is the unfiltered one, and the visited table's refill keeps that list too.
+//! traversal is the unfiltered one, and the visited table's refill keeps that list too. A
+//! filter of at most [`FILTER_EXACT_PER_L`](crate::FILTER_EXACT_PER_L)` * beam_width` ids is
+//! answered exactly: its ids are the entry points, all scored, and nothing is expanded.
 //!
 //! With lists large enough that nothing falls off and enough iterations, both searches expand
 //! every vertex whose distance passes the bound and return the same ids up to distance ties
@@ -399,6 +401,11 @@ impl<'c> GgnnSearchDevice<'c> {
         if nq == 0 {
             return Ok(SearchStats::default());
         }
+        // A small filter is answered exactly, as on the CPU: its allowed ids are the entry
+        // points, which the kernel scores (and offers to the result list) before it expands
+        // anything, and nothing is expanded (an empty filter gives padding only).
+        let allowed: Option<Vec<NodeId>> = params.small_filter().map(|f| f.ids().collect());
+        let entries: &[NodeId] = allowed.as_deref().unwrap_or(entries);
         let chunk = nq.min(1 << 20);
         let filter = params.filter.as_ref();
         let filter_words = filter.map_or(0, |f| f.words().len());
@@ -436,7 +443,11 @@ impl<'c> GgnnSearchDevice<'c> {
             let best_cap = u32_of(p.best_cap, "best")?;
             let beam_width = u32_of(params.beam_width, "beam_width")?;
             let ring = u32_of(params.tuning.visited, "visited")?;
-            let max_iter = u32_of(params.tuning.max_iterations, "max_iterations")?;
+            let max_iter = if allowed.is_some() {
+                0
+            } else {
+                u32_of(params.tuning.max_iterations, "max_iterations")?
+            };
             let guard = params.max_nn1.unwrap_or(f32::INFINITY);
             let team = p.team_size as u32;
             let n_entries = u32_of(entries.len(), "entry points")?;
