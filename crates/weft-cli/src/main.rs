@@ -30,11 +30,20 @@ pub struct Cli {
     /// available (more would only slow the work down).
     #[arg(long, global = true, value_parser = parse_threads)]
     threads: Option<usize>,
-    /// The GPU the GPU work runs on: its CUDA device number, as nvidia-smi counts them
-    /// (default: device 0, or $WEFT_GPU_DEVICE when set). A GPU given here is used or the
-    /// command fails, naming it: never the CPU instead.
-    #[arg(long, global = true, value_name = "N")]
-    gpu: Option<usize>,
+    /// The GPUs the GPU work runs on: CUDA device numbers as nvidia-smi counts them,
+    /// comma-separated (0,1), or `all` (default: device 0, or $WEFT_GPU_DEVICE when set).
+    /// `weft search` and `weft eval` replicate the index over several GPUs, each searching a
+    /// part of the batch; builds (build, gt, demo) run on one GPU and refuse several. Every
+    /// GPU given here is used or the command fails, naming it: never the CPU instead. --gpu,
+    /// its former name, still works.
+    #[arg(
+        long = "gpus",
+        visible_alias = "gpu",
+        global = true,
+        value_name = "LIST",
+        value_parser = progress::GpuSelection::parse
+    )]
+    gpus: Option<progress::GpuSelection>,
     /// The command.
     #[command(subcommand)]
     command: Command,
@@ -139,7 +148,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    let ctx = progress::Session::new(cli.quiet || cli.json, cli.threads, cli.gpu);
+    let ctx = progress::Session::new(cli.quiet || cli.json, cli.threads, cli.gpus);
     let result = match &cli.command {
         Command::Gen(a) => commands::gen_cmd::run(a, &ctx),
         Command::Info(a) => commands::info::run(a, &ctx),

@@ -8,13 +8,43 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use weft::{BuildCtx, CancelToken, Progress};
 
-/// What every command gets: a cancellation token wired to Ctrl-C, a progress sink and the thread
-/// count.
+/// The GPUs named by `--gpus`: a list of CUDA device numbers or every visible device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuSelection {
+    /// These devices, in this order (at least one, none twice).
+    List(Vec<usize>),
+    /// Every device the process sees.
+    All,
+}
+
+impl GpuSelection {
+    /// Parses `all` or a comma-separated list of device numbers (`0,1`).
+    pub fn parse(s: &str) -> Result<GpuSelection, String> {
+        if s.trim().eq_ignore_ascii_case("all") {
+            return Ok(GpuSelection::All);
+        }
+        let mut list = Vec::new();
+        for part in s.split(',') {
+            let d: usize = part
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{part}` is not a GPU number (give 0,1 or all)"))?;
+            if list.contains(&d) {
+                return Err(format!("GPU {d} is named twice"));
+            }
+            list.push(d);
+        }
+        Ok(GpuSelection::List(list))
+    }
+}
+
+/// What every command gets: a cancellation token wired to Ctrl-C, a progress sink, the thread
+/// count and the GPUs asked for.
 pub struct Session {
     cancel: CancelToken,
     progress: Arc<Bars>,
     threads: Option<usize>,
-    gpu: Option<usize>,
+    gpus: Option<GpuSelection>,
 }
 
 impl Session {
@@ -23,7 +53,7 @@ impl Session {
     /// removes its temporary file) and the command ends with exit status 130; the second exits
     /// at once, with status 130, after deleting the temporary files of writes in progress (an
     /// exit runs no destructors; see `weft::core::temp_files`).
-    pub fn new(quiet: bool, threads: Option<usize>, gpu: Option<usize>) -> Self {
+    pub fn new(quiet: bool, threads: Option<usize>, gpus: Option<GpuSelection>) -> Self {
         let cancel = CancelToken::new();
         let pressed = Arc::new(AtomicBool::new(false));
         let (token, again) = (cancel.clone(), Arc::clone(&pressed));
@@ -41,27 +71,64 @@ impl Session {
             cancel,
             progress: Arc::new(Bars::new(quiet)),
             threads,
-            gpu,
+            gpus,
         }
     }
 
-    /// The GPU asked for with `--gpu` (`None`: the default device).
-    pub fn gpu(&self) -> Option<usize> {
-        self.gpu
+    /// The GPUs asked for with `--gpus` (empty: the default device); `all` is counted here,
+    /// and is an error naming the reason when no device can be counted.
+    pub fn gpus(&self) -> anyhow::Result<Vec<usize>> {
+        match &self.gpus {
+            None => Ok(Vec::new()),
+            Some(GpuSelection::List(list)) => Ok(list.clone()),
+            Some(GpuSelection::All) => match weft::GpuStatus::device_count() {
+                Ok(0) => anyhow::bail!("--gpus all: no CUDA device is visible"),
+                Ok(n) => Ok((0..n).collect()),
+                Err(e) => anyhow::bail!("--gpus all: {e}"),
+            },
+        }
     }
 
-    /// The algorithms of this build, with the GPU back ends on the `--gpu` device (or the
-    /// default one) when it is usable. A GPU asked for with `--gpu` that cannot be used is an
-    /// error naming it, whatever the backend.
+    /// Whether `--gpus` was given.
+    pub fn gpus_given(&self) -> bool {
+        self.gpus.is_some()
+    }
+
+    /// The algorithms of this build, with the GPU back ends on the first `--gpus` device (or
+    /// the default one) when it is usable. A GPU asked for with `--gpus` that cannot be used is
+    /// an error naming it, whatever the backend; every listed one is checked.
     pub fn registry(&self) -> anyhow::Result<weft::Registry> {
-        let status = weft::GpuStatus::require(self.gpu).map_err(|e| {
-            anyhow::anyhow!(
-                "--gpu {}: {e} (leave --gpu out for the default GPU, or the CPU where there is \
-                 none; nvidia-smi lists the GPUs)",
-                self.gpu.unwrap_or_default()
-            )
-        })?;
+        let gpus = self.gpus()?;
+        let mut first = None;
+        for &d in gpus.iter().rev() {
+            let status = weft::GpuStatus::require(Some(d)).map_err(|e| {
+                anyhow::anyhow!(
+                    "--gpus: {e} (leave --gpus out for the default GPU, or the CPU where there \
+                     is none; nvidia-smi lists the GPUs)"
+                )
+            })?;
+            first = Some(status);
+        }
+        let status = match first {
+            Some(status) => status,
+            None => weft::GpuStatus::require(None)?,
+        };
         Ok(weft::Registry::with_gpu(status))
+    }
+
+    /// [`Session::registry`] for `command`, which builds on one GPU: several `--gpus` are an
+    /// error (only searches spread over several GPUs).
+    pub fn build_registry(&self, command: &str) -> anyhow::Result<weft::Registry> {
+        let gpus = self.gpus()?;
+        if gpus.len() > 1 {
+            anyhow::bail!(
+                "--gpus names {} GPUs, but {command} builds on one GPU: give one (--gpus {}); \
+                 weft search and weft eval search on several",
+                gpus.len(),
+                gpus[0]
+            );
+        }
+        self.registry()
     }
 
     /// A build context with `seed`, this session's threads, cancellation and progress.

@@ -487,9 +487,47 @@ fn gpu_option_names_the_device() {
     ] {
         let mut with = args.to_vec();
         with.extend(["--gpu", "999"]);
-        fails_with(&with, &["--gpu 999", "cannot be used"]);
+        fails_with(&with, &["--gpus", "GPU 999", "cannot be used"]);
+        // A list naming a GPU twice, or something else than numbers, is a usage error.
+        let mut twice = args.to_vec();
+        twice.extend(["--gpus", "0,0"]);
+        fails_with(&twice, &["named twice"]);
+        let mut word = args.to_vec();
+        word.extend(["--gpus", "first"]);
+        fails_with(&word, &["not a GPU number"]);
+    }
+    // Builds run on one GPU: several are refused before any work, on any machine.
+    for args in [
+        &[
+            "build",
+            "--algo",
+            "rnndescent",
+            "--data",
+            &base,
+            "--out",
+            &p(d, "x.wgraph"),
+        ][..],
+        &["demo", "-n", "300", "--queries", "5", "--algos", "exact"],
+    ] {
+        let mut with = args.to_vec();
+        with.extend(["--gpus", "0,1"]);
+        fails_with(&with, &["names 2 GPUs", "builds on one GPU"]);
     }
     assert!(!std::path::Path::new(&p(d, "x.wgraph")).exists());
+    // `all` is every visible GPU: a search on all of them, or a clear error where none is.
+    let mut on_all = search.to_vec();
+    on_all.extend(["--gpus", "all", "--backend", "gpu", "--json"]);
+    let all = weft(&on_all);
+    if all.status.success() {
+        let found: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
+        assert_eq!(found["backend"], "gpu");
+        let gpus = found["gpus"].as_array().expect("the GPUs searched on");
+        assert!(!gpus.is_empty() && gpus[0] == 0, "{gpus:?}");
+    } else {
+        let err = format!("{}{}", text(&all.stderr), text(&all.stdout));
+        no_gpu_branch("weft search --gpus all", &err);
+        assert!(err.contains("--gpus"), "{err}");
+    }
     let gpu0 = weft(&["info", "--gpu", "0", "--json"]);
     if !gpu0.status.success() {
         no_gpu_branch("weft info --gpu 0", &text(&gpu0.stderr));

@@ -160,6 +160,29 @@ impl<'a> NeighborsMut<'a> {
         }
     }
 
+    /// Splits the buffers into rows `..row` and rows `row..` (to hand to two searches that run
+    /// at the same time).
+    ///
+    /// # Panics
+    /// If `row` is past [`NeighborsMut::rows`], as `split_at_mut` does.
+    pub fn split_at_row(self, row: usize) -> (NeighborsMut<'a>, NeighborsMut<'a>) {
+        let at = row * self.k;
+        let (ids_a, ids_b) = self.ids.split_at_mut(at);
+        let (dists_a, dists_b) = self.dists.split_at_mut(at);
+        (
+            NeighborsMut {
+                ids: ids_a,
+                dists: dists_a,
+                k: self.k,
+            },
+            NeighborsMut {
+                ids: ids_b,
+                dists: dists_b,
+                k: self.k,
+            },
+        )
+    }
+
     /// Copies `src` into these buffers; `src` must have the same rows and `k`.
     pub fn copy_from(&mut self, src: &Neighbors) -> Result<()> {
         if src.k() != self.k {
@@ -258,5 +281,22 @@ mod tests {
         let (ids, dists) = a.clone().into_arrays().unwrap();
         assert_eq!(ids, a.ids_view());
         assert_eq!(dists, a.distances_view());
+    }
+
+    #[test]
+    fn split_rows_cover_the_buffers_once() {
+        let mut a = Neighbors::new(3, 2);
+        for at in 0..=3 {
+            let (mut head, mut tail) = a.as_mut().split_at_row(at);
+            assert_eq!((head.rows(), tail.rows(), tail.k()), (at, 3 - at, 2));
+            for q in 0..head.rows() {
+                head.row_mut(q).0.fill(q as NodeId);
+            }
+            for q in 0..tail.rows() {
+                tail.row_mut(q).0.fill((at + q) as NodeId);
+            }
+            assert_eq!(a.ids, [0, 0, 1, 1, 2, 2]);
+            a.ids.fill(9);
+        }
     }
 }

@@ -119,6 +119,22 @@ pub fn probe() -> Result<GpuContext> {
     probe_device(ordinal)
 }
 
+/// The number of CUDA devices visible to this process (as `CUDA_VISIBLE_DEVICES` leaves them),
+/// or why none can be counted (no driver library, a driver that fails to start). Never panics.
+pub fn device_count() -> Result<usize> {
+    driver_library_present()?;
+    std::panic::catch_unwind(|| -> Result<usize> {
+        cudarc::driver::result::init().map_err(gpu_err("cuInit"))?;
+        let count = CudaContext::device_count().map_err(gpu_err("cuDeviceGetCount"))?;
+        Ok(usize::try_from(count).unwrap_or(0))
+    })
+    .unwrap_or_else(|_| {
+        Err(Error::Unsupported(
+            "the CUDA driver could not count the devices".into(),
+        ))
+    })
+}
+
 /// A usable context on device `ordinal`, or the reason there is none.
 pub fn probe_device(ordinal: usize) -> Result<GpuContext> {
     driver_library_present()?;

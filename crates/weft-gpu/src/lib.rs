@@ -58,7 +58,7 @@ pub(crate) mod kernels {
 }
 
 pub use context::{
-    DeviceInfo, GpuContext, HostCopies, driver_library_present, probe, probe_device,
+    DeviceInfo, GpuContext, HostCopies, device_count, driver_library_present, probe, probe_device,
 };
 pub use device_graph::{DeviceFixedGraph, DeviceKnnGraph};
 pub use exact::{ExactGpu, ExactPlan};

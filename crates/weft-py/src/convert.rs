@@ -88,6 +88,27 @@ pub(crate) fn backend(name: &str) -> PyResult<Backend> {
     }
 }
 
+/// The CUDA devices of `devices=`: a device number, a sequence of them, or `"all"` (every
+/// visible device; `UnsupportedError` when none can be counted). Duplicates are left to the
+/// search, which refuses them by name.
+pub(crate) fn devices(value: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    if let Ok(name) = value.extract::<String>() {
+        if name.eq_ignore_ascii_case("all") {
+            let count = weft::GpuStatus::device_count().map_err(err)?;
+            return Ok((0..count).collect());
+        }
+        return Err(PyValueError::new_err(format!(
+            "devices must be a device number, a list of them or \"all\", not {name:?}"
+        )));
+    }
+    if let Ok(one) = value.extract::<usize>() {
+        return Ok(vec![one]);
+    }
+    value.extract::<Vec<usize>>().map_err(|_| {
+        PyTypeError::new_err("devices must be a device number, a list of them or \"all\"")
+    })
+}
+
 /// Search results as numpy arrays: `uint32` ids and `float32` distances, `rows x k`.
 pub(crate) type Results<'py, D> = (
     Bound<'py, numpy::PyArray<NodeId, D>>,

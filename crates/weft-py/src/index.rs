@@ -256,9 +256,12 @@ impl PyIndex {
     /// traversed; rows with fewer than k allowed neighbours found are padded with
     /// `weft.INVALID` and `inf`). C-contiguous queries are read in place; the GIL is released;
     /// Ctrl-C cancels a long search. Distances: smaller is nearer; `l2` the squared Euclidean
-    /// distance, `ip` -<q, x>, `cosine` 1 - cos(q, x). `device`: the CUDA device of a GPU
-    /// search (`None`: the one the index was built on, else the default device); a device that
-    /// cannot be used raises `UnsupportedError` naming it, never falling back to the CPU.
+    /// distance, `ip` -<q, x>, `cosine` 1 - cos(q, x). `devices`: the CUDA devices of a GPU
+    /// search, a number, a list of numbers or `"all"` (`None`: the one the index was built on,
+    /// else the default device; `device=`, its former name, takes one number); with several
+    /// the index is replicated and each device searches a part of the batch; a device that
+    /// cannot be used raises `UnsupportedError` naming it, never falling back to the CPU, and
+    /// one named twice `InvalidParamsError`.
     /// The searches' own knobs, by keyword (the CLI's flags, with underscores): the CPU beam
     /// search's `max_hops` (stop each query after that many expanded vertices),
     /// `max_distance_computations`, `entry_layer` (False: score every entry point; the CLI's
@@ -267,7 +270,7 @@ impl PyIndex {
     /// `min_iterations`, `team_size`, `mode`, `search_precision`, `rerank`; the GGNN search's
     /// `tau`, `ggnn_best`, `ggnn_visited`, `ggnn_max_iterations`, `ggnn_block_threads`,
     /// `ggnn_team_size`, `ggnn_prefetch_rows`.
-    #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, filter = None, device = None, **knobs))]
+    #[pyo3(signature = (queries, k = 10, *, beam_width = None, exact = false, backend = "auto", threads = None, seed = 0, filter = None, devices = None, device = None, **knobs))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
@@ -280,6 +283,7 @@ impl PyIndex {
         threads: Option<usize>,
         seed: u64,
         filter: Option<&Bound<'py, PyAny>>,
+        devices: Option<&Bound<'py, PyAny>>,
         device: Option<usize>,
         knobs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<convert::Results<'py, numpy::IxDyn>> {
@@ -299,7 +303,15 @@ impl PyIndex {
         params.backend = convert::backend(backend)?;
         params.threads = threads;
         params.seed = seed;
-        params.device = device;
+        params.devices = match (devices.filter(|d| !d.is_none()), device) {
+            (Some(_), Some(_)) => {
+                return Err(PyTypeError::new_err(
+                    "search() got both devices= and device= (its former name): give devices=",
+                ));
+            }
+            (Some(d), None) => convert::devices(d)?,
+            (None, d) => d.into_iter().collect(),
+        };
         if let Some(f) = filter.filter(|f| !f.is_none()) {
             params.filter = Some(convert::filter(f, index.data().rows())?);
         }

@@ -57,12 +57,19 @@ pub struct SearchParams {
     pub ggnn: weft_search::GgnnSearchTuning,
     /// The GPU GGNN search's launch knobs (block size, team size, row prefetch).
     pub ggnn_gpu: weft_search::GgnnGpuOptions,
-    /// The CUDA device the search runs on (`None`, the default: the index's own,
+    /// The CUDA devices the GPU search runs on (empty, the default: the index's own,
     /// [`Index::device`], and for an index without one the default device, `$WEFT_GPU_DEVICE`
-    /// or else 0). A device given here is used or the search fails (also with
-    /// [`Backend::Auto`]: never the CPU instead) with an [`Error::Unsupported`] that names it; a
-    /// search on another device than the last one uploads the index there.
-    pub device: Option<usize>,
+    /// or else 0). Devices given here are used or the search fails (also with
+    /// [`Backend::Auto`]: never the CPU instead) with an [`Error::Unsupported`] that names the
+    /// device; a device named twice is an [`Error::InvalidParams`] on `devices`. With several,
+    /// the search is replicated: each device holds the whole index and searches a contiguous
+    /// part of the batch (parts as even as possible; a batch smaller than the device count
+    /// uses its first devices), all at the same time. Each query's result is that of a
+    /// search on one device of a batch of its part's size (the GPU CAGRA search's automatic
+    /// mode picks the mode from the batch size). The index stays resident on the devices of
+    /// its last GPU search: a search on other devices frees it on the ones it leaves and
+    /// uploads it to the new ones.
+    pub devices: Vec<usize>,
     /// Threads of the search's CPU work (`None`, the default: the current rayon pool; a
     /// `Some` starts a pool of that many threads, at least 1, for the call). A query's result
     /// does not depend on it.
@@ -105,7 +112,7 @@ impl Default for SearchParams {
             cagra: weft_search::CagraSearchTuning::default(),
             ggnn: weft_search::GgnnSearchTuning::default(),
             ggnn_gpu: weft_search::GgnnGpuOptions::default(),
-            device: None,
+            devices: Vec::new(),
             threads: None,
             cancel: None,
             filter: None,
@@ -335,25 +342,67 @@ struct HugePageCopies {
     graph: Option<StoredGraph>,
 }
 
-/// The GPU state an [`Index`] keeps between searches: nothing before the first GPU search, then
-/// either the probe's error (no usable GPU; not probed again) or a resident [`GpuSession`] of
-/// the data's element type. Searches through it take turns.
+/// The GPU state an [`Index`] keeps between searches: one [`GpuSlot`] per CUDA device of its
+/// last GPU search. Searches on one device take turns; searches on different devices run at the
+/// same time.
 #[cfg(feature = "cuda")]
 #[derive(Default)]
-struct GpuCache(std::sync::Mutex<Option<GpuState>>);
+struct GpuCache(std::sync::Mutex<Vec<Arc<GpuSlot>>>);
+
+/// What an [`Index`] keeps on one CUDA device: nothing before its first search there, then
+/// either the probe's error (not probed again) or a resident [`GpuSession`] of the data's
+/// element type.
+#[cfg(feature = "cuda")]
+struct GpuSlot {
+    /// The device as asked for (`None`: the default one).
+    device: Option<usize>,
+    /// Its state, held for the whole of a search on it.
+    state: std::sync::Mutex<Option<GpuState>>,
+}
+
+#[cfg(feature = "cuda")]
+impl GpuCache {
+    /// The slots of `devices`, in their order, made where missing; the slots of other devices
+    /// are dropped (their sessions are freed once no search holds them).
+    fn slots(&self, devices: &[Option<usize>]) -> Vec<Arc<GpuSlot>> {
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|slot| devices.contains(&slot.device));
+        devices
+            .iter()
+            .map(|&device| {
+                if let Some(slot) = all.iter().find(|slot| slot.device == device) {
+                    return Arc::clone(slot);
+                }
+                let slot = Arc::new(GpuSlot {
+                    device,
+                    state: std::sync::Mutex::new(None),
+                });
+                all.push(Arc::clone(&slot));
+                slot
+            })
+            .collect()
+    }
+
+    /// Whether a probe of `device` failed (waits for a search running there).
+    fn found_unusable(&self, device: Option<usize>) -> bool {
+        let slot = {
+            let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            all.iter().find(|slot| slot.device == device).cloned()
+        };
+        slot.is_some_and(|slot| {
+            let state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            matches!(state.as_ref(), Some(GpuState::Unavailable(_)))
+        })
+    }
+}
 
 #[cfg(feature = "cuda")]
 enum GpuState {
-    /// The probe of the device (`None`: the default one) failed with this message.
-    Unavailable(Option<usize>, String),
-    /// The resident search session, of the data's element type (boxed: it is large), the seed
-    /// of the spread entry points it was made with (`None`: the graph's own) and the device it
-    /// is on as asked for (`None`: the default one).
-    Ready(
-        Box<weft_core::PerElement<GpuSessions>>,
-        Option<u64>,
-        Option<usize>,
-    ),
+    /// The probe of the device failed with this message.
+    Unavailable(String),
+    /// The resident search session, of the data's element type (boxed: it is large), and the
+    /// seed of the spread entry points it was made with (`None`: the graph's own).
+    Ready(Box<weft_core::PerElement<GpuSessions>>, Option<u64>),
 }
 
 /// The resident GPU search session of an index over elements `T`: the CAGRA search's for
@@ -425,13 +474,20 @@ impl Clone for GpuCache {
 #[cfg(feature = "cuda")]
 impl std::fmt::Debug for GpuCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let state = match self.0.try_lock().as_deref() {
-            Ok(None) => "empty",
-            Ok(Some(GpuState::Unavailable(..))) => "unavailable",
-            Ok(Some(GpuState::Ready(..))) => "resident",
-            Err(_) => "busy",
+        let Ok(all) = self.0.try_lock() else {
+            return write!(f, "GpuCache(busy)");
         };
-        write!(f, "GpuCache({state})")
+        let mut list = f.debug_list();
+        for slot in all.iter() {
+            let state = match slot.state.try_lock().as_deref() {
+                Ok(None) => "empty",
+                Ok(Some(GpuState::Unavailable(..))) => "unavailable",
+                Ok(Some(GpuState::Ready(..))) => "resident",
+                Err(_) => "busy",
+            };
+            list.entry(&format_args!("{:?}: {state}", slot.device));
+        }
+        list.finish()
     }
 }
 
@@ -901,6 +957,17 @@ impl Index {
         if let Some(filter) = &params.filter {
             filter.check_len(data.rows())?;
         }
+        if let Some(twice) = params
+            .devices
+            .iter()
+            .enumerate()
+            .find_map(|(i, d)| params.devices[..i].contains(d).then_some(d))
+        {
+            return Err(Error::invalid_param(
+                "devices",
+                format!("device {twice} is named twice"),
+            ));
+        }
         let cancel = params.cancel.as_ref();
         let check_cancelled = || cancel.map_or(Ok(()), CancelToken::check);
         check_cancelled()?;
@@ -949,7 +1016,7 @@ impl Index {
         };
         let searches_on_cpu = match params.backend {
             Backend::Cpu => true,
-            Backend::Auto => !self.gpu_may_search(self.search_device(params)),
+            Backend::Auto => !self.gpu_may_search(&self.search_devices(params)),
             Backend::Gpu => false,
         };
         let layer = if searches_on_cpu {
@@ -1026,25 +1093,28 @@ impl Index {
         })
     }
 
-    /// Whether an automatic search may run on the GPU `device` (`None`: the default one): this
-    /// build has GPU support and the index has not found that GPU unusable yet.
-    fn gpu_may_search(&self, device: Option<usize>) -> bool {
+    /// Whether an automatic search may run on the GPUs `devices` (`None`: the default one):
+    /// this build has GPU support and the index has found none of them unusable yet.
+    fn gpu_may_search(&self, devices: &[Option<usize>]) -> bool {
         #[cfg(feature = "cuda")]
         {
-            let cache = self.gpu.0.lock().unwrap_or_else(|e| e.into_inner());
-            !matches!(cache.as_ref(), Some(GpuState::Unavailable(d, _)) if *d == device)
+            !devices.iter().any(|&d| self.gpu.found_unusable(d))
         }
         #[cfg(not(feature = "cuda"))]
         {
-            let _ = device;
+            let _ = devices;
             false
         }
     }
 
-    /// The CUDA device a GPU search with `params` runs on: `params.device`, else the
-    /// index's ([`Index::device`]); `None`: the default device.
-    fn search_device(&self, params: &SearchParams) -> Option<usize> {
-        params.device.or(self.device)
+    /// The CUDA devices a GPU search with `params` runs on: [`SearchParams::devices`], else
+    /// the index's ([`Index::device`]; `None`: the default device).
+    fn search_devices(&self, params: &SearchParams) -> Vec<Option<usize>> {
+        if params.devices.is_empty() {
+            vec![self.device]
+        } else {
+            params.devices.iter().map(|&d| Some(d)).collect()
+        }
     }
 
     /// The CUDA device the GPU searches run on when their parameters name none: the GPU the
@@ -1137,10 +1207,15 @@ impl Index {
                 }) => Some((*seed, ids)),
                 _ => None,
             };
-            self.search_resident_session::<T, CagraSearchSession<T>>(
+            let devices = self.search_devices(params);
+            let how = ResidentSearch {
                 required,
-                self.search_device(params),
-                spread.map(|(seed, _)| seed),
+                devices: &devices,
+                spread_seed: spread.map(|(seed, _)| seed),
+            };
+            self.search_resident_sessions::<T, CagraSearchSession<T>>(
+                &how,
+                queries,
                 out,
                 |ctx| {
                     let converted;
@@ -1166,7 +1241,7 @@ impl Index {
                     };
                     CagraSearchSession::new(ctx, data, graph)
                 },
-                |session, out| session.search_into(queries, self.metric(), &p, out),
+                |session, part, out| session.search_into(part, self.metric(), &p, out),
             )
             .map(|found| found.map(|stats| (route_taken, stats)))
         }
@@ -1199,85 +1274,150 @@ impl Index {
         out: &mut NeighborsMut<'_>,
     ) -> Result<Option<SearchStats>> {
         let p = ggnn_gpu_params(params, beam_width, data.rows(), data.dim())?;
-        self.search_resident_session::<T, weft_search::GgnnSearchSession<T>>(
-            gpu_required(params),
-            self.search_device(params),
-            None,
+        let devices = self.search_devices(params);
+        let how = ResidentSearch {
+            required: gpu_required(params),
+            devices: &devices,
+            spread_seed: None,
+        };
+        self.search_resident_sessions::<T, weft_search::GgnnSearchSession<T>>(
+            &how,
+            queries,
             out,
             |ctx| {
                 data.check_finite()?;
                 weft_search::GgnnSearchSession::new(ctx, data, hier.base(), hier.entry_points())
             },
-            |session, out| session.search_into(queries, self.metric(), &p, &params.ggnn_gpu, out),
+            |session, part, out| {
+                session.search_into(part, self.metric(), &p, &params.ggnn_gpu, out)
+            },
         )
     }
 
-    /// Runs `search` on the resident GPU search session of type `S` kept in the index's GPU
-    /// cache (held for the whole call: searches take turns); it writes its neighbours into
-    /// `out`. The first call probes the GPU and, when there is one, makes the session with
-    /// `new_session`; its errors (e.g. out of device memory) are returned, not cached, while a
-    /// failed probe is cached. `spread_seed` is the seed of the spread entry points
-    /// `new_session` gives the session (`None`: the graph's own); a resident session made with
-    /// another is dropped and made again. `device` is the CUDA device to search on (`None`: the
-    /// default one); a session or a failed probe of another device is dropped and the device
-    /// probed. `None` when no GPU is usable and `required` is false;
-    /// an error when it is true, or when the resident session is not an `S` of elements `T`
-    /// (neither happens: an index's data and graph do not change).
+    /// Runs `search` on the resident GPU search sessions of type `S` kept in the index's GPU
+    /// cache, one per device of `how.devices`: the queries are split into contiguous parts, one
+    /// per device (see [`split_rows`]; one part runs on the calling thread, several on threads
+    /// of their own, at the same time), and each part's neighbours go into its rows of `out`.
+    /// See [`Index::search_slot`] for what happens on each device. `None` when no GPU is usable
+    /// and `how.required` is false; the first error, in device order, otherwise.
     #[cfg(feature = "cuda")]
-    fn search_resident_session<T: Element, S: ResidentSession<T>>(
+    fn search_resident_sessions<T: Element, S: ResidentSession<T>>(
         &self,
-        required: bool,
-        device: Option<usize>,
-        spread_seed: Option<u64>,
+        how: &ResidentSearch<'_>,
+        queries: DatasetView<'_, T>,
         out: &mut NeighborsMut<'_>,
-        new_session: impl FnOnce(weft_gpu::GpuContext) -> Result<S>,
-        search: impl FnOnce(&mut S, NeighborsMut<'_>) -> Result<SearchStats>,
+        new_session: impl Fn(weft_gpu::GpuContext) -> Result<S> + Sync,
+        search: impl Fn(&mut S, DatasetView<'_, T>, NeighborsMut<'_>) -> Result<SearchStats> + Sync,
+    ) -> Result<Option<SearchStats>> {
+        let slots = self.gpu.slots(how.devices);
+        let parts = split_rows(queries.rows(), slots.len());
+        if let [_] = parts.as_slice() {
+            return Self::search_slot(
+                &slots[0],
+                how,
+                queries,
+                out.reborrow(),
+                &new_session,
+                &search,
+            );
+        }
+        let mut outs = Vec::with_capacity(parts.len());
+        let mut rest = out.reborrow();
+        for part in &parts {
+            let (head, tail) = rest.split_at_row(part.len());
+            outs.push(head);
+            rest = tail;
+        }
+        let views = parts
+            .iter()
+            .map(|part| queries.slice_rows(part.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        let (new_session, search) = (&new_session, &search);
+        let results: Vec<Result<Option<SearchStats>>> = std::thread::scope(|scope| {
+            let running: Vec<_> = slots
+                .iter()
+                .zip(views)
+                .zip(outs)
+                .map(|((slot, part), out)| {
+                    scope
+                        .spawn(move || Self::search_slot(slot, how, part, out, new_session, search))
+                })
+                .collect();
+            running
+                .into_iter()
+                .map(|t| {
+                    t.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        let mut total = SearchStats::default();
+        for result in results {
+            match result? {
+                Some(stats) => total.merge(&stats),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(total))
+    }
+
+    /// Runs `search` on the resident session of type `S` in `slot` (its lock held for the whole
+    /// call: searches on one device take turns). The first call probes the device and, when it
+    /// is usable, makes the session with `new_session`; its errors (e.g. out of device memory)
+    /// are returned, not kept, while a failed probe is kept. A resident session made with other
+    /// spread entry points than `how.spread_seed` (`None`: the graph's own) is dropped and
+    /// made again. `None` when the device is not usable and `how.required` is false; an error
+    /// naming the device when it is true, or when the resident session is not an `S` of
+    /// elements `T` (neither happens: an index's data and graph do not change).
+    #[cfg(feature = "cuda")]
+    fn search_slot<T: Element, S: ResidentSession<T>>(
+        slot: &GpuSlot,
+        how: &ResidentSearch<'_>,
+        queries: DatasetView<'_, T>,
+        out: NeighborsMut<'_>,
+        new_session: &impl Fn(weft_gpu::GpuContext) -> Result<S>,
+        search: &impl Fn(&mut S, DatasetView<'_, T>, NeighborsMut<'_>) -> Result<SearchStats>,
     ) -> Result<Option<SearchStats>> {
         // A search that panicked midway leaves nothing worth keeping: start again.
-        let mut cache = self.gpu.0.lock().unwrap_or_else(|poisoned| {
+        let mut state = slot.state.lock().unwrap_or_else(|poisoned| {
             let mut g = poisoned.into_inner();
             *g = None;
             g
         });
-        match cache.as_ref() {
-            // Made with other spread entry points, or on another device: free it before making
-            // the new one.
-            Some(GpuState::Ready(_, seed, on)) if *seed != spread_seed || *on != device => {
-                *cache = None;
-            }
-            // Another device than the one found unusable: probe it.
-            Some(GpuState::Unavailable(on, _)) if *on != device => *cache = None,
-            _ => {}
+        // Made with other spread entry points: free it before making the new one.
+        if matches!(state.as_ref(), Some(GpuState::Ready(_, seed)) if *seed != how.spread_seed) {
+            *state = None;
         }
-        if cache.is_none() {
-            let probed = match device {
+        if state.is_none() {
+            let probed = match slot.device {
                 Some(d) => weft_gpu::probe_device(d),
                 None => weft_gpu::probe(),
             };
-            *cache = Some(match probed {
-                Err(e) => GpuState::Unavailable(device, e.to_string()),
+            *state = Some(match probed {
+                Err(e) => GpuState::Unavailable(e.to_string()),
                 Ok(ctx) => GpuState::Ready(
                     Box::new(weft_core::PerElement::new::<T>(
                         new_session(ctx)?.into_session(),
                     )),
-                    spread_seed,
-                    device,
+                    how.spread_seed,
                 ),
             });
         }
-        let session = match cache.as_mut() {
-            Some(GpuState::Ready(state, _, _)) => {
-                let resident = state.dtype();
-                let Some(session) = state.get_mut::<T>() else {
+        let session = match state.as_mut() {
+            Some(GpuState::Ready(resident, _)) => {
+                let dtype = resident.dtype();
+                let Some(session) = resident.get_mut::<T>() else {
                     return Err(Error::InvalidInput(format!(
-                        "the resident GPU data holds {resident} elements, not {}",
+                        "the resident GPU data holds {dtype} elements, not {}",
                         T::DTYPE
                     )));
                 };
                 S::of(session)
             }
-            Some(GpuState::Unavailable(on, e)) if required => {
-                let which = on.map_or_else(String::new, |d| format!(" (device {d} was asked for)"));
+            Some(GpuState::Unavailable(e)) if how.required => {
+                let which = slot
+                    .device
+                    .map_or_else(String::new, |d| format!(" (device {d} was asked for)"));
                 return Err(Error::Unsupported(format!(
                     "the GPU search backend needs a usable CUDA GPU{which}: {e}"
                 )));
@@ -1289,7 +1429,7 @@ impl Index {
                 "the resident GPU search session is of another graph kind".into(),
             ));
         };
-        search(session, out.reborrow()).map(Some)
+        search(session, queries, out).map(Some)
     }
 
     /// Saves the index into folder `dir` (its parents created if needed): `graph.wgraph` and
@@ -1347,12 +1487,40 @@ pub fn data_fingerprint(data: &AnyDataset) -> String {
     with_view!(data, |view| of(view))
 }
 
+/// Where a GPU search through an index's resident sessions runs.
+#[cfg(feature = "cuda")]
+struct ResidentSearch<'a> {
+    /// Fail rather than return `None` when a device is not usable.
+    required: bool,
+    /// The devices, in order (`None`: the default one); at least one, none twice.
+    devices: &'a [Option<usize>],
+    /// The seed of the spread entry points the sessions are made with (`None`: the graph's
+    /// own).
+    spread_seed: Option<u64>,
+}
+
+/// `rows` queries cut into at most `parts` contiguous parts, as even as possible (the first
+/// `rows % parts` one row longer), none empty unless `rows` is 0 (then one empty part).
+#[cfg(any(feature = "cuda", test))]
+fn split_rows(rows: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = parts.clamp(1, rows.max(1));
+    let (base, extra) = (rows / parts, rows % parts);
+    let mut start = 0;
+    (0..parts)
+        .map(|i| {
+            let len = base + usize::from(i < extra);
+            start += len;
+            start - len..start
+        })
+        .collect()
+}
+
 /// Whether a search with `params` must run on the GPU (else it fails) rather than fall back to
 /// the CPU: [`Backend::Gpu`], or [`Backend::Auto`] with a device asked for by number.
 fn gpu_required(params: &SearchParams) -> bool {
     match params.backend {
         Backend::Cpu => false,
-        Backend::Auto => params.device.is_some(),
+        Backend::Auto => !params.devices.is_empty(),
         Backend::Gpu => true,
     }
 }
@@ -1640,5 +1808,88 @@ mod tests {
         };
         index.search(queries.view(), 5, &params).unwrap();
         assert!(index.huge_pages.copies.get().is_none());
+    }
+
+    #[test]
+    fn split_rows_are_contiguous_even_and_never_empty() {
+        assert_eq!(split_rows(0, 3), vec![0..0]);
+        assert_eq!(split_rows(1, 3), vec![0..1]);
+        assert_eq!(split_rows(7, 3), vec![0..3, 3..5, 5..7]);
+        assert_eq!(split_rows(5, 0), vec![0..5]);
+        for rows in 0..40 {
+            for parts in 0..6 {
+                let split = split_rows(rows, parts);
+                assert_eq!(split.len(), parts.clamp(1, rows.max(1)));
+                assert_eq!(split[0].start, 0);
+                assert_eq!(split[split.len() - 1].end, rows);
+                assert!(split.windows(2).all(|w| w[0].end == w[1].start));
+                let (lo, hi) = (
+                    split.iter().map(|r| r.len()).min().unwrap(),
+                    split.iter().map(|r| r.len()).max().unwrap(),
+                );
+                assert!(hi - lo <= 1 && (lo > 0 || rows == 0), "{rows} / {parts}");
+            }
+        }
+    }
+
+    /// The replicated search's split, threads and merge, on one GPU: the default device and
+    /// device 0 are two slots of the cache (two sessions on one card), each searching half of
+    /// an odd batch. Single-CTA results do not depend on the batch, so the result is that of
+    /// one session searching the whole batch, and both sessions stay resident.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn a_batch_split_over_two_sessions_equals_one_session() {
+        use weft_search::CagraSearchSession;
+        if weft_gpu::testing::gpu_or_skip("a_batch_split_over_two_sessions_equals_one_session")
+            .is_none()
+        {
+            return;
+        }
+        let mut rng = SplitMix64::new(3);
+        let base = Dataset::from_fn(3000, 24, |_, _| rng.next_f32()).unwrap();
+        let queries = Dataset::from_fn(301, 24, |_, _| rng.next_f32()).unwrap();
+        let index = Index::builder(crate::Algorithm::Cagra(crate::CagraParams::default()))
+            .backend(Backend::Cpu)
+            .build(base.clone())
+            .unwrap();
+        let StoredGraph::Fixed(graph) = &index.graph else {
+            panic!("a CAGRA index holds a fixed-degree graph");
+        };
+        let mut params = SearchParams::with_beam_width(32);
+        params.cagra.mode = weft_search::CagraSearchMode::SingleCta;
+        let p = cagra_gpu_params(&params, 32, base.rows(), base.dim(), 10).unwrap();
+        let run = |devices: &[Option<usize>]| {
+            let mut out = Neighbors::new(queries.rows(), 10);
+            let how = ResidentSearch {
+                required: true,
+                devices,
+                spread_seed: None,
+            };
+            let stats = index
+                .search_resident_sessions::<f32, CagraSearchSession<f32>>(
+                    &how,
+                    queries.view(),
+                    &mut out.as_mut(),
+                    |ctx| CagraSearchSession::new(ctx, base.view(), graph),
+                    |session, part, out| session.search_into(part, Metric::L2Squared, &p, out),
+                )
+                .unwrap()
+                .expect("a usable GPU");
+            (out, stats)
+        };
+        let (one, one_stats) = run(&[Some(0)]);
+        let (two, two_stats) = run(&[None, Some(0)]);
+        assert_eq!(one.ids, two.ids);
+        assert_eq!(one.dists, two.dists);
+        assert_eq!((one_stats.queries, two_stats.queries), (301, 301));
+        assert_eq!(
+            one_stats.distance_computations,
+            two_stats.distance_computations
+        );
+        assert_eq!(index.gpu.0.lock().unwrap().len(), 2);
+        // Back to one device: the other slot's session is dropped.
+        let (again, _) = run(&[Some(0)]);
+        assert_eq!(again.ids, one.ids);
+        assert_eq!(index.gpu.0.lock().unwrap().len(), 1);
     }
 }

@@ -371,6 +371,22 @@ impl GpuStatus {
         }
     }
 
+    /// The number of CUDA devices this process sees (what `--gpus all` and `devices="all"`
+    /// expand to); an [`Error::Unsupported`] saying why when none can be counted (no driver,
+    /// a build without the `cuda` feature).
+    pub fn device_count() -> Result<usize> {
+        #[cfg(feature = "cuda")]
+        {
+            weft_gpu::device_count()
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            Err(Error::Unsupported(
+                "this build of weft has no GPU support (cargo feature `cuda`)".into(),
+            ))
+        }
+    }
+
     /// Looks for device `ordinal` when given, else for the default device ([`GpuStatus::probe`]).
     pub fn probe_device_or_default(ordinal: Option<usize>) -> Self {
         match ordinal {

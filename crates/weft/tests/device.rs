@@ -1,6 +1,7 @@
-//! The GPU as a parameter: `IndexBuilder::device` and `SearchParams::device`. A device that
-//! cannot be used is a typed error naming it, never the CPU instead; on a GPU machine
-//! (`WEFT_REQUIRE_GPU=1` there) device 0 builds and searches, and the index remembers it.
+//! The GPU as a parameter: `IndexBuilder::device` and `SearchParams::devices`. A device that
+//! cannot be used is a typed error naming it, never the CPU instead, also among several; a
+//! device named twice is refused; on a GPU machine (`WEFT_REQUIRE_GPU=1` there) device 0 builds
+//! and searches, and the index remembers it.
 
 use weft::core::rng::SplitMix64;
 use weft::{Algorithm, Backend, Dataset, Error, Index, SearchParams};
@@ -32,7 +33,7 @@ fn a_device_that_cannot_be_used_is_named_and_never_replaced_by_the_cpu() {
     for backend in [Backend::Auto, Backend::Gpu] {
         let mut params = SearchParams::with_beam_width(32);
         params.backend = backend;
-        params.device = Some(999);
+        params.devices = vec![999];
         match index.search(base.view(), 5, &params) {
             Err(Error::Unsupported(m)) => assert!(m.contains("device 999"), "{m}"),
             other => panic!(
@@ -40,8 +41,14 @@ fn a_device_that_cannot_be_used_is_named_and_never_replaced_by_the_cpu() {
                 other.map(|_| ())
             ),
         }
+        // A device named twice is refused before any work, on every back end.
+        params.devices = vec![999, 999];
+        assert!(matches!(
+            index.search(base.view(), 5, &params),
+            Err(Error::InvalidParams { name, .. }) if name == "devices"
+        ));
         // The CPU is still there when no device is named.
-        params.device = None;
+        params.devices = Vec::new();
         params.backend = Backend::Cpu;
         assert_eq!(
             index.search(base.view(), 5, &params).unwrap().backend,
@@ -71,18 +78,29 @@ fn device_zero_builds_and_searches_where_there_is_a_gpu() {
     let mut params = SearchParams::with_beam_width(32);
     params.backend = Backend::Gpu;
     let by_default = index.search(base.view(), 5, &params).unwrap();
-    params.device = Some(0);
+    params.devices = vec![0];
     let asked = index.search(base.view(), 5, &params).unwrap();
     assert_eq!((by_default.backend, asked.backend), ("gpu", "gpu"));
     assert_eq!(by_default.neighbors.ids, asked.neighbors.ids);
     // Another device than the index's: named in the error, and device 0 still works after.
-    params.device = Some(999);
+    params.devices = vec![999];
     assert!(matches!(
         index.search(base.view(), 5, &params),
         Err(Error::Unsupported(m)) if m.contains("device 999")
     ));
+    // Among several devices, one that cannot be used fails the search, naming it.
+    params.devices = vec![0, 999];
+    assert!(matches!(
+        index.search(base.view(), 5, &params),
+        Err(Error::Unsupported(m)) if m.contains("device 999")
+    ));
+    params.devices = vec![0];
+    assert_eq!(
+        index.search(base.view(), 5, &params).unwrap().neighbors.ids,
+        by_default.neighbors.ids
+    );
     index.set_device(None);
-    params.device = None;
+    params.devices = Vec::new();
     assert_eq!(
         index.search(base.view(), 5, &params).unwrap().backend,
         "gpu"

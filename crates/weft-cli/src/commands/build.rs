@@ -84,7 +84,7 @@ pub struct Args {
 /// Builds and saves a graph.
 pub fn run(args: &Args, s: &Session) -> Result<Report> {
     refuse_overwriting_inputs("--out", &args.out, &[("--data", &args.data)])?;
-    let registry = s.registry()?;
+    let registry = s.build_registry("weft build")?;
     if args.backend == BackendArg::Gpu {
         require_gpu(&registry)?;
         if registry.get(&args.algo, Some(Backend::Gpu)).is_err()

@@ -143,7 +143,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let base = AnyDataset::from(base);
 
     let ctx = s.ctx(args.seed);
-    let registry = s.registry()?;
+    let registry = s.build_registry("weft demo")?;
     if matches!(args.backend, DemoBackend::Gpu | DemoBackend::Both) {
         require_gpu(&registry)?;
     }

@@ -324,7 +324,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     }
     let (entries, entry_seconds) = entry_points(&index, args.seed, s)?;
     s.stage("sweeping the beam width");
-    let mut base = args.gpu.apply(SearchParams::default(), s);
+    let mut base = args.gpu.apply(SearchParams::default(), s)?;
     base.seed = args.seed;
     base.filter = filter.clone();
     let eval = EvalQueries {

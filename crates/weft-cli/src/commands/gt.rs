@@ -50,7 +50,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         &[("--base", &args.base), ("--queries", &args.queries)],
     )?;
     id_output(&args.out)?;
-    let registry = s.registry()?;
+    let registry = s.build_registry("weft gt")?;
     if args.backend == BackendArg::Gpu {
         require_gpu(&registry)?;
     }

@@ -135,14 +135,14 @@ impl GpuArgs {
     /// Refuses `--backend gpu` where no GPU back end can run, and a `--gpu` that cannot be
     /// used, before any work.
     pub fn check(&self, s: &Session) -> Result<()> {
-        if self.backend == BackendArg::Gpu || s.gpu().is_some() {
+        if self.backend == BackendArg::Gpu || s.gpus_given() {
             require_gpu(&s.registry()?)?;
         }
         Ok(())
     }
 
-    /// `params` with this backend, these knobs and the session's `--gpu` device.
-    pub fn apply(&self, mut params: SearchParams, s: &Session) -> SearchParams {
+    /// `params` with this backend, these knobs and the session's `--gpus` devices.
+    pub fn apply(&self, mut params: SearchParams, s: &Session) -> Result<SearchParams> {
         params.backend = match self.backend {
             BackendArg::Auto => SearchBackend::Auto,
             BackendArg::Cpu => SearchBackend::Cpu,
@@ -152,8 +152,8 @@ impl GpuArgs {
         params.cagra = self.cagra.clone();
         params.ggnn = self.ggnn.clone();
         params.ggnn_gpu = self.ggnn_gpu;
-        params.device = s.gpu();
-        params
+        params.devices = s.gpus()?;
+        Ok(params)
     }
 }
 
@@ -304,7 +304,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
     let mut params = if args.exact {
         SearchParams::exact()
     } else {
-        let mut p = args.gpu.apply(SearchParams::with_beam_width(beam), s);
+        let mut p = args.gpu.apply(SearchParams::with_beam_width(beam), s)?;
         p.seed = args.seed;
         p
     };
@@ -371,6 +371,8 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
         "seconds": seconds, "qps": qps,
         "distance_computations": out.stats.distance_computations, "out": args.out,
         "entry_points": entries_json, "filter": filter_json,
+        // The GPUs a GPU search was asked to run on (empty: the default one; null on the CPU).
+        "gpus": (out.backend == "gpu").then_some(&params.devices),
     });
     let fields = json.as_object_mut().expect("an object");
     fields.extend(graph_kind_fields(index.graph_kind()));

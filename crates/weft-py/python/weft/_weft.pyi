@@ -36,7 +36,7 @@ and file reads release the GIL; long builds and searches run on a worker thread,
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Literal, Optional, Tuple, Union, overload
+from typing import Any, Callable, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -128,6 +128,7 @@ class Index:
         threads: Optional[int] = None,
         seed: int = 0,
         filter: Optional[ArrayLike] = None,
+        devices: Union[int, Sequence[int], Literal["all"], None] = None,
         device: Optional[int] = None,
         max_hops: Optional[int] = None,
         max_distance_computations: Optional[int] = None,
@@ -167,10 +168,13 @@ class Index:
         bool mask of length n (``True`` = allowed) or an integer array of allowed ids.
         Filtered-out points are still traversed; a row with fewer than ``k`` allowed neighbours
         found is padded with :data:`INVALID` and ``inf``. A mask of another length or an id out
-        of range raises :class:`InvalidParamsError`; another dtype ``TypeError``. ``device``: the
-        CUDA device of a GPU search (``None``: the one the index was built on, else the default
-        one); one that cannot be used raises :class:`UnsupportedError` naming it, never the CPU
-        instead.
+        of range raises :class:`InvalidParamsError`; another dtype ``TypeError``. ``devices``:
+        the CUDA devices of a GPU search, a number, a list of numbers or ``"all"`` (``None``:
+        the one the index was built on, else the default one; ``device``, its former name, takes
+        one number). With several the index is replicated: each device holds it and searches a
+        contiguous part of the batch, all at the same time. One that cannot be used raises
+        :class:`UnsupportedError` naming it, never the CPU instead; one named twice
+        :class:`InvalidParamsError`.
 
         The searches' own knobs, the CLI's flags with underscores: the CPU beam search's
         ``max_hops`` (stop each query after that many expanded vertices),
