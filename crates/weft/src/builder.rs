@@ -142,6 +142,14 @@ impl IndexBuilder {
         self
     }
 
+    /// This build on CUDA device `ordinal` (as [`IndexBuilder::device`]), even when a GPU was
+    /// given with [`IndexBuilder::gpu`]: what a sharded build does for each device.
+    pub(crate) fn on_device(mut self, ordinal: usize) -> Self {
+        self.gpu = None;
+        self.device = Some(ordinal);
+        self
+    }
+
     /// The algorithm and its parameters.
     pub fn algorithm(&self) -> &Algorithm {
         &self.algorithm

@@ -957,17 +957,7 @@ impl Index {
         if let Some(filter) = &params.filter {
             filter.check_len(data.rows())?;
         }
-        if let Some(twice) = params
-            .devices
-            .iter()
-            .enumerate()
-            .find_map(|(i, d)| params.devices[..i].contains(d).then_some(d))
-        {
-            return Err(Error::invalid_param(
-                "devices",
-                format!("device {twice} is named twice"),
-            ));
-        }
+        check_devices(&params.devices)?;
         let cancel = params.cancel.as_ref();
         let check_cancelled = || cancel.map_or(Ok(()), CancelToken::check);
         check_cancelled()?;
@@ -1501,8 +1491,7 @@ struct ResidentSearch<'a> {
 
 /// `rows` queries cut into at most `parts` contiguous parts, as even as possible (the first
 /// `rows % parts` one row longer), none empty unless `rows` is 0 (then one empty part).
-#[cfg(any(feature = "cuda", test))]
-fn split_rows(rows: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
+pub(crate) fn split_rows(rows: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
     let parts = parts.clamp(1, rows.max(1));
     let (base, extra) = (rows / parts, rows % parts);
     let mut start = 0;
@@ -1513,6 +1502,21 @@ fn split_rows(rows: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
             start - len..start
         })
         .collect()
+}
+
+/// Refuses a device named twice ([`Error::InvalidParams`] on `devices`).
+pub(crate) fn check_devices(devices: &[usize]) -> Result<()> {
+    match devices
+        .iter()
+        .enumerate()
+        .find_map(|(i, d)| devices[..i].contains(d).then_some(d))
+    {
+        Some(twice) => Err(Error::invalid_param(
+            "devices",
+            format!("device {twice} is named twice"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Whether a search with `params` must run on the GPU (else it fails) rather than fall back to

@@ -64,6 +64,7 @@ pub mod input;
 pub mod registry;
 pub mod routes;
 mod save;
+pub mod sharded;
 
 pub use algorithm::{
     Algorithm, CagraParams, GgnnParams, GrnndParams, KnnSource, NnDescentParams, RnnDescentParams,
@@ -73,6 +74,7 @@ pub use index::{BuildRequest, Index, SearchOutput, SearchParams, SearchReport};
 pub use input::{IndexData, Vectors};
 pub use registry::{AlgorithmInfo, Backend, DynBuilder, GpuStatus, Produces, Registry};
 pub use routes::{SEARCH_ROUTES, SearchRoute, search_route};
+pub use sharded::ShardedIndex;
 
 /// The GPU runtime (device probe, context, exact GPU k-NN), with the `cuda` feature.
 #[cfg(feature = "cuda")]
