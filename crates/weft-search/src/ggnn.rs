@@ -12,8 +12,8 @@ use weft_core::{
 };
 use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 
-use crate::exact::write_row;
-use crate::filter::Filter;
+use weft_core::Filter;
+use weft_exact::filtered::write_row;
 
 /// Parameters of [`GgnnSearch`] and of the GPU GGNN search: what every graph search has (the
 /// beam width, the seed, the filter), where a graph without entry points is entered, and the

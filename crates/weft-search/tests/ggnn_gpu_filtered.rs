@@ -9,11 +9,11 @@
 mod common;
 
 use proptest::prelude::*;
+use weft_core::Filter;
 use weft_core::{Error, INVALID, Metric, Neighbors};
+use weft_exact::exact_search_filtered;
 use weft_gpu::testing::gpu_or_skip;
-use weft_search::{
-    Filter, GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning, exact_search_filtered,
-};
+use weft_search::{GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning};
 use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, recall_at_k};
 use weft_testkit::search::{check_results, known_good_graph, run_search};
