@@ -3,13 +3,13 @@
 //! - `dist_rows/<metric>_<dtype>/d128`: one query against 256 rows
 //!   ([`weft_core::distance::DistanceFn::eval_rows`]) for every metric x element type;
 //!   throughput in dimensions (one multiply-add each);
-//! - `topk_select/k<k>`: [`weft_graph::exact::exact_search`] of one query against 65,536 rows of
+//! - `topk_select/k<k>`: [`weft_exact::exact_search`] of one query against 65,536 rows of
 //!   dimension 2, where the distances are nearly free and the bounded top-k selection dominates;
 //!   throughput in candidates;
 //! - `beam_step/one_hop` and `beam_search/l<L>`: [`weft_search::BeamSearch`] on a random
 //!   32-regular graph over 50,000 x 128 f32 rows: one expansion (entry point plus one hop,
 //!   `max_hops = 1`) and a whole query at beam width L; throughput in queries;
-//! - `gpu_exact/…` (with a GPU only): [`weft::gpu::ExactGpu::search_device`] on device-resident
+//! - `gpu_exact/…` (with a GPU only): [`weft::exact::ExactGpu::search_device`] on device-resident
 //!   sets, timed with `iter_custom` and a device synchronisation after each call. Without a GPU
 //!   the group prints `SKIPPED` and measures nothing.
 
@@ -63,8 +63,7 @@ fn topk(c: &mut Criterion) {
         g.bench_function(format!("k{k}"), |b| {
             b.iter(|| {
                 ctx.install(|| {
-                    weft_graph::exact::exact_search(base, q, Metric::L2Squared, k, &ctx)
-                        .expect("search")
+                    weft_exact::exact_search(base, q, Metric::L2Squared, k, &ctx).expect("search")
                 })
                 .expect("pool")
             })
@@ -124,7 +123,8 @@ fn beam(c: &mut Criterion) {
 
 #[cfg(feature = "cuda")]
 fn gpu(c: &mut Criterion) {
-    use weft::gpu::{DeviceMatrix, ExactGpu};
+    use weft::exact::ExactGpu;
+    use weft::gpu::DeviceMatrix;
     let ctx = match weft::gpu::probe() {
         Ok(ctx) => ctx,
         Err(e) => {

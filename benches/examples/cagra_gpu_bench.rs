@@ -16,7 +16,8 @@ use std::time::Instant;
 use weft_cagra::CagraCpu;
 use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{BuildCtx, Metric};
-use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_exact::ExactGpu;
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix};
 
 fn arg(args: &[String], name: &str, default: usize) -> usize {
     args.iter()

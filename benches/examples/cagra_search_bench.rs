@@ -26,7 +26,8 @@ use std::time::Instant;
 
 use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{BuildCtx, Dataset, Element, Metric, Neighbors};
-use weft_gpu::{DeviceFixedGraph, DeviceMatrix, ExactGpu, GpuContext};
+use weft_exact::ExactGpu;
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext};
 use weft_nndescent::NnDescentParams;
 use weft_nndescent::gpu::Gnnd;
 use weft_search::gpu::DeviceSearchInputs;

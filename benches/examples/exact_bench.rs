@@ -12,7 +12,8 @@ use std::time::Instant;
 use weft_core::Dataset;
 use weft_core::Metric;
 use weft_core::rng::SplitMix64;
-use weft_gpu::{DeviceMatrix, ExactGpu, probe};
+use weft_exact::ExactGpu;
+use weft_gpu::{DeviceMatrix, probe};
 
 fn arg(i: usize, default: usize) -> usize {
     std::env::args()
@@ -63,8 +64,7 @@ fn graph() -> Result<(), Box<dyn std::error::Error>> {
     // Oracle on a sample of rows.
     let sample: Vec<usize> = (0..16).map(|i| i * (n / 16)).collect();
     let q = Dataset::from_fn(sample.len(), dim, |i, j| data.view().row(sample[i])[j])?;
-    let cpu =
-        weft_graph::exact::exact_search(data.view(), q.view(), Metric::L2Squared, k + 1, &bctx)?;
+    let cpu = weft_exact::exact_search(data.view(), q.view(), Metric::L2Squared, k + 1, &bctx)?;
     let mut bad = 0;
     for (i, &row) in sample.iter().enumerate() {
         // The CPU search includes the point itself at distance 0; the graph excludes it.
@@ -131,7 +131,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Check a sample of queries against the CPU oracle (several chunks, mid-row flushes).
     let sample = 16.min(nq);
     let sq = queries.view().slice_rows(0..sample)?;
-    let cpu = weft_graph::exact::exact_search(
+    let cpu = weft_exact::exact_search(
         base.view(),
         sq,
         Metric::L2Squared,

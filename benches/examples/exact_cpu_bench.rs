@@ -1,4 +1,4 @@
-//! Times `weft_graph::exact::exact_search` on `.fbin` files (u32 rows, u32 dim, f32 row-major).
+//! Times `weft_exact::exact_search` on `.fbin` files (u32 rows, u32 dim, f32 row-major).
 //! (Named `exact_cpu_bench` because `weft-gpu` has an `exact_bench` example: two examples of one
 //! name overwrite each other in `target/release/examples/`.)
 //!
@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use weft_core::rng::SplitMix64;
 use weft_core::{BuildCtx, DatasetView, Metric};
-use weft_graph::exact::exact_search;
+use weft_exact::exact_search;
 
 /// Reads an `.fbin` file: u32 rows, u32 dim, then rows x dim little-endian f32.
 fn read_fbin(path: &Path) -> Result<(Vec<f32>, usize, usize), String> {

@@ -26,9 +26,10 @@
 use std::time::Instant;
 
 use weft_core::{BuildCtx, DatasetView, Metric, Neighbors, NodeId, Searcher};
+use weft_exact::ExactGpu;
 use weft_ggnn::gpu::GgnnTuning;
 use weft_ggnn::{GgnnGpu, GgnnParams};
-use weft_gpu::{DeviceMatrix, ExactGpu};
+use weft_gpu::DeviceMatrix;
 use weft_search::{GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
 
 fn arg(args: &[String], name: &str, default: &str) -> String {

@@ -31,8 +31,9 @@ use std::time::Instant;
 
 use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{BuildCtx, Dataset, Element, Metric, Neighbors, NodeId};
+use weft_exact::ExactGpu;
 use weft_ggnn::{GgnnGpu, GgnnParams};
-use weft_gpu::{DeviceFixedGraph, DeviceMatrix, ExactGpu, GpuContext};
+use weft_gpu::{DeviceFixedGraph, DeviceMatrix, GpuContext};
 use weft_grnnd::GrnndParams;
 use weft_grnnd::gpu::Grnnd;
 use weft_nndescent::NnDescentParams;

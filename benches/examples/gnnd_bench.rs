@@ -29,7 +29,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use weft_core::{BuildCtx, DatasetView, Element, Metric};
-use weft_gpu::{DeviceMatrix, ExactGpu, probe};
+use weft_exact::ExactGpu;
+use weft_gpu::{DeviceMatrix, probe};
 use weft_io::Preset;
 use weft_nndescent::gpu::{Gnnd, GnndTuning, MergeLists, MergeSide};
 use weft_nndescent::{NnDescentGpu, NnDescentParams, ShardSchedule};

@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use weft_core::{BuildCtx, Dataset, FixedDegreeGraph, Metric, Neighbors, Searcher};
-use weft_gpu::{DeviceMatrix, ExactGpu, GpuContext, probe};
+use weft_exact::ExactGpu;
+use weft_gpu::{DeviceMatrix, GpuContext, probe};
 use weft_grnnd::GrnndParams;
 use weft_grnnd::gpu::{Grnnd, GrnndStats};
 use weft_io::synthetic::Preset;

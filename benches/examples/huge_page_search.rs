@@ -6,7 +6,7 @@
 //! (vector files, a ground-truth id file with at least 10 columns, a graph file written by
 //! `weft build`; THREADS default 2).
 
-use weft::graph::recall::search_recall;
+use weft::exact::recall::search_recall;
 use weft::graph::storage::{self, LoadOptions};
 use weft::index::SearchBackend;
 use weft::io::ReadOptions;

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
-use weft::graph::recall::{SampledTruth, Ties, search_recall};
+use weft::exact::recall::{SampledTruth, Ties, search_recall};
 use weft::graph::stats::graph_stats;
 use weft::search::SearchPrecision;
 use weft::{

@@ -1,6 +1,6 @@
 // exact/exact.cu: brute-force k-NN.
 //
-// Pipeline (crates/weft-gpu/src/exact.rs drives it):
+// Pipeline (crates/weft-exact/src/gpu/exact.rs drives it):
 //   1. exact_norms_<dtype>: squared norms of the query and base rows (L2 and cosine);
 //   2. exact_distances_<dtype>: a tile of (queries x base rows) distances into a buffer, by
 //      128 x 128 block tiles, 8 x 8 per thread, 16 dimensions at a time through shared memory;

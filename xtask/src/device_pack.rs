@@ -126,7 +126,7 @@ pub fn run(args: &[String]) -> Result<()> {
         copy_stripped(exe, &pack.join("tests").join(name))?;
     }
     let mut others = 0usize;
-    // The exact k-NN micro-benchmark (weft-benches' exact_bench, weft-gpu's exact search). The
+    // The exact k-NN micro-benchmark (weft-benches' exact_bench, weft-exact's GPU search). The
     // other GPU benchmark programs in benches/examples (grnnd_bench, cagra_search_bench,
     // ggnn_gpu_search_bench, ..., about 20 MiB together) would push a default pack with cubins
     // over the 64 MiB limit: they come with `--examples weft-benches:NAME,...` (below), beside a

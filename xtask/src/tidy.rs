@@ -50,22 +50,24 @@ const LAYERS: &[(&str, u32)] = &[
     ("weft-io", 2),
     ("weft-graph", 2),
     ("weft-gpu", 2),
+    // Exact k-NN on the CPU and the GPU (ground truth, recall), under every builder and search.
+    ("weft-exact", 3),
     // The builders, side by side (GRNND shares its parameters with RNN-Descent: SAME_LAYER),
     // and the test kit their tests share.
-    ("weft-nndescent", 3),
-    ("weft-rnndescent", 3),
-    ("weft-grnnd", 3),
-    ("weft-cagra", 3),
-    ("weft-ggnn", 3),
-    ("weft-example-kernel", 3),
-    ("weft-testkit", 3),
+    ("weft-nndescent", 4),
+    ("weft-rnndescent", 4),
+    ("weft-grnnd", 4),
+    ("weft-cagra", 4),
+    ("weft-ggnn", 4),
+    ("weft-example-kernel", 4),
+    ("weft-testkit", 4),
     // Search above them, then the facade, then what users run.
-    ("weft-search", 4),
-    ("weft", 5),
-    ("weft-cli", 6),
-    ("weft-py", 6),
-    ("weft-benches", 6),
-    ("xtask", 6),
+    ("weft-search", 5),
+    ("weft", 6),
+    ("weft-cli", 7),
+    ("weft-py", 7),
+    ("weft-benches", 7),
+    ("xtask", 7),
 ];
 
 /// Same-layer dependencies that are allowed: (dependent, dependency).
@@ -525,6 +527,7 @@ mod tests {
             assert!(LAYERS[i + 1..].iter().all(|(b, _)| a != b), "{a} twice");
         }
         assert_eq!(layer("weft-gpu"), Some(2));
+        assert_eq!(layer("weft-exact"), Some(3));
         assert_eq!(layer("weft-kernels"), Some(0));
         assert_eq!(layer("nope"), None);
     }

@@ -27,7 +27,7 @@ pub(crate) fn check_pipeline_input<T: Element>(
 /// CAGRA on the CPU (name `cagra`): the k-NN graph of degree
 /// [`CagraParams::intermediate_degree`] from the builder `K` with its parameters
 /// ([`KnnSource::NnDescent`], the default) or by exact brute force
-/// ([`KnnSource::Exact`], `weft_graph::exact::ExactKnn`), then [`CagraCpu`] down to
+/// ([`KnnSource::Exact`], `weft_exact::ExactKnn`), then [`CagraCpu`] down to
 /// [`CagraParams::graph_degree`], with entry points and the connectivity repair.
 ///
 /// `K` is any k-NN graph builder: the `weft` facade registers CPU NN-Descent; tests use the
@@ -57,9 +57,7 @@ impl<K: KnnGraphBuilder> CagraPipeline<K> {
         let k = params.intermediate_degree;
         match params.knn {
             KnnSource::NnDescent => self.knn.build(data, metric, k, &self.knn_params, ctx),
-            KnnSource::Exact => {
-                weft_graph::exact::ExactKnn.build(data, metric, k, &NoParams {}, ctx)
-            }
+            KnnSource::Exact => weft_exact::ExactKnn.build(data, metric, k, &NoParams {}, ctx),
         }
     }
 }
@@ -124,13 +122,13 @@ mod tests {
             intermediate_degree: 32,
             ..Default::default()
         };
-        let knn = weft_graph::exact::ExactKnn
+        let knn = weft_exact::ExactKnn
             .build(base.view(), Metric::L2Squared, 32, &NoParams {}, &ctx)
             .unwrap();
         let want = CagraCpu
             .optimize(base.view(), Metric::L2Squared, &knn, 16, &params, &ctx)
             .unwrap();
-        let exact = CagraPipeline::new(weft_graph::exact::ExactKnn, NoParams {});
+        let exact = CagraPipeline::new(weft_exact::ExactKnn, NoParams {});
         let got = exact
             .build(base.view(), Metric::L2Squared, &params, &ctx)
             .unwrap();

@@ -1,5 +1,5 @@
 //! The graph-builder conformance suite of weft-testkit, run on the CAGRA pipeline over the exact
-//! k-NN graph ([`CagraPipeline`] with `weft_graph::exact::ExactKnn`; the facade's `cagra` entry
+//! k-NN graph ([`CagraPipeline`] with `weft_exact::ExactKnn`; the facade's `cagra` entry
 //! registers NN-Descent instead), with a floor per case; the suite's 128-d case checked for
 //! stranded queries; and (ignored) the measurement over seeds the floors come from.
 
@@ -8,7 +8,7 @@ use weft_core::{
     BuildCtx, DType, Element, FixedDegreeGraph, GraphBuilder, GraphView, KnnGraphBuilder, Metric,
     Neighbors, NoParams, NodeId,
 };
-use weft_graph::exact::ExactKnn;
+use weft_exact::ExactKnn;
 use weft_testkit::graph::{
     CASE_CLUSTERS, CASE_QUERIES, CASE_SEED_BASE, GraphSuite, case_names, gaussian_mixture,
     ground_truth, recall_at_k, reference_beam_search, run_graph_suite,

@@ -197,7 +197,7 @@ fn optimised_graph_searches_at_least_as_well_as_the_cut_knn_graph() {
     let base = generator.base(4000).unwrap();
     let queries = generator.queries(200).unwrap();
     let ctx = BuildCtx::new(0);
-    let knn = weft_graph::exact::ExactKnn
+    let knn = weft_exact::ExactKnn
         .build(
             base.view(),
             Metric::L2Squared,

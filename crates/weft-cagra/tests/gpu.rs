@@ -96,7 +96,7 @@ fn gpu_optimiser_equals_cpu_optimiser_on_a_synthetic_set() {
     let generator = weft_io::synthetic::Preset::Sift.generator(11).unwrap();
     let base = generator.base(6000).unwrap();
     let bctx = BuildCtx::new(4);
-    let knn = weft_graph::exact::ExactKnn
+    let knn = weft_exact::ExactKnn
         .build(
             base.view(),
             Metric::L2Squared,
@@ -143,7 +143,7 @@ impl GpuKnnSource for ExactOnDevice<'_> {
         k: usize,
         ctx: &BuildCtx,
     ) -> weft_core::Result<GpuKnnGraph> {
-        let knn = weft_graph::exact::ExactKnn.build(data, metric, k, &NoParams {}, ctx)?;
+        let knn = weft_exact::ExactKnn.build(data, metric, k, &NoParams {}, ctx)?;
         Ok(GpuKnnGraph::Device(weft_gpu::DeviceKnnGraph::upload(
             self.0, &knn,
         )?))
@@ -168,12 +168,12 @@ fn gpu_pipeline_equals_cpu_pipeline_from_host_and_device_sources() {
         intermediate_degree: 64,
         ..Default::default()
     };
-    let cpu = CagraPipeline::new(weft_graph::exact::ExactKnn, NoParams {})
+    let cpu = CagraPipeline::new(weft_exact::ExactKnn, NoParams {})
         .build(base.view(), Metric::L2Squared, &p, &bctx)
         .unwrap();
     let host = CagraPipelineGpu::new(
         Arc::clone(&ctx),
-        HostKnn::new(weft_graph::exact::ExactKnn, NoParams {}),
+        HostKnn::new(weft_exact::ExactKnn, NoParams {}),
     )
     .build(base.view(), Metric::L2Squared, &p, &bctx)
     .unwrap();

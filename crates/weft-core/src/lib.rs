@@ -8,6 +8,7 @@
 //! - [`DatasetView`] / [`Dataset`]: row-major vector sets, with `ndarray` interop.
 //! - [`KnnGraph`], [`FixedDegreeGraph`] and [`GraphView`]: the graphs the traits exchange.
 //! - [`Error`]: the one error type, `#[non_exhaustive]`.
+//! - [`Filter`]: the ids a filtered search may return (a bitset over the data's ids).
 //! - [`BuildCtx`]: seed, thread count, cancellation and progress for long work.
 //! - The traits [`KnnGraphBuilder`], [`GraphOptimizer`], [`GraphBuilder`] and [`Searcher`].
 //!
@@ -19,6 +20,7 @@ pub mod dataset;
 pub mod distance;
 pub mod element;
 pub mod error;
+pub mod filter;
 pub mod graph;
 pub mod huge_pages;
 pub mod metric;
@@ -35,6 +37,7 @@ pub use ctx::{BuildCtx, CancelToken, NoProgress, Progress};
 pub use dataset::{Dataset, DatasetView};
 pub use element::{DType, Element, ElementFamily, PerElement};
 pub use error::{Error, Result};
+pub use filter::Filter;
 pub use graph::{FixedDegreeGraph, GraphView, KnnGraph};
 pub use metric::Metric;
 pub use neighbors::{Neighbors, NeighborsMut, SearchStats};

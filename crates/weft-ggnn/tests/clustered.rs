@@ -25,8 +25,7 @@ fn clustered() -> (Dataset<f32>, Dataset<f32>) {
 /// Weakly connected components of the exact `k`-NN graph of `data`.
 fn knn_components(data: &Dataset<f32>, k: usize) -> usize {
     let g =
-        weft_graph::exact::exact_knn_graph(data.view(), Metric::L2Squared, k, &BuildCtx::new(0))
-            .unwrap();
+        weft_exact::exact_knn_graph(data.view(), Metric::L2Squared, k, &BuildCtx::new(0)).unwrap();
     let n = data.rows();
     let mut root: Vec<usize> = (0..n).collect();
     fn find(root: &mut [usize], mut v: usize) -> usize {

@@ -1,7 +1,8 @@
 //! # weft-gpu
 //!
 //! The GPU runtime of weft, and the only crate that names cudarc. The algorithms' GPU code lives
-//! in their own crates (weft-nndescent, weft-grnnd, weft-cagra, weft-ggnn, weft-search) and
+//! in their own crates (weft-exact, weft-nndescent, weft-grnnd, weft-cagra, weft-ggnn,
+//! weft-search) and
 //! reaches the GPU through this crate's public API:
 //!
 //! - [`probe`] finds a device and returns a [`GpuContext`], or the reason there is none (it
@@ -20,8 +21,6 @@
 //! - Kernel delivery ([`KernelLoadPath`]): cubins built by nvcc at build time when it was
 //!   available, else the embedded sources compiled by NVRTC at run time and cached on disk; see
 //!   `docs/kernels.md`.
-//! - [`ExactGpu`]: brute-force k-NN search and exact k-NN graphs (L2, inner product, cosine;
-//!   f32, f16, u8, i8; k up to [`exact::MAX_K`]).
 //! - k-NN graph sources for GPU pipelines ([`knn_source`]): [`GpuKnnSource`], which a builder
 //!   that leaves its graph on the device implements (GNND in weft-nndescent) and any
 //!   `KnnGraphBuilder` through [`HostKnn`]; the graph comes as a [`GpuKnnGraph`] (host or
@@ -33,7 +32,6 @@
 
 pub mod context;
 pub mod device_graph;
-pub mod exact;
 pub mod kernel;
 pub mod knn_source;
 pub mod launch;
@@ -45,11 +43,6 @@ pub mod testing;
 
 /// The generated bindings of this crate's own kernel modules.
 pub(crate) mod kernels {
-    /// `kernels/exact`: norms, distance tiles and top-k selection of the exact search.
-    #[allow(dead_code)]
-    pub(crate) mod exact {
-        include!(concat!(env!("OUT_DIR"), "/exact.rs"));
-    }
     /// `kernels/testing`: device-side checks of the shared headers.
     #[allow(dead_code)]
     pub(crate) mod testing {
@@ -61,16 +54,15 @@ pub use context::{
     DeviceInfo, GpuContext, HostCopies, device_count, driver_library_present, probe, probe_device,
 };
 pub use device_graph::{DeviceFixedGraph, DeviceKnnGraph};
-pub use exact::{ExactGpu, ExactPlan};
 pub use kernel::{In, Kernel, KernelArgs, KernelModule, KernelUnit, Launch, Out};
 pub use knn_source::{GpuKnnGraph, GpuKnnSource, HostKnn};
 pub use loader::{KernelLoadPath, KernelMode};
 pub use matrix::DeviceMatrix;
 pub use memory::{DeviceBuffer, DeviceCopy, DeviceView, DeviceViewMut};
 
-/// weft-gpu's own kernel modules (exact search, device-side tests).
-pub fn kernel_modules() -> [&'static KernelModule; 2] {
-    [&kernels::exact::MODULE, &kernels::testing::MODULE]
+/// weft-gpu's own kernel modules (device-side tests).
+pub fn kernel_modules() -> [&'static KernelModule; 1] {
+    [&kernels::testing::MODULE]
 }
 
 /// Writes a diagnostic line to stderr when `WEFT_GPU_LOG` is set (kernel delivery, cache

@@ -412,7 +412,7 @@ mod tests {
     #[test]
     fn own_modules_are_embedded_and_self_contained() {
         let names: Vec<&str> = crate::kernel_modules().iter().map(|m| m.name).collect();
-        assert_eq!(names, ["exact", "testing"]);
+        assert_eq!(names, ["testing"]);
         for m in crate::kernel_modules() {
             assert!(
                 !m.source.contains("#include"),
@@ -448,14 +448,14 @@ mod tests {
 
     #[test]
     fn unit_labels_name_the_kernel_or_the_plain_part() {
-        let exact = &crate::kernels::exact::MODULE;
-        assert_eq!(unit_label(exact, None), "exact");
-        assert_eq!(unit_label(exact, Some(usize::MAX)), "exact");
-        for (i, u) in exact.units.iter().enumerate() {
-            let label = unit_label(exact, Some(i));
+        let testing = &crate::kernels::testing::MODULE;
+        assert_eq!(unit_label(testing, None), "testing");
+        assert_eq!(unit_label(testing, Some(usize::MAX)), "testing");
+        for (i, u) in testing.units.iter().enumerate() {
+            let label = unit_label(testing, Some(i));
             match u.symbols {
-                [one] => assert_eq!(label, format!("exact.{one}")),
-                _ => assert_eq!(label, "exact.plain"),
+                [one] => assert_eq!(label, format!("testing.{one}")),
+                _ => assert_eq!(label, "testing.plain"),
             }
         }
     }

@@ -4,14 +4,14 @@
 //! search after a build. Each test skips itself visibly without a GPU and fails instead under
 //! `WEFT_REQUIRE_GPU=1`.
 
-use weft_core::rng::SplitMix64;
-use weft_core::{BuildCtx, Dataset, KnnGraphBuilder, Metric, NoParams};
+use weft_core::rng::{hash3, mix64};
+use weft_gpu::GpuContext;
 use weft_gpu::context::PINNED_TRANSFER_THRESHOLD;
-use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{ExactGpu, GpuContext};
+use weft_gpu::testing::{gpu_or_skip, rng_on_device};
 
 /// Uses `ctx` the way a build or a search does: memory query, a small and a staged (pinned)
-/// round trip, and a kernel launch (the exact k-NN graph of a small set).
+/// round trip, and a kernel launch (weft-gpu's own `testing_rng_u64`, checked against
+/// weft-core's generators).
 fn exercise(ctx: &GpuContext, seed: u64) {
     let (free, total) = ctx.memory().expect("cuMemGetInfo");
     assert!(free <= total);
@@ -24,18 +24,15 @@ fn exercise(ctx: &GpuContext, seed: u64) {
         .collect();
     let buf = ctx.upload(&big).expect("staged upload");
     assert_eq!(ctx.download(&buf, big.len()).expect("staged download"), big);
-    let mut r = SplitMix64::new(seed);
-    let data = Dataset::<f32>::from_fn(300, 16, |_, _| r.next_f32()).unwrap();
-    let graph = ExactGpu::new(ctx)
-        .build(
-            data.view(),
-            Metric::L2Squared,
-            4,
-            &NoParams {},
-            &BuildCtx::default(),
-        )
-        .expect("exact k-NN graph on the GPU");
-    assert_eq!(graph.n(), 300);
+    let got = rng_on_device(ctx, seed, 300, 1000).expect("a kernel launch");
+    for i in 0..300u64 {
+        assert_eq!(got[3 * i as usize], mix64(i ^ seed), "mix64 at {i}");
+        assert_eq!(
+            got[3 * i as usize + 1],
+            hash3(seed, i, 7 * i + 3),
+            "hash3 at {i}"
+        );
+    }
 }
 
 /// Every context of the device dropped, then a new one made: the device's primary context is

@@ -7,23 +7,17 @@
 //!   components ([`graph_stats`]), and the unreachable set builders repair ([`reachable_from`]).
 //! - [`connect`]: entry points spread over the data ([`connect::spread_entry_points`]) and the
 //!   connectivity repair every search-graph builder runs ([`connect::repair_connectivity`]).
-//! - [`recall`]: graph recall against an exact k-NN graph (full or sampled) and search recall
-//!   against ground truth.
-//! - [`exact`]: exact k-NN on the CPU (ground truth and the `exact` builder).
 //! - [`hier`]: hierarchical (GGNN-style) graphs, [`HierGraph`].
 //! - [`storage`]: the checksummed, memory-mappable on-disk format ([`storage::save_knn`],
 //!   [`storage::load`], [`storage::read_header`]).
 
 pub mod connect;
-pub mod exact;
 pub mod hier;
-pub mod recall;
 pub mod stats;
 pub mod storage;
 
 pub use connect::{RepairReport, connect_graph, repair_connectivity, spread_entry_points};
 pub use hier::{HierGraph, HierLayer};
-pub use recall::{Recall, SampledTruth, Ties};
 pub use stats::{GraphStats, Reachability, graph_stats, reachable_from};
 pub use storage::{FormatIssue, GraphHeader, GraphKind, GraphMeta, LoadOptions, StoredGraph};
 pub use weft_core::{FixedDegreeGraph, GraphView, INVALID, KnnGraph, NodeId};

@@ -58,7 +58,7 @@ fn conformance_random_init() {
 fn exact_builder_passes_the_suite() {
     // Sanity check of the suite itself: the exact builder has recall 1.
     let report = run_knn_suite(
-        &weft_graph::exact::ExactKnn,
+        &weft_exact::ExactKnn,
         &Default::default(),
         &KnnSuite::small(0.999),
     );

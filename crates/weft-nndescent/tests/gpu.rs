@@ -14,8 +14,9 @@ use weft_core::rng::SplitMix64;
 use weft_core::{
     BuildCtx, DatasetView, Element, Error, INVALID, KnnGraph, KnnGraphBuilder, Metric, NodeId,
 };
+use weft_exact::ExactGpu;
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext, GpuKnnGraph, GpuKnnSource};
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix, GpuContext, GpuKnnGraph, GpuKnnSource};
 use weft_nndescent::gpu::gnnd::MAX_K;
 use weft_nndescent::gpu::gnnd::testing::{
     FlaggedLists, JoinOffers, JoinSamples, NEW_FLAG, cross_join_and_merge, join_and_merge,

@@ -228,7 +228,7 @@ fn exact_cpu(
     ) -> PyResult<weft::Result<weft::Neighbors>> {
         let (b, q) = (arrays::view(b, br, bd)?, arrays::view(q, qr, qd)?);
         cancellable(py, token, || {
-            weft::graph::exact::exact_search(b, q, metric, k, ctx)
+            weft::exact::exact_search(b, q, metric, k, ctx)
         })
     }
     use arrays::Matrix as M;

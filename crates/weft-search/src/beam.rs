@@ -4,17 +4,17 @@ use std::sync::Mutex;
 
 use crate::check::check_search_inputs;
 use crate::entry_layer::{EntryLayer, EntryLayerParams, distinct};
-use crate::exact::{exact_search_filtered, insert_bounded, write_row};
-use crate::filter::Filter;
 use crate::inputs::SearchInputs;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use weft_core::Filter;
 use weft_core::prefetch::prefetch_bytes;
 use weft_core::rng::{SplitMix64, hash3};
 use weft_core::{
     DatasetView, Element, Error, GraphView, INVALID, Metric, NeighborsMut, NodeId, Params, Result,
     SearchStats, Searcher,
 };
+use weft_exact::filtered::{exact_search_filtered, insert_bounded, write_row};
 
 /// Where each query's search starts.
 ///

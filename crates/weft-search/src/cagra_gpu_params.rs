@@ -137,7 +137,7 @@ pub struct CagraSearchParams {
     pub seed: u64,
     /// Only these ids may be returned: a bitset, bit `i % 32` of word `i / 32` set when id `i`
     /// is allowed (at least `ceil(n / 32)` words). Filtered-out points are still traversed.
-    /// [`CagraSearchParams::with_filter`] sets it from a typed [`crate::Filter`]. Default none.
+    /// [`CagraSearchParams::with_filter`] sets it from a typed [`weft_core::Filter`]. Default none.
     pub filter: Option<Vec<u32>>,
     /// The CAGRA search's own knobs (iterations, parents per iteration, team size, mode,
     /// traversal precision, rerank).
@@ -230,7 +230,7 @@ impl CagraSearchParams {
     /// These parameters with results restricted to the ids `filter` allows (its bitset words,
     /// the layout of [`CagraSearchParams::filter`]); the length is checked against the data
     /// at search time.
-    pub fn with_filter(mut self, filter: &crate::Filter) -> Self {
+    pub fn with_filter(mut self, filter: &weft_core::Filter) -> Self {
         self.filter = Some(filter.words().to_vec());
         self
     }

@@ -13,8 +13,8 @@ use weft_core::{
 use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 
 use crate::FILTER_EXACT_PER_L;
-use crate::exact::{exact_search_filtered, write_row};
-use crate::filter::Filter;
+use weft_core::Filter;
+use weft_exact::filtered::{exact_search_filtered, write_row};
 
 /// Parameters of [`GgnnSearch`] and of the GPU GGNN search: what every graph search has (the
 /// beam width, the seed, the filter), where a graph without entry points is entered, and the

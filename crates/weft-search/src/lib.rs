@@ -4,12 +4,10 @@
 //!
 //! - [`BeamSearch`]: greedy best-first beam search on the CPU over any [`weft_core::GraphView`]
 //!   (name `beam`), parallel over queries with rayon.
-//! - [`ExactSearcher`]: brute-force search as a [`weft_core::Searcher`] (name `exact`); it ignores
-//!   the graph and calls [`weft_graph::exact::exact_search`]; [`exact_search_filtered`] is its
-//!   filtered form.
-//! - [`Filter`]: the ids a search may return (a bitset over the data's ids), taken by every
-//!   search here (`filter` in each search's parameters): filtered-out points are traversed but
-//!   never returned.
+//! - [`weft_core::Filter`]: the ids a search may return (a bitset over the data's ids), taken by
+//!   every search here (`filter` in each search's parameters): filtered-out points are traversed
+//!   but never returned. The exact searches (`ExactSearcher`, `exact_search_filtered`) live in
+//!   weft-exact.
 //! - [`GgnnSearch`]: the GGNN query (bounded best list, priority queue and visited ring, tau
 //!   slack stop rule) on the CPU over any [`weft_core::GraphView`] (name `ggnn`).
 //! - `CagraSearchGpu` (feature `cuda`): the CAGRA-style search on the GPU (name `cagra_gpu`)
@@ -28,11 +26,8 @@
 mod beam;
 mod cagra_gpu_params;
 mod check;
-mod copy;
 mod entry;
 pub mod entry_layer;
-mod exact;
-mod filter;
 mod ggnn;
 #[cfg(feature = "cuda")]
 pub mod gpu;
@@ -47,8 +42,6 @@ pub use cagra_gpu_params::{
 pub use cagra_gpu_params::{F16_OVERFLOW, SearchPrecision};
 pub use entry::medoid;
 pub use entry_layer::{EntryLayer, EntryLayerParams};
-pub use exact::{ExactSearcher, exact_search_filtered};
-pub use filter::Filter;
 pub use ggnn::{GgnnGpuOptions, GgnnSearch, GgnnSearchParams, GgnnSearchTuning};
 #[cfg(feature = "cuda")]
 pub use gpu::DeviceSearchInputs;

@@ -6,9 +6,8 @@ use weft_core::{
 mod common;
 
 use common::search;
-use weft_search::{
-    BeamSearch, BeamSearchParams, BeamSearchTuning, EntryPoints, ExactSearcher, medoid,
-};
+use weft_exact::ExactSearcher;
+use weft_search::{BeamSearch, BeamSearchParams, BeamSearchTuning, EntryPoints, medoid};
 use weft_testkit::graph::{gaussian_mixture, ground_truth, recall_at_k};
 use weft_testkit::search::{SearchSuite, check_searcher, known_good_graph, run_search_suite};
 

@@ -20,8 +20,7 @@ use weft_testkit::graph::clustered_set;
 /// one component per cluster, so a query entered in the wrong cluster is stranded.
 fn knn_graph(base: &Dataset<f32>, k: usize) -> FixedDegreeGraph {
     let g =
-        weft_graph::exact::exact_knn_graph(base.view(), Metric::L2Squared, k, &BuildCtx::new(0))
-            .unwrap();
+        weft_exact::exact_knn_graph(base.view(), Metric::L2Squared, k, &BuildCtx::new(0)).unwrap();
     let lists: Vec<Vec<NodeId>> = (0..base.rows())
         .map(|v| g.neighbors(v as NodeId).to_vec())
         .collect();
@@ -30,7 +29,7 @@ fn knn_graph(base: &Dataset<f32>, k: usize) -> FixedDegreeGraph {
 
 /// Recall@k of `found` against the exact neighbours of `queries`.
 fn recall(found: &Neighbors, base: &Dataset<f32>, queries: &Dataset<f32>, k: usize) -> f64 {
-    let truth = weft_graph::exact::exact_search(
+    let truth = weft_exact::exact_search(
         base.view(),
         queries.view(),
         Metric::L2Squared,
@@ -38,7 +37,7 @@ fn recall(found: &Neighbors, base: &Dataset<f32>, queries: &Dataset<f32>, k: usi
         &BuildCtx::new(0),
     )
     .unwrap();
-    weft_graph::recall::search_recall_exact(found, &truth, k, weft_graph::recall::Ties::Distance)
+    weft_exact::recall::search_recall_exact(found, &truth, k, weft_exact::recall::Ties::Distance)
         .unwrap()
         .mean
 }

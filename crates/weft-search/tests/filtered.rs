@@ -8,11 +8,10 @@
 mod common;
 
 use proptest::prelude::*;
+use weft_core::Filter;
 use weft_core::{Dataset, Error, INVALID, Metric, Neighbors, NodeId};
-use weft_search::{
-    BeamSearch, BeamSearchParams, FILTER_EXACT_PER_L, Filter, GgnnSearch, GgnnSearchParams,
-    exact_search_filtered,
-};
+use weft_exact::exact_search_filtered;
+use weft_search::{BeamSearch, BeamSearchParams, FILTER_EXACT_PER_L, GgnnSearch, GgnnSearchParams};
 use weft_testkit::graph::{clustered_set, gaussian_mixture, recall_at_k};
 use weft_testkit::search::{known_good_graph, run_search};
 

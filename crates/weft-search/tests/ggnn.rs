@@ -66,8 +66,7 @@ fn larger_tau_never_lowers_recall_much_and_searches_a_hierarchy() {
 fn spread_entry_points_reach_every_cluster_of_a_graph_without_entry_points() {
     let (base, queries) = gaussian_mixture::<f32>(5000, 200, 32, 40, 41);
     let metric = Metric::L2Squared;
-    let knn =
-        weft_graph::exact::exact_knn_graph(base.view(), metric, 20, &BuildCtx::new(0)).unwrap();
+    let knn = weft_exact::exact_knn_graph(base.view(), metric, 20, &BuildCtx::new(0)).unwrap();
     let g = knn.to_fixed_degree(20).unwrap();
     assert!(g.entry_points().is_empty());
     let stats = weft_graph::graph_stats(&g, Some(&[0])).unwrap();

@@ -351,8 +351,7 @@ fn ggnn_gpu_enters_a_clustered_graph_without_entry_points_at_spread_points() {
     let (base, queries) = gaussian_mixture::<f32>(5000, 200, 32, 40, 41);
     let metric = Metric::L2Squared;
     let knn =
-        weft_graph::exact::exact_knn_graph(base.view(), metric, 20, &weft_core::BuildCtx::new(0))
-            .unwrap();
+        weft_exact::exact_knn_graph(base.view(), metric, 20, &weft_core::BuildCtx::new(0)).unwrap();
     let g = knn.to_fixed_degree(20).unwrap();
     let truth = ground_truth(base.view(), queries.view(), metric, 10).unwrap();
     let s = GgnnSearchGpu::new(&ctx);

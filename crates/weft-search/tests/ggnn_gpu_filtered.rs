@@ -10,11 +10,12 @@
 mod common;
 
 use proptest::prelude::*;
+use weft_core::Filter;
 use weft_core::{Error, INVALID, Metric, Neighbors};
+use weft_exact::exact_search_filtered;
 use weft_gpu::testing::gpu_or_skip;
 use weft_search::{
-    FILTER_EXACT_PER_L, Filter, GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning,
-    exact_search_filtered,
+    FILTER_EXACT_PER_L, GgnnSearch, GgnnSearchGpu, GgnnSearchParams, GgnnSearchTuning,
 };
 use weft_testkit::gpu_cases;
 use weft_testkit::graph::{gaussian_mixture, recall_at_k};

@@ -11,19 +11,21 @@
 use half::f16;
 use proptest::prelude::*;
 use weft_cagra::gpu::CagraOptimizer;
+use weft_core::Filter;
 use weft_core::{
     BuildCtx, Dataset, DatasetView, Error, FixedDegreeGraph, GraphView, INVALID, Metric, Neighbors,
     Params, Searcher,
 };
+use weft_exact::ExactGpu;
+use weft_exact::exact_search_filtered;
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu, GpuContext};
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix, GpuContext};
 use weft_search::gpu::DeviceSearchInputs;
 use weft_search::gpu::cagra::{
     CagraSearchDevice, CagraSearchGpu, CagraSearchMode, CagraSearchParams, CagraSearchSession,
     CagraSearchShape, CagraSearchTuning, SearchPrecision, plan,
 };
 use weft_search::gpu::rerank::{CandidateLists, half_copy, rerank_lists};
-use weft_search::{Filter, exact_search_filtered};
 use weft_testkit::graph::{clustered_set, gaussian_mixture, ground_truth, recall_at_k};
 
 const METRICS: [Metric; 3] = [Metric::L2Squared, Metric::InnerProduct, Metric::Cosine];

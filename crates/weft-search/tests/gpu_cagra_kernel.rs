@@ -9,8 +9,9 @@
 use proptest::prelude::*;
 use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{BuildCtx, Dataset, DatasetView, Error, FixedDegreeGraph, INVALID, Metric, NodeId};
+use weft_exact::ExactGpu;
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix};
 use weft_search::gpu::DeviceSearchInputs;
 use weft_search::gpu::cagra::{
     CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchShape, CagraSearchTuning,

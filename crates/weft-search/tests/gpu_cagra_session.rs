@@ -5,8 +5,9 @@
 
 use weft_cagra::gpu::CagraOptimizer;
 use weft_core::{BuildCtx, Dataset, INVALID, Metric, Neighbors};
+use weft_exact::ExactGpu;
 use weft_gpu::testing::gpu_or_skip;
-use weft_gpu::{DeviceKnnGraph, DeviceMatrix, ExactGpu};
+use weft_gpu::{DeviceKnnGraph, DeviceMatrix};
 use weft_search::gpu::DeviceSearchInputs;
 use weft_search::gpu::cagra::{
     CagraSearchBuffers, CagraSearchDevice, CagraSearchMode, CagraSearchParams, CagraSearchSession,

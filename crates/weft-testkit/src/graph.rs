@@ -65,7 +65,7 @@ pub fn ground_truth<T: Element>(
     metric: Metric,
     k: usize,
 ) -> Result<Neighbors> {
-    weft_graph::exact::exact_search(base, queries, metric, k, &BuildCtx::new(0))
+    weft_exact::exact_search(base, queries, metric, k, &BuildCtx::new(0))
 }
 
 /// Recall@k of `found` against `truth`: the fraction of each query's true `k` nearest ids that
@@ -601,7 +601,7 @@ mod tests {
     fn clustered_set_falls_apart_into_clusters() {
         // The case is only meaningful if the exact k-NN graph is not connected.
         let (base, _) = clustered_set(2000, 4242);
-        let knn = weft_graph::exact::ExactKnn
+        let knn = weft_exact::ExactKnn
             .build(
                 base.view(),
                 Metric::L2Squared,

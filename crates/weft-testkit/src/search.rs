@@ -29,7 +29,7 @@ pub fn known_good_graph<T: Element>(
     let n = data.rows();
     let k = KNN.min(n.saturating_sub(1));
     let mut lists: Vec<Vec<NodeId>> = if k > 0 {
-        let knn = weft_graph::exact::exact_knn_graph(data, metric, k, &BuildCtx::new(seed))
+        let knn = weft_exact::exact_knn_graph(data, metric, k, &BuildCtx::new(seed))
             .expect("exact k-NN graph");
         (0..n)
             .map(|v| {

@@ -31,7 +31,7 @@ fn main() -> weft::Result<()> {
     let k = 10;
     let approx = index.search(queries.view(), k, &SearchParams::with_beam_width(64))?;
     let exact = index.search(queries.view(), k, &SearchParams::exact())?;
-    let recall = weft::graph::recall::search_recall(&approx.neighbors, &exact.neighbors.ids, k, k)?;
+    let recall = weft::exact::recall::search_recall(&approx.neighbors, &exact.neighbors.ids, k, k)?;
     println!(
         "recall@{k} = {:.3} at {:.0} queries/s",
         recall.mean,

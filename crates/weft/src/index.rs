@@ -6,16 +6,17 @@ use std::time::{Duration, Instant};
 
 use ndarray::ArrayViewMut2;
 use serde_json::Value;
+use weft_core::Filter;
 use weft_core::{
     BuildCtx, CancelToken, DType, Dataset, DatasetView, Element, Error, Metric, Neighbors,
     NeighborsMut, NodeId, Result, SearchStats, Searcher,
 };
+use weft_exact::{ExactSearcher, exact_search_filtered};
 use weft_graph::connect::{DEFAULT_ENTRY_POINTS, spread_entry_points};
 use weft_graph::storage::{self, GraphKind, GraphMeta, LoadOptions, StoredGraph};
 use weft_io::{AnyDataset, Format, ReadOptions};
 use weft_search::{
-    BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints, ExactSearcher, Filter,
-    SearchInputs, exact_search_filtered,
+    BeamSearch, BeamSearchParams, EntryLayer, EntryLayerParams, EntryPoints, SearchInputs,
 };
 
 use crate::input::{IndexData, Vectors};

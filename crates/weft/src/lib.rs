@@ -15,7 +15,7 @@
 //!   GPU when this build has GPU support and a GPU is usable, else the CPU.
 //! - [`Registry`]: the algorithms available in this build, by name ([`Registry::available`]);
 //!   algorithms planned but not implemented yet are listed apart and never pretend to work.
-//! - Re-exports of the crates underneath ([`core`], [`io`], [`graph`], [`search`]), of the
+//! - Re-exports of the crates underneath ([`core`], [`io`], [`graph`], [`exact`], [`search`]), of the
 //!   types most programs need, and of the two external crates of the API, [`ndarray`] and
 //!   [`half`] (`f16` vectors): use `weft::ndarray` and `weft::half` and your arrays are always of
 //!   the versions weft takes, with no version of your own to keep in step.
@@ -76,16 +76,18 @@ pub use registry::{AlgorithmInfo, Backend, DynBuilder, GpuStatus, Produces, Regi
 pub use routes::{SEARCH_ROUTES, SearchRoute, search_route};
 pub use sharded::ShardedIndex;
 
-/// The GPU runtime (device probe, context, exact GPU k-NN), with the `cuda` feature.
+/// The GPU runtime (device probe, context, device buffers, kernel loading), with the `cuda`
+/// feature.
 #[cfg(feature = "cuda")]
 pub use weft_gpu as gpu;
 
 /// Every CUDA kernel module built into this binary, from every crate that ships kernels
-/// (weft-gpu, weft-nndescent, weft-grnnd, weft-cagra, weft-ggnn, weft-search), sorted by name:
+/// (weft-gpu, weft-exact, weft-nndescent, weft-grnnd, weft-cagra, weft-ggnn, weft-search), sorted by name:
 /// for reports (which have cubins) and the NVRTC check.
 #[cfg(feature = "cuda")]
 pub fn kernel_modules() -> Vec<&'static weft_gpu::KernelModule> {
     let mut all: Vec<&'static weft_gpu::KernelModule> = weft_gpu::kernel_modules().to_vec();
+    all.extend(weft_exact::gpu::kernel_modules());
     all.extend(weft_nndescent::gpu::kernel_modules());
     all.extend(weft_grnnd::gpu::kernel_modules());
     all.extend(weft_cagra::gpu::kernel_modules());
@@ -103,10 +105,12 @@ pub use ndarray;
 pub use half;
 
 pub use weft_core as core;
+pub use weft_exact as exact;
 pub use weft_graph as graph;
 pub use weft_io as io;
 pub use weft_search as search;
 
+pub use weft_core::Filter;
 pub use weft_core::{
     BuildCtx, CancelToken, DType, Dataset, DatasetView, Element, Error, FixedDegreeGraph,
     GraphView, INVALID, KnnGraph, Metric, Neighbors, NeighborsMut, NodeId, Progress, Result,
@@ -114,4 +118,3 @@ pub use weft_core::{
 };
 pub use weft_graph::storage::{GraphMeta, StoredGraph};
 pub use weft_io::AnyDataset;
-pub use weft_search::Filter;

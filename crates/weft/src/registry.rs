@@ -515,7 +515,7 @@ impl DynBuilder for ExactGpuEntry {
     ) -> Result<StoredGraph> {
         let k =
             k.ok_or_else(|| Error::invalid_param("k", "`exact` builds a k-NN graph and needs k"))?;
-        let exact = weft_gpu::ExactGpu::new(&self.ctx);
+        let exact = weft_exact::ExactGpu::new(&self.ctx);
         let graph = with_view!(data, |view| exact.build(
             view,
             metric,
@@ -581,7 +581,7 @@ impl Registry {
         }
         r.gpu = gpu;
         r.register(KnnEntry::new(
-            weft_graph::exact::ExactKnn,
+            weft_exact::ExactKnn,
             Backend::Cpu,
             "exact k-NN graph by blocked brute force (ground truth)",
         ));
@@ -669,12 +669,12 @@ impl Registry {
         if use_gpu {
             #[cfg(feature = "cuda")]
             if let GpuStatus::Available(gpu) = &self.gpu {
-                let exact = weft_gpu::ExactGpu::new(gpu);
+                let exact = weft_exact::ExactGpu::new(gpu);
                 let found = pair!(|b, q| exact.search(b, q, metric, k))?;
                 return Ok((found, Backend::Gpu));
             }
         }
-        let found = pair!(|b, q| weft_graph::exact::exact_search(b, q, metric, k, ctx))?;
+        let found = pair!(|b, q| weft_exact::exact_search(b, q, metric, k, ctx))?;
         Ok((found, Backend::Cpu))
     }
 

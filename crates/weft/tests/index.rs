@@ -30,7 +30,7 @@ fn exact_index_has_recall_one_and_survives_save_load() {
     let a = index
         .search(queries.view(), 5, &SearchParams::exact())
         .unwrap();
-    let want = weft::graph::exact::exact_search(
+    let want = weft::exact::exact_search(
         index_data(&index).view(),
         queries.view(),
         Metric::L2Squared,
@@ -54,7 +54,7 @@ fn exact_index_has_recall_one_and_survives_save_load() {
 #[test]
 fn graph_builders_by_name_reach_good_recall() {
     let (base, queries) = small(1500, 30);
-    let exact = weft::graph::exact::exact_search(
+    let exact = weft::exact::exact_search(
         base.view(),
         queries.view(),
         Metric::L2Squared,
@@ -74,7 +74,7 @@ fn graph_builders_by_name_reach_good_recall() {
     let found = index
         .search(queries.view(), 10, &SearchParams::with_beam_width(64))
         .unwrap();
-    let r = weft::graph::recall::search_recall(&found.neighbors, &exact.ids, 10, 10).unwrap();
+    let r = weft::exact::recall::search_recall(&found.neighbors, &exact.ids, 10, 10).unwrap();
     assert!(r.mean >= 0.9, "rnndescent recall {}", r.mean);
 }
 
@@ -95,7 +95,7 @@ fn ndarray_input_in_any_layout() {
     let out = index
         .search(queries.view(), 3, &SearchParams::exact())
         .unwrap();
-    let want = weft::graph::exact::exact_search(
+    let want = weft::exact::exact_search(
         base.view(),
         queries.view(),
         Metric::L2Squared,

@@ -49,8 +49,7 @@ fn clustered_knn_index(
 ) -> (Dataset<f32>, Dataset<f32>, Neighbors, Index) {
     let (base, queries) = gaussian_mixture(6000, 200, 32, 30, seed);
     let truth =
-        weft::graph::exact::exact_search(base.view(), queries.view(), Metric::L2Squared, 10, ctx)
-            .unwrap();
+        weft::exact::exact_search(base.view(), queries.view(), Metric::L2Squared, 10, ctx).unwrap();
     let index = Index::build_from_view(
         base.view(),
         Metric::L2Squared,
@@ -64,7 +63,7 @@ fn clustered_knn_index(
 }
 
 fn recall(found: &Neighbors, truth: &Neighbors) -> f64 {
-    weft::graph::recall::search_recall(found, &truth.ids, truth.k(), 10)
+    weft::exact::recall::search_recall(found, &truth.ids, truth.k(), 10)
         .unwrap()
         .mean
 }
@@ -184,7 +183,7 @@ fn knn_graph_gpu_search_starts_from_spread_entry_points() {
         return;
     };
     let (base, queries) = gaussian_mixture(20_000, 300, 32, 30, 11);
-    let truth = weft::graph::exact::exact_search(
+    let truth = weft::exact::exact_search(
         base.view(),
         queries.view(),
         Metric::L2Squared,

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use weft_core::{
     BuildCtx, DatasetView, Element, FixedDegreeGraph, GraphBuilder, GraphOptimizer, Metric, Result,
 };
-use weft_gpu::{ExactGpu, GpuContext, GpuKnnGraph, GpuKnnSource};
+use weft_exact::ExactGpu;
+use weft_gpu::{GpuContext, GpuKnnGraph, GpuKnnSource};
 
 use super::CagraGpu;
 use crate::pipeline::check_pipeline_input;

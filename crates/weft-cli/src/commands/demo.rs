@@ -224,7 +224,7 @@ pub fn run(args: &Args, s: &Session) -> Result<Report> {
                 registry.exact_search(&base, &queries, metric, args.k, Some(algo.backend), &ctx)?;
             let seconds = start.elapsed().as_secs_f64();
             let recall =
-                weft::graph::recall::search_recall(&found, truth.as_slice(), truth.cols(), args.k)?;
+                weft::exact::recall::search_recall(&found, truth.as_slice(), truth.cols(), args.k)?;
             vec![Point {
                 beam_width: 0,
                 recall: recall_ratio(recall.mean, args.queries, args.k),
@@ -349,7 +349,7 @@ fn knn_graph_recall(
     metric: weft::Metric,
     k: usize,
     ctx: &weft::BuildCtx,
-) -> Result<weft::graph::recall::Recall> {
+) -> Result<weft::exact::recall::Recall> {
     let g = index.graph().as_view();
     let k = k.min(g.max_degree()).max(1);
     Ok(match base {
@@ -360,7 +360,7 @@ fn knn_graph_recall(
     })
 }
 
-/// [`weft::graph::recall::sampled_graph_recall`] on [`GRAPH_RECALL_SAMPLE`] rows, ties at the
+/// [`weft::exact::recall::sampled_graph_recall`] on [`GRAPH_RECALL_SAMPLE`] rows, ties at the
 /// k-th distance counted.
 fn sampled<T: weft::Element>(
     g: &dyn weft::graph::GraphView,
@@ -368,8 +368,8 @@ fn sampled<T: weft::Element>(
     metric: weft::Metric,
     k: usize,
     ctx: &weft::BuildCtx,
-) -> weft::Result<weft::graph::recall::Recall> {
-    use weft::graph::recall::{Ties, sampled_graph_recall};
+) -> weft::Result<weft::exact::recall::Recall> {
+    use weft::exact::recall::{Ties, sampled_graph_recall};
     sampled_graph_recall(g, base, metric, k, GRAPH_RECALL_SAMPLE, Ties::Distance, ctx)
 }
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use weft::graph::recall::search_recall;
+use weft::exact::recall::search_recall;
 use weft::io::IdMatrix;
 use weft::{AnyDataset, Backend, Index, Metric, SearchParams};
 

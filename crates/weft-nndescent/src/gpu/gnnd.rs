@@ -25,7 +25,8 @@
 
 use weft_core::error::check_graph_k;
 use weft_core::{BuildCtx, DatasetView, Element, Error, KnnGraph, Metric, Result};
-use weft_gpu::launch::{self, elem_bytes, need, u32_of};
+use weft_exact::gpu::launch::{exact_norms, exact_norms_kernel};
+use weft_gpu::launch::{elem_bytes, need, u32_of};
 use weft_gpu::{
     DeviceBuffer, DeviceKnnGraph, DeviceMatrix, DeviceView, GpuContext, Kernel, Launch,
 };
@@ -351,7 +352,7 @@ impl<'c> Gnnd<'c> {
         let view = data.rows_view(0, n)?;
         let stride = u32_of(data.stride(), "stride")?;
         if metric == Metric::Cosine {
-            launch::exact_norms::<T>(ctx, &view, n as u32, stride, &mut st.norms.slice_mut(0..n))?;
+            exact_norms::<T>(ctx, &view, n as u32, stride, &mut st.norms.slice_mut(0..n))?;
         }
         let mut stats = GnndStats {
             bytes,
@@ -405,7 +406,7 @@ pub fn build_kernels<T: Element>(metric: Metric) -> Result<Vec<Kernel>> {
         },
     ];
     if metric == Metric::Cosine {
-        v.push(launch::exact_norms_kernel::<T>()?);
+        v.push(exact_norms_kernel::<T>()?);
     }
     Ok(v)
 }
@@ -843,7 +844,7 @@ pub mod testing {
         };
         let stride = ma.stride() as u32;
         if metric == Metric::Cosine {
-            launch::exact_norms::<T>(
+            exact_norms::<T>(
                 ctx,
                 &va,
                 split as u32,
@@ -851,7 +852,7 @@ pub mod testing {
                 &mut st.norms.slice_mut(0..split),
             )?;
             if split < n {
-                launch::exact_norms::<T>(
+                exact_norms::<T>(
                     ctx,
                     &vb,
                     (n - split) as u32,

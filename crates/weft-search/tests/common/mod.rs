@@ -113,7 +113,7 @@ pub fn search(
 /// Checks a filtered search's results: rows as `check_result_rows` wants them (ids in range,
 /// no duplicates, ascending, padding only at the end), every returned id allowed by `filter`,
 /// and padding that is `INVALID` with an infinite distance. Returns the number of ids returned.
-pub fn check_filtered(what: &str, res: &Neighbors, filter: &weft_search::Filter) -> usize {
+pub fn check_filtered(what: &str, res: &Neighbors, filter: &weft_core::Filter) -> usize {
     weft_testkit::search::check_result_rows(what, res, filter.n());
     let mut returned = 0;
     for q in 0..res.rows() {

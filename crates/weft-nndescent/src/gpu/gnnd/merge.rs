@@ -225,8 +225,8 @@ impl<'c> Gnnd<'c> {
         };
         ctx.prepare_kernels(&super::merge_kernels::<T>(metric)?)?;
         if metric == Metric::Cosine {
-            launch::exact_norms::<T>(ctx, &va, n1 as u32, stride, &mut st.norms.slice_mut(0..n1))?;
-            launch::exact_norms::<T>(ctx, &vb, n2 as u32, stride, &mut st.norms.slice_mut(n1..n))?;
+            exact_norms::<T>(ctx, &va, n1 as u32, stride, &mut st.norms.slice_mut(0..n1))?;
+            exact_norms::<T>(ctx, &vb, n2 as u32, stride, &mut st.norms.slice_mut(n1..n))?;
         }
         let mut stats = GnndStats {
             bytes,

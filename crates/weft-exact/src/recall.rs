@@ -33,7 +33,7 @@ use weft_core::{
     Result,
 };
 
-use crate::exact::exact_neighbors_of;
+use crate::cpu::exact_neighbors_of;
 
 /// Relative tolerance of the tie rule (see the module docs).
 pub const TIE_RTOL: f32 = 1e-5;
@@ -427,7 +427,7 @@ pub fn search_recall(
 }
 
 /// Search recall@k against exact results with distances (e.g. from
-/// [`exact_search`](crate::exact::exact_search)); with [`Ties::Distance`] the found distances
+/// [`exact_search`](crate::cpu::exact_search)); with [`Ties::Distance`] the found distances
 /// decide ties.
 pub fn search_recall_exact(
     found: &Neighbors,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use weft_core::{Error, NodeId, Result};
+use crate::{Error, NodeId, Result};
 
 /// The ids a search may return, as a bitset over the `n` ids of the data: bit `i % 32` of word
 /// `i / 32` is set when id `i` is allowed (the layout of the GPU searches' filter argument).
@@ -12,7 +12,7 @@ use weft_core::{Error, NodeId, Result};
 /// points are still traversed, so that the search reaches the allowed points behind them, but
 /// only allowed points enter the results. When fewer than `k` allowed points are found (a
 /// filter allowing fewer than `k` ids, or none at all), the remaining slots hold the "no
-/// result" padding of every search, id [`weft_core::INVALID`] (`u32::MAX`) with distance
+/// result" padding of every search, id [`crate::INVALID`] (`u32::MAX`) with distance
 /// `+inf`; an empty filter is not an error, it gives a row of padding.
 ///
 /// Cheap to clone (the words are shared). Constructors check the length against `n` and

@@ -21,9 +21,9 @@ use weft_core::{
     NeighborsMut, NoParams, Result, SearchStats, Searcher,
 };
 
-use crate::context::GpuContext;
-use crate::launch::{self, DistanceTile, Select};
-use crate::matrix::DeviceMatrix;
+use weft_gpu::{DeviceMatrix, GpuContext};
+
+use super::launch::{self, DistanceTile, Select};
 
 /// The largest `k` the GPU selection supports.
 pub const MAX_K: usize = 1024;
@@ -483,7 +483,7 @@ impl KnnGraphBuilder for ExactGpu<'_> {
 }
 
 /// Brute-force search on the GPU as a [`Searcher`] (name `exact-gpu`): ignores the graph and
-/// scans every base vector, like `weft_search::ExactSearcher` on the CPU.
+/// scans every base vector, like [`crate::ExactSearcher`] on the CPU.
 impl<G: ?Sized> Searcher<G> for ExactGpu<'_> {
     type Params = NoParams;
 

@@ -4,8 +4,8 @@ use weft_core::rng::SplitMix64;
 use weft_core::{
     BuildCtx, DatasetView, Error, FixedDegreeGraph, INVALID, KnnGraph, Metric, Neighbors, NodeId,
 };
-use weft_graph::exact::{exact_knn_graph, exact_search};
-use weft_graph::recall::{
+use weft_exact::cpu::{exact_knn_graph, exact_search};
+use weft_exact::recall::{
     SampledTruth, Ties, graph_recall, knn_graph_recall, sample_rows, sampled_graph_recall,
     search_recall, search_recall_exact,
 };

@@ -1,64 +1,16 @@
-//! Exact search as a [`Searcher`].
+//! Exact filtered search ([`exact_search_filtered`]), the ground truth of every filtered graph
+//! search, and the bounded sorted lists it keeps per query ([`insert_bounded`], [`write_row`]),
+//! which the CPU graph searches of weft-search keep too.
 
 use rayon::prelude::*;
 use weft_core::{
-    BuildCtx, DatasetView, Element, Error, INVALID, Metric, NeighborsMut, NoParams, NodeId, Result,
-    SearchStats, Searcher,
+    DatasetView, Element, Error, Filter, INVALID, Metric, NeighborsMut, NodeId, Result, SearchStats,
 };
-
-use crate::copy::copy_results;
-use crate::filter::Filter;
-
-/// Brute-force search (name `exact`): ignores the graph and scans every base vector through
-/// [`weft_graph::exact::exact_search`]. The reference every graph search is measured against,
-/// usable wherever a [`Searcher`] is expected.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ExactSearcher;
-
-impl<G: ?Sized> Searcher<G> for ExactSearcher {
-    type Params = NoParams;
-
-    fn name(&self) -> &'static str {
-        "exact"
-    }
-
-    fn search<T: Element>(
-        &self,
-        _graph: &G,
-        data: DatasetView<'_, T>,
-        queries: DatasetView<'_, T>,
-        metric: Metric,
-        _params: &NoParams,
-        mut out: NeighborsMut<'_>,
-    ) -> Result<SearchStats> {
-        if out.rows() != queries.rows() {
-            return Err(Error::dim_mismatch(
-                "output rows vs queries",
-                queries.rows(),
-                out.rows(),
-            ));
-        }
-        let k = out.k();
-        if queries.rows() == 0 {
-            // Nothing to answer; still reject what would be wrong for a real query.
-            data.check_same_dim(&queries, "base vs query dimension")?;
-            weft_core::error::check_k(k, data.rows())?;
-            return Ok(SearchStats::default());
-        }
-        let found = weft_graph::exact::exact_search(data, queries, metric, k, &BuildCtx::new(0))?;
-        copy_results(&found, &mut out);
-        Ok(SearchStats {
-            queries: queries.rows() as u64,
-            distance_computations: (queries.rows() * data.rows()) as u64,
-            hops: 0,
-        })
-    }
-}
 
 /// Inserts `(d, id)` into `best`, sorted ascending by `(distance, id)` and holding at most `k`
 /// entries (the caller never offers an id twice).
 #[inline]
-pub(crate) fn insert_bounded(best: &mut Vec<(f32, NodeId)>, k: usize, d: f32, id: NodeId) {
+pub fn insert_bounded(best: &mut Vec<(f32, NodeId)>, k: usize, d: f32, id: NodeId) {
     if best.len() >= k {
         match best.last() {
             Some(&(wd, wi)) if d < wd || (d == wd && id < wi) => {
@@ -72,7 +24,7 @@ pub(crate) fn insert_bounded(best: &mut Vec<(f32, NodeId)>, k: usize, d: f32, id
 }
 
 /// Writes `best` into a result row, padded with [`INVALID`] / `+inf` past its end.
-pub(crate) fn write_row(best: &[(f32, NodeId)], ids: &mut [NodeId], dists: &mut [f32]) {
+pub fn write_row(best: &[(f32, NodeId)], ids: &mut [NodeId], dists: &mut [f32]) {
     for (j, (id, dist)) in ids.iter_mut().zip(dists.iter_mut()).enumerate() {
         (*id, *dist) = best
             .get(j)
