@@ -1436,11 +1436,15 @@ impl Index {
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let mut allowed = DATA_FILES.to_vec();
         allowed.push(GRAPH_FILE);
-        crate::save::replace_dir(dir.as_ref(), &allowed, |tmp| {
-            let (name, format) = data_file_name(self.data.dtype());
-            weft_io::write_any(tmp.join(name), &self.data, Some(format))?;
-            storage::save(tmp.join(GRAPH_FILE), &self.graph, &self.meta)
-        })
+        crate::save::replace_dir(
+            dir.as_ref(),
+            |name| allowed.contains(&name),
+            |tmp| {
+                let (name, format) = data_file_name(self.data.dtype());
+                weft_io::write_any(tmp.join(name), &self.data, Some(format))?;
+                storage::save(tmp.join(GRAPH_FILE), &self.graph, &self.meta)
+            },
+        )
     }
 
     /// Loads an index saved by [`Index::save`], memory-mapping the graph and the vectors (the

@@ -51,13 +51,13 @@ fn target_exists(e: &std::io::Error) -> bool {
 }
 
 /// Writes the folder `dir` through `write` (which fills the folder it is given) and puts it in
-/// place of any folder `dir` in one rename, as the module says. `allowed`: the names an
-/// existing `dir` may hold (besides hidden `.weft-tmp` files); another name is an
+/// place of any folder `dir` in one rename, as the module says. `allowed`: whether an
+/// existing `dir` may hold an entry of that name (besides hidden `.weft-tmp` files); another name is an
 /// [`Error::InvalidInput`] and nothing is written. An empty `dir` is an
 /// [`Error::InvalidParams`] for `path`.
 pub(crate) fn replace_dir(
     dir: &Path,
-    allowed: &[&str],
+    allowed: impl Fn(&str) -> bool,
     write: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
     if dir.as_os_str().is_empty() {
@@ -88,7 +88,7 @@ pub(crate) fn replace_dir(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    check_existing(&dir, allowed)?;
+    check_existing(&dir, &allowed)?;
     std::fs::create_dir_all(&parent).map_err(|e| io(&parent, e))?;
     remove_stale(&dir);
 
@@ -151,7 +151,7 @@ pub(crate) fn replace_dir(
 
 /// Refuses an existing `dir` that is not a folder, or that holds a name outside `allowed` and
 /// weft's temporary files: replacing it would lose that.
-fn check_existing(dir: &Path, allowed: &[&str]) -> Result<()> {
+fn check_existing(dir: &Path, allowed: &dyn Fn(&str) -> bool) -> Result<()> {
     let meta = match std::fs::metadata(dir) {
         Ok(m) => m,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -179,7 +179,7 @@ fn check_existing(dir: &Path, allowed: &[&str]) -> Result<()> {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let temporary = name.starts_with('.') && name.ends_with(TEMP_SUFFIX);
-        if !temporary && !allowed.contains(&name.as_ref()) {
+        if !temporary && !allowed(&name) {
             return Err(Error::InvalidInput(format!(
                 "{} holds `{name}`, which is not part of a weft index: saving replaces the \
                  folder whole, so save into a new or empty folder or over a saved index",
@@ -233,14 +233,18 @@ mod tests {
         let dir = root.path().join("idx");
         let (a, b) = (index(1), index(2));
         a.save(&dir).unwrap();
-        let injected = replace_dir(&dir, &["graph.wgraph", "data.fbin"], |tmp| {
-            let (name, format) = crate::index::data_file_name(b.data().dtype());
-            weft_io::write_any(tmp.join(name), b.data(), Some(format))?;
-            Err(Error::Io {
-                path: tmp.join("graph.wgraph"),
-                source: std::io::Error::other("injected: file too large"),
-            })
-        });
+        let injected = replace_dir(
+            &dir,
+            |n| ["graph.wgraph", "data.fbin"].contains(&n),
+            |tmp| {
+                let (name, format) = crate::index::data_file_name(b.data().dtype());
+                weft_io::write_any(tmp.join(name), b.data(), Some(format))?;
+                Err(Error::Io {
+                    path: tmp.join("graph.wgraph"),
+                    source: std::io::Error::other("injected: file too large"),
+                })
+            },
+        );
         assert!(matches!(injected, Err(Error::Io { .. })), "{injected:?}");
         let loaded = Index::load(&dir).unwrap();
         assert!(same(&loaded, &a));

@@ -12,6 +12,7 @@
 //! [`SearchParams::devices`] of an [`Index`]) is faster where the index fits every GPU.
 
 use std::ops::Range;
+use std::path::Path;
 use std::time::Instant;
 
 use weft_core::{DatasetView, Element, Error, INVALID, Neighbors, NodeId, Result, SearchStats};
@@ -252,6 +253,88 @@ impl ShardedIndex {
         })
     }
 
+    /// Saves the index into folder `dir` (its parents created if needed): `manifest.json`
+    /// (the format, its version and each shard's folder and vector count) and one folder per
+    /// shard, `shard-00000`, `shard-00001`, ..., each as [`Index::save`] writes it. The folder is
+    /// replaced whole, in one rename, as [`Index::save`] does; an existing `dir` must hold only a
+    /// sharded index's entries (else [`Error::InvalidInput`], nothing written).
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let manifest = serde_json::json!({
+            "format": MANIFEST_FORMAT,
+            "version": MANIFEST_VERSION,
+            "len": self.len(),
+            "shards": (0..self.shards.len())
+                .map(|i| serde_json::json!({
+                    "folder": shard_folder(i),
+                    "rows": self.shards[i].data().rows(),
+                }))
+                .collect::<Vec<_>>(),
+        });
+        crate::save::replace_dir(dir.as_ref(), is_sharded_entry, |tmp| {
+            let text = serde_json::to_vec_pretty(&manifest)
+                .map_err(|e| Error::InvalidInput(format!("manifest: {e}")))?;
+            let path = tmp.join(MANIFEST);
+            std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+            for (i, shard) in self.shards.iter().enumerate() {
+                shard.save(tmp.join(shard_folder(i)))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Loads a sharded index saved by [`ShardedIndex::save`] (each shard memory-mapped, its
+    /// graph's checksum verified, as [`Index::load`] does). A manifest that is not one, of
+    /// another version, or whose vector counts disagree with the shards' files is an
+    /// [`Error::Format`] naming it.
+    pub fn load(dir: impl AsRef<Path>) -> Result<ShardedIndex> {
+        let dir = dir.as_ref();
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let bad = |why: String| Error::format(&path, why);
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        if manifest["format"] != MANIFEST_FORMAT {
+            return Err(bad(format!("not a {MANIFEST_FORMAT} manifest")));
+        }
+        if manifest["version"] != MANIFEST_VERSION {
+            return Err(bad(format!(
+                "version {} (this weft reads version {MANIFEST_VERSION})",
+                manifest["version"]
+            )));
+        }
+        let entries = manifest["shards"]
+            .as_array()
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| bad("no shard list".into()))?;
+        let mut shards = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let folder = entry["folder"]
+                .as_str()
+                .filter(|f| *f == shard_folder(i))
+                .ok_or_else(|| bad(format!("shard {i}: its folder is not {}", shard_folder(i))))?;
+            let rows = entry["rows"]
+                .as_u64()
+                .ok_or_else(|| bad(format!("shard {i}: no vector count")))?;
+            let shard = Index::load(dir.join(folder))?;
+            if shard.data().rows() as u64 != rows {
+                return Err(bad(format!(
+                    "shard {i} holds {} vectors, the manifest says {rows}",
+                    shard.data().rows()
+                )));
+            }
+            shards.push(shard);
+        }
+        let index = Self::from_shards(shards)?;
+        if manifest["len"].as_u64() != Some(index.len() as u64) {
+            return Err(bad(format!(
+                "the shards hold {} vectors, the manifest says {}",
+                index.len(),
+                manifest["len"]
+            )));
+        }
+        Ok(index)
+    }
+
     /// Each query's `k` best of the shards' answers (global ids; ties to the lower id;
     /// padding, [`INVALID`] / `+inf`, last).
     fn merge(&self, found: &[SearchOutput], rows: usize, k: usize) -> Neighbors {
@@ -279,4 +362,24 @@ impl ShardedIndex {
         }
         all
     }
+}
+
+/// The manifest's file name in a saved sharded index.
+const MANIFEST: &str = "manifest.json";
+/// The manifest's `format` field.
+const MANIFEST_FORMAT: &str = "weft-sharded-index";
+/// The manifest version this code writes and reads.
+const MANIFEST_VERSION: u64 = 1;
+
+/// The folder of shard `i` in a saved sharded index.
+fn shard_folder(i: usize) -> String {
+    format!("shard-{i:05}")
+}
+
+/// Whether a saved sharded index's folder may hold an entry named `name`.
+fn is_sharded_entry(name: &str) -> bool {
+    name == MANIFEST
+        || name
+            .strip_prefix("shard-")
+            .is_some_and(|i| i.len() >= 5 && i.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -213,3 +213,51 @@ fn shards_build_and_search_on_device_zero_where_there_is_a_gpu() {
         Err(Error::Unsupported(m)) if m.contains("device 999")
     ));
 }
+
+#[test]
+fn save_and_load_keep_the_shards_and_refuse_what_is_not_a_sharded_index() {
+    let (base, queries) = clustered(1_200, 20, 6);
+    let builder = cpu_builder(Algorithm::RnnDescent(Default::default()));
+    let index = ShardedIndex::build(&builder, base.clone(), 3, &[]).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("sharded");
+    index.save(&dir).unwrap();
+    let loaded = ShardedIndex::load(&dir).unwrap();
+    assert_eq!(loaded.len(), 1_200);
+    assert_eq!(loaded.shards().len(), 3);
+    let params = SearchParams::with_beam_width(32).with_backend(Backend::Cpu);
+    let (a, b) = (
+        index.search(queries.view(), 10, &params).unwrap(),
+        loaded.search(queries.view(), 10, &params).unwrap(),
+    );
+    assert_eq!(a.neighbors.ids, b.neighbors.ids);
+    // Saved again over itself with fewer shards: the folder is replaced whole.
+    let two = ShardedIndex::build(&builder, base.clone(), 2, &[]).unwrap();
+    two.save(&dir).unwrap();
+    assert_eq!(ShardedIndex::load(&dir).unwrap().shards().len(), 2);
+    assert!(!dir.join("shard-00002").exists());
+    // A folder of other files is refused, and keeps them.
+    let other = root.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    assert!(matches!(index.save(&other), Err(Error::InvalidInput(_))));
+    assert!(other.join("notes.txt").exists());
+    // A manifest that lies about a shard, or is no manifest, is a format error naming it.
+    let manifest = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("\"rows\": 600", "\"rows\": 601")).unwrap();
+    assert!(matches!(
+        ShardedIndex::load(&dir),
+        Err(Error::Format { .. })
+    ));
+    std::fs::write(&manifest, "{\"format\": \"something else\"}").unwrap();
+    assert!(matches!(
+        ShardedIndex::load(&dir),
+        Err(Error::Format { .. })
+    ));
+    std::fs::write(&manifest, "not json").unwrap();
+    assert!(matches!(
+        ShardedIndex::load(&dir),
+        Err(Error::Format { .. })
+    ));
+}
