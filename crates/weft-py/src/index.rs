@@ -7,7 +7,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use serde_json::Value;
-use weft::{Algorithm, CancelToken, Index, NeighborsMut, NodeId, SearchParams, StoredGraph};
+use weft::{
+    Algorithm, CancelToken, Index, IndexBuilder, NeighborsMut, NodeId, SearchParams, StoredGraph,
+};
 
 use crate::arrays::{self, input, numpy_name, with_input};
 use crate::convert;
@@ -111,10 +113,6 @@ pub(crate) fn build(
     device: Option<usize>,
     params: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyIndex> {
-    let params = match params {
-        Some(p) => convert::to_json(p.as_any())?,
-        None => Value::Object(Default::default()),
-    };
     if let Some(p) = &progress
         && !p.bind(py).is_callable()
     {
@@ -122,20 +120,20 @@ pub(crate) fn build(
             "progress must be a callable, called as progress(stage, done, total)",
         ));
     }
-    let algorithm = Algorithm::from_json(algorithm, &params, k).map_err(err)?;
-    let metric = convert::metric(metric)?;
-    let backend = convert::backend(backend)?;
+    let builder = BuildKeywords {
+        metric,
+        algorithm,
+        backend,
+        seed,
+        threads,
+        k,
+        params,
+    }
+    .builder()?;
     let input = input(data, None, "the data vectors")?;
     let dataset = arrays::dataset(&input, copy)?;
     let token = CancelToken::new();
-    let mut builder = Index::builder(algorithm)
-        .metric(metric)
-        .backend(backend)
-        .seed(seed)
-        .cancel(token.clone());
-    if let Some(t) = threads {
-        builder = builder.threads(t);
-    }
+    let mut builder = builder.cancel(token.clone());
     if let Some(d) = device {
         builder = builder.device(d);
     }
@@ -154,6 +152,97 @@ pub(crate) fn build(
     }
     .map_err(err)?;
     Ok(PyIndex { inner: index })
+}
+
+/// The keywords of `weft.build` (and `ShardedIndex.build`) that say what to build.
+pub(crate) struct BuildKeywords<'a, 'py> {
+    /// `metric=`.
+    pub(crate) metric: &'a str,
+    /// `algorithm=`.
+    pub(crate) algorithm: &'a str,
+    /// `backend=`.
+    pub(crate) backend: &'a str,
+    /// `seed=`.
+    pub(crate) seed: u64,
+    /// `threads=`.
+    pub(crate) threads: Option<usize>,
+    /// `k=`.
+    pub(crate) k: Option<usize>,
+    /// The algorithm's own parameters, by keyword.
+    pub(crate) params: Option<&'a Bound<'py, PyDict>>,
+}
+
+impl BuildKeywords<'_, '_> {
+    /// The builder these keywords describe (no device, progress or cancellation yet).
+    pub(crate) fn builder(self) -> PyResult<IndexBuilder> {
+        let params = match self.params {
+            Some(p) => convert::to_json(p.as_any())?,
+            None => Value::Object(Default::default()),
+        };
+        let algorithm = Algorithm::from_json(self.algorithm, &params, self.k).map_err(err)?;
+        let mut builder = Index::builder(algorithm)
+            .metric(convert::metric(self.metric)?)
+            .backend(convert::backend(self.backend)?)
+            .seed(self.seed);
+        if let Some(t) = self.threads {
+            builder = builder.threads(t);
+        }
+        Ok(builder)
+    }
+}
+
+/// The keywords of `Index.search` (and `ShardedIndex.search`).
+pub(crate) struct SearchKeywords<'a, 'py> {
+    /// `beam_width=`.
+    pub(crate) beam_width: Option<usize>,
+    /// `exact=`.
+    pub(crate) exact: bool,
+    /// `backend=`.
+    pub(crate) backend: &'a str,
+    /// `threads=`.
+    pub(crate) threads: Option<usize>,
+    /// `seed=`.
+    pub(crate) seed: u64,
+    /// `filter=`: a bool mask or an array of allowed ids.
+    pub(crate) filter: Option<&'a Bound<'py, PyAny>>,
+    /// `devices=`: a device number, a list of them or `"all"`.
+    pub(crate) devices: Option<&'a Bound<'py, PyAny>>,
+    /// `device=`, the former name of `devices=` (one number).
+    pub(crate) device: Option<usize>,
+    /// The searches' own knobs, by keyword.
+    pub(crate) knobs: Option<&'a Bound<'py, PyDict>>,
+}
+
+impl SearchKeywords<'_, '_> {
+    /// The search parameters these keywords say, for an index of `n` vectors (the length a
+    /// filter mask must have).
+    pub(crate) fn params(self, n: usize) -> PyResult<SearchParams> {
+        let mut params = if self.exact {
+            SearchParams::exact()
+        } else {
+            SearchParams {
+                beam_width: self.beam_width,
+                ..SearchParams::default()
+            }
+        };
+        search_knobs(&mut params, self.knobs)?;
+        params.backend = convert::backend(self.backend)?;
+        params.threads = self.threads;
+        params.seed = self.seed;
+        params.devices = match (self.devices.filter(|d| !d.is_none()), self.device) {
+            (Some(_), Some(_)) => {
+                return Err(PyTypeError::new_err(
+                    "search() got both devices= and device= (its former name): give devices=",
+                ));
+            }
+            (Some(d), None) => convert::devices(d)?,
+            (None, d) => d.into_iter().collect(),
+        };
+        if let Some(f) = self.filter.filter(|f| !f.is_none()) {
+            params.filter = Some(convert::filter(f, n)?);
+        }
+        Ok(params)
+    }
 }
 
 /// Rebuilds a pickled `Index` from its state (`Index.__reduce__`; called through
@@ -291,30 +380,18 @@ impl PyIndex {
         let queries = input(queries, Some(index.data().dtype()), "queries")?;
         // Before the result arrays are allocated: k is at most the number of vectors.
         weft::core::error::check_k(k, index.data().rows()).map_err(err)?;
-        let mut params = if exact {
-            SearchParams::exact()
-        } else {
-            SearchParams {
-                beam_width,
-                ..SearchParams::default()
-            }
-        };
-        search_knobs(&mut params, knobs)?;
-        params.backend = convert::backend(backend)?;
-        params.threads = threads;
-        params.seed = seed;
-        params.devices = match (devices.filter(|d| !d.is_none()), device) {
-            (Some(_), Some(_)) => {
-                return Err(PyTypeError::new_err(
-                    "search() got both devices= and device= (its former name): give devices=",
-                ));
-            }
-            (Some(d), None) => convert::devices(d)?,
-            (None, d) => d.into_iter().collect(),
-        };
-        if let Some(f) = filter.filter(|f| !f.is_none()) {
-            params.filter = Some(convert::filter(f, index.data().rows())?);
+        let params = SearchKeywords {
+            beam_width,
+            exact,
+            backend,
+            threads,
+            seed,
+            filter,
+            devices,
+            device,
+            knobs,
         }
+        .params(index.data().rows())?;
         let shape: Vec<usize> = if queries.one_d {
             vec![k]
         } else {

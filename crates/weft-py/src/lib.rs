@@ -17,6 +17,7 @@ mod index;
 mod io;
 mod progress;
 mod run;
+mod sharded;
 mod state;
 
 use pyo3::prelude::*;
@@ -25,6 +26,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _weft(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<index::PyIndex>()?;
+    m.add_class::<sharded::PyShardedIndex>()?;
     m.add_function(wrap_pyfunction!(index::build, m)?)?;
     m.add_function(wrap_pyfunction!(index::load, m)?)?;
     m.add_function(wrap_pyfunction!(index::_index_from_state, m)?)?;

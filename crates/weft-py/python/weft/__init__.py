@@ -33,6 +33,7 @@ from ._errors import (
 from ._weft import (
     INVALID,
     Index,
+    ShardedIndex,
     __version__,
     algorithms,
     build,
@@ -92,6 +93,7 @@ def recall(found, truth) -> float:
 __all__ = [
     "INVALID",
     "Index",
+    "ShardedIndex",
     "__version__",
     "algorithms",
     "build",

@@ -113,6 +113,71 @@ def load(path: PathLike) -> Index:
     """Loads an index saved by :meth:`Index.save` (the graph and the vectors are memory-mapped;
     the graph's checksum is verified)."""
 
+class ShardedIndex:
+    """An index cut into contiguous shards, each with a graph of its own: every query is
+    searched in every shard and the answers are merged exactly, with global ids (shard ``i``
+    holds the vectors after those of the shards before it). The way to search more vectors than
+    one GPU holds: each GPU holds some of the shards and the GPUs work at the same time."""
+
+    @staticmethod
+    def build(
+        data: ArrayLike,
+        shards: int,
+        *,
+        devices: Union[int, Sequence[int], Literal["all"], None] = None,
+        metric: Metric = "l2",
+        algorithm: str = "rnndescent",
+        backend: Backend = "auto",
+        seed: int = 0,
+        threads: Optional[int] = None,
+        k: Optional[int] = None,
+        **params: Any,
+    ) -> "ShardedIndex":
+        """Cuts ``data`` into ``shards`` contiguous parts of nearly equal size and builds one
+        index per part with the keywords of :func:`build`. ``devices``: ``None`` builds the
+        shards one after another; a device number, a list or ``"all"`` builds shard ``i`` on
+        ``devices[i % len(devices)]``, the devices at the same time. The vectors are copied.
+        ``shards`` of 0 or above the vector count raises :class:`InvalidParamsError`."""
+        ...
+
+    def search(
+        self,
+        queries: ArrayLike,
+        k: int = 10,
+        *,
+        beam_width: Optional[int] = None,
+        exact: bool = False,
+        backend: Backend = "auto",
+        threads: Optional[int] = None,
+        seed: int = 0,
+        filter: Optional[ArrayLike] = None,
+        devices: Union[int, Sequence[int], Literal["all"], None] = None,
+        **knobs: Any,
+    ) -> Tuple[Ids, Distances]:
+        """The ``k`` nearest neighbours of each query over every shard, ``queries x k``,
+        nearest first, global ids; the keywords of :meth:`Index.search`. ``devices``: ``None``
+        searches the shards one after another; otherwise shard ``i`` is searched on
+        ``devices[i % len(devices)]``, the devices at the same time, with the same result. A
+        ``filter`` is over the global ids."""
+        ...
+
+    def save(self, path: PathLike) -> None:
+        """Saves into folder ``path``: a ``manifest.json`` and one index folder per shard,
+        replacing the folder in one rename."""
+        ...
+
+    @staticmethod
+    def load(path: PathLike) -> "ShardedIndex":
+        """Loads a sharded index saved by :meth:`save` (each shard memory-mapped)."""
+        ...
+
+    @property
+    def shard_sizes(self) -> list[int]:
+        """The vector count of each shard, in id order."""
+        ...
+
+    def __len__(self) -> int: ...
+
 class Index:
     """A searchable index: the vectors, the graph built on them and how it was built. Made by
     :func:`build` or :func:`load`. Searches may run from several Python threads at once."""
