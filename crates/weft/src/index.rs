@@ -60,9 +60,9 @@ pub struct SearchParams {
     pub ggnn_gpu: weft_search::GgnnGpuOptions,
     /// The CUDA devices the GPU search runs on (empty, the default: the index's own,
     /// [`Index::device`], and for an index without one the default device, `$WEFT_GPU_DEVICE`
-    /// or else 0). Devices given here are used or the search fails (also with
-    /// [`Backend::Auto`]: never the CPU instead) with an [`Error::Unsupported`] that names the
-    /// device; a device named twice is an [`Error::InvalidParams`] on `devices`. With several,
+    /// or else 0). A device given here that a search reaches and cannot use fails the search
+    /// (also with [`Backend::Auto`]: never the CPU instead) with an [`Error::Unsupported`] that
+    /// names it; a device named twice is an [`Error::InvalidParams`] on `devices`. With several,
     /// the search is replicated: each device holds the whole index and searches a contiguous
     /// part of the batch (parts as even as possible; a batch smaller than the device count
     /// uses its first devices), all at the same time. Each query's result is that of a
