@@ -27,8 +27,9 @@ impl PyShardedIndex {
     /// `threads`, `k` and the algorithm's parameters). `devices`: `None` builds the shards one
     /// after another (on the default GPU or the CPU, as `backend` says); a device number, a
     /// list of them or `"all"` builds shard `i` on `devices[i % len(devices)]`, the devices at
-    /// the same time, and the shards' searches then default to their device. The vectors are
-    /// copied. The GIL is released and Ctrl-C cancels the build.
+    /// the same time, and the shards' searches then default to their device. Each shard copies
+    /// its part of the vectors (the array must not change during the build). The GIL is
+    /// released and Ctrl-C cancels the build.
     #[staticmethod]
     #[pyo3(signature = (data, shards, *, devices = None, metric = "l2", algorithm = "rnndescent", backend = "auto", seed = 0, threads = None, k = None, **params))]
     #[allow(clippy::too_many_arguments)]
@@ -60,7 +61,9 @@ impl PyShardedIndex {
             None => Vec::new(),
         };
         let input = input(data, None, "the data vectors")?;
-        let dataset = arrays::dataset(&input, true)?;
+        // Read in place where the array allows: every shard copies its part anyway, and the
+        // sharded index keeps no reference to `data`.
+        let dataset = arrays::dataset(&input, false)?;
         let token = CancelToken::new();
         let builder = builder.cancel(token.clone());
         let inner = cancellable(py, &token, move || {

@@ -61,40 +61,13 @@ impl ShardedIndex {
         let build_part = |builder: &IndexBuilder, part: &Range<usize>| -> Result<Index> {
             with_view!(&data, |view| builder.build(view.slice_rows(part.clone())?))
         };
-        let built: Vec<Result<Index>> = if devices.is_empty() {
-            parts.iter().map(|part| build_part(builder, part)).collect()
-        } else {
-            let mut built: Vec<Option<Result<Index>>> = (0..parts.len()).map(|_| None).collect();
-            std::thread::scope(|scope| {
-                let running: Vec<_> = devices
-                    .iter()
-                    .enumerate()
-                    .map(|(slot, &device)| {
-                        let on_device = builder.clone().on_device(device);
-                        let parts = &parts;
-                        let build_part = &build_part;
-                        scope.spawn(move || {
-                            (slot..parts.len())
-                                .step_by(devices.len())
-                                .map(|i| (i, build_part(&on_device, &parts[i])))
-                                .collect::<Vec<_>>()
-                        })
-                    })
-                    .collect();
-                for thread in running {
-                    let done = thread
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    for (i, index) in done {
-                        built[i] = Some(index);
-                    }
-                }
-            });
-            built
-                .into_iter()
-                .map(|b| b.expect("every shard was built by its device's thread"))
-                .collect()
-        };
+        // One lane per device (none: the calling thread), each its shards in turn.
+        let built = in_lanes(parts.len(), devices.len(), |lane, i| {
+            match devices.get(lane) {
+                Some(&device) => build_part(&builder.clone().on_device(device), &parts[i]),
+                None => build_part(builder, &parts[i]),
+            }
+        });
         Self::from_shards(built.into_iter().collect::<Result<Vec<_>>>()?)
     }
 
@@ -206,38 +179,14 @@ impl ShardedIndex {
             let shard = &self.shards[i];
             shard.search(queries, k.min(shard.data().rows()), &shard_params[i])
         };
-        let found: Vec<Result<SearchOutput>> = if params.devices.len() <= 1 {
-            (0..self.shards.len()).map(search_shard).collect()
+        // One lane per device, each its shards in turn; with one device or none, the shards
+        // one after another on the calling thread.
+        let lanes = if params.devices.len() > 1 {
+            params.devices.len()
         } else {
-            let per_device = params.devices.len();
-            let mut found: Vec<Option<Result<SearchOutput>>> =
-                (0..self.shards.len()).map(|_| None).collect();
-            std::thread::scope(|scope| {
-                let search_shard = &search_shard;
-                let running: Vec<_> = (0..per_device.min(self.shards.len()))
-                    .map(|slot| {
-                        scope.spawn(move || {
-                            (slot..self.shards.len())
-                                .step_by(per_device)
-                                .map(|i| (i, search_shard(i)))
-                                .collect::<Vec<_>>()
-                        })
-                    })
-                    .collect();
-                for thread in running {
-                    let done = thread
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    for (i, out) in done {
-                        found[i] = Some(out);
-                    }
-                }
-            });
-            found
-                .into_iter()
-                .map(|f| f.expect("every shard was searched by its device's thread"))
-                .collect()
+            0
         };
+        let found = in_lanes(self.shards.len(), lanes, |_, i| search_shard(i));
         let found = found.into_iter().collect::<Result<Vec<_>>>()?;
         let mut stats = SearchStats::default();
         for out in &found {
@@ -362,6 +311,45 @@ impl ShardedIndex {
         }
         all
     }
+}
+
+/// Runs `work(lane, item)` for items `0..items` and returns the results in item order: with
+/// `lanes` of 0 or 1 one after another on the calling thread (lane 0); otherwise lane `l` (a
+/// thread of its own) runs items `l`, `l + lanes`, ... in turn, the lanes at the same time. A
+/// panic in a lane is resumed here.
+fn in_lanes<R: Send>(
+    items: usize,
+    lanes: usize,
+    work: impl Fn(usize, usize) -> R + Sync,
+) -> Vec<R> {
+    if lanes <= 1 {
+        return (0..items).map(|i| work(0, i)).collect();
+    }
+    let mut out: Vec<Option<R>> = (0..items).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let work = &work;
+        let running: Vec<_> = (0..lanes.min(items))
+            .map(|lane| {
+                scope.spawn(move || {
+                    (lane..items)
+                        .step_by(lanes)
+                        .map(|i| (i, work(lane, i)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for thread in running {
+            let done = thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (i, r) in done {
+                out[i] = Some(r);
+            }
+        }
+    });
+    out.into_iter()
+        .map(|r| r.expect("every item ran in its lane"))
+        .collect()
 }
 
 /// The manifest's file name in a saved sharded index.

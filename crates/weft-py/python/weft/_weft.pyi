@@ -136,7 +136,8 @@ class ShardedIndex:
         """Cuts ``data`` into ``shards`` contiguous parts of nearly equal size and builds one
         index per part with the keywords of :func:`build`. ``devices``: ``None`` builds the
         shards one after another; a device number, a list or ``"all"`` builds shard ``i`` on
-        ``devices[i % len(devices)]``, the devices at the same time. The vectors are copied.
+        ``devices[i % len(devices)]``, the devices at the same time. Each shard copies its part
+        of the vectors (``data`` must not change during the build).
         ``shards`` of 0 or above the vector count raises :class:`InvalidParamsError`."""
         ...
 
